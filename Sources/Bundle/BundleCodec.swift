@@ -1,0 +1,155 @@
+import ChangeLog
+
+/// The primitives of docs/BUNDLE_FORMAT.md: LEB128 varints, zigzag, strings, tagged values.
+enum BundleCodec {
+    static let magic: [UInt8] = Array("SQSYNCB".utf8) + [0]
+    static let version: UInt8 = 1
+    static let trailerMagic: [UInt8] = Array("SQSYNC-SIG\n".utf8)
+    static let signatureNamespace = "sqsync"
+    static let knownCapabilities: Set<String> = []
+    static let rowRecord: UInt8 = 1
+    static let endRecord: UInt8 = 0
+
+    enum ValueTag: UInt8 {
+        case null = 0, integer, real, text, blob
+    }
+
+    static func appendVarint(_ value: UInt64, to bytes: inout [UInt8]) {
+        var rest = value
+        while rest >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: rest) | 0x80)
+            rest >>= 7
+        }
+        bytes.append(UInt8(rest))
+    }
+
+    static func appendVarint(_ value: Int, to bytes: inout [UInt8]) { appendVarint(UInt64(value), to: &bytes) }
+    static func appendVarint(_ value: Int64, to bytes: inout [UInt8]) { appendVarint(UInt64(bitPattern: value), to: &bytes) }
+
+    static func appendZigzag(_ value: Int64, to bytes: inout [UInt8]) {
+        appendVarint(UInt64(bitPattern: (value << 1) ^ (value >> 63)), to: &bytes)
+    }
+
+    static func unzigzag(_ raw: UInt64) -> Int64 {
+        Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
+    }
+
+    static func appendString(_ text: String, to bytes: inout [UInt8]) {
+        let utf8 = Array(text.utf8)
+        appendVarint(utf8.count, to: &bytes)
+        bytes.append(contentsOf: utf8)
+    }
+
+    static func appendValue(_ value: SQLValue, to bytes: inout [UInt8]) {
+        switch value {
+        case .null:
+            bytes.append(ValueTag.null.rawValue)
+        case .integer(let v):
+            bytes.append(ValueTag.integer.rawValue)
+            appendZigzag(v, to: &bytes)
+        case .real(let v):
+            bytes.append(ValueTag.real.rawValue)
+            var bits = v.bitPattern.littleEndian
+            withUnsafeBytes(of: &bits) { bytes.append(contentsOf: $0) }
+        case .text(let v):
+            bytes.append(ValueTag.text.rawValue)
+            appendString(v, to: &bytes)
+        case .blob(let v):
+            bytes.append(ValueTag.blob.rawValue)
+            appendVarint(v.count, to: &bytes)
+            bytes.append(contentsOf: v)
+        }
+    }
+}
+
+/// Decodes the primitives from any byte source, refusing anything malformed.
+protocol ByteSource: AnyObject {
+    var path: String { get }
+    func readByte() throws -> UInt8
+    func readBytes(_ count: Int) throws -> [UInt8]
+}
+
+extension HashingFileInput: ByteSource {}
+
+/// An in-memory source, for the header (read whole: its length is in the payload).
+final class ArraySource: ByteSource {
+    let path: String
+    private let bytes: [UInt8]
+    private var position = 0
+
+    init(_ bytes: [UInt8], path: String) {
+        self.bytes = bytes
+        self.path = path
+    }
+
+    var isAtEnd: Bool { position == bytes.count }
+
+    func readByte() throws -> UInt8 {
+        guard position < bytes.count else { throw BundleError(.corrupt, "\(path): the bundle header is truncated") }
+        defer { position += 1 }
+        return bytes[position]
+    }
+
+    func readBytes(_ count: Int) throws -> [UInt8] {
+        guard count <= bytes.count - position else { throw BundleError(.corrupt, "\(path): the bundle header is truncated") }
+        defer { position += count }
+        return Array(bytes[position..<(position + count)])
+    }
+}
+
+extension ByteSource {
+    func corrupt(_ what: String) -> BundleError { BundleError(.corrupt, "\(path): damaged bundle (\(what))") }
+
+    func readVarint() throws -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            let byte = try readByte()
+            guard shift < 64, !(shift == 63 && byte > 1) else { throw corrupt("varint too long") }
+            result |= UInt64(byte & 0x7f) << shift
+            if byte & 0x80 == 0 { return result }
+            shift += 7
+        }
+    }
+
+    func readCount(limit: Int = 1 << 31) throws -> Int {
+        let value = try readVarint()
+        guard value <= UInt64(limit) else { throw corrupt("length \(value) out of range") }
+        return Int(value)
+    }
+
+    func readInt64() throws -> Int64 {
+        let value = try readVarint()
+        guard value <= UInt64(Int64.max) else { throw corrupt("number out of range") }
+        return Int64(value)
+    }
+
+    func readZigzag() throws -> Int64 { BundleCodec.unzigzag(try readVarint()) }
+
+    func readString() throws -> String {
+        let bytes = try readBytes(try readCount())
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw corrupt("text that is not UTF-8") }
+        return text
+    }
+
+    func readIndex(below count: Int, _ what: String) throws -> Int {
+        let value = try readVarint()
+        guard value < UInt64(count) else { throw corrupt("\(what) \(value) out of range") }
+        return Int(value)
+    }
+
+    func readValue() throws -> SQLValue {
+        guard let tag = BundleCodec.ValueTag(rawValue: try readByte()) else { throw corrupt("unknown value type") }
+        switch tag {
+        case .null: return .null
+        case .integer: return .integer(try readZigzag())
+        case .real:
+            let bytes = try readBytes(8)
+            var bits: UInt64 = 0
+            for (index, byte) in bytes.enumerated() { bits |= UInt64(byte) << (8 * UInt64(index)) }
+            return .real(Double(bitPattern: bits))
+        case .text: return .text(try readString())
+        case .blob: return .blob(try readBytes(try readCount()))
+        }
+    }
+}

@@ -1,0 +1,19 @@
+/// Why a bundle was refused. Every case means "nothing was applied".
+public struct BundleError: Error, CustomStringConvertible, Equatable {
+    public enum Kind: Sendable, Equatable {
+        /// Damaged, truncated, not a bundle, or an unknown version or capability.
+        case corrupt
+        /// The signature does not verify, or the signer is not trusted.
+        case untrusted
+        /// Reading or writing the file failed.
+        case io
+    }
+
+    public var kind: Kind
+    public var description: String
+
+    public init(_ kind: Kind, _ description: String) {
+        self.kind = kind
+        self.description = description
+    }
+}

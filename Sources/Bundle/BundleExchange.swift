@@ -1,0 +1,97 @@
+import ChangeLog
+import Foundation
+
+/// What an export wrote.
+public struct ExportResult: Sendable {
+    public var path: String
+    public var header: ChangeSetHeader
+    public var rows: Int
+    public var bytes: Int
+}
+
+/// What an import did with one bundle.
+public struct ImportResult: Sendable {
+    public enum Outcome: Sendable, Equatable {
+        case applied
+        /// Verified, but waiting for a schema migration; kept beside the database.
+        case held(reason: String)
+    }
+
+    public var path: String
+    public var sender: String
+    public var senderName: String
+    public var signer: String
+    public var outcome: Outcome
+    public var summary: ApplySummary
+}
+
+/// Export and import of whole bundles: the glue between a replica and the file format.
+public enum BundleExchange {
+    /// Writes one signed bundle with every change `since` lacks (every change when empty).
+    /// `destination` is a file path, or a folder when `intoDirectory` is true; then the file
+    /// is named after the sender and its sequence range (docs/BUNDLE_FORMAT.md).
+    public static func export(
+        replica: Replica, since base: Knowledge, key: SigningKey, to destination: String, intoDirectory: Bool,
+        nameSuffix: String? = nil, progress: ((Int) -> Void)? = nil
+    ) throws -> ExportResult {
+        try replica.readSnapshot {
+            let exporter = try ChangeExporter(replica: replica, since: base)
+            let header = exporter.header
+            let path = intoDirectory ? destination + "/" + fileName(for: header, suffix: nameSuffix) : destination
+            let writer = try BundleWriter(destination: path, header: header, createdAt: Int64(Date().timeIntervalSince1970 * 1000))
+            try exporter.forEachChange { change in
+                try writer.write(change)
+                if writer.recordCount % 10_000 == 0 { progress?(writer.recordCount) }
+            }
+            let bytes = try writer.finish(signingKey: key)
+            return ExportResult(path: path, header: header, rows: writer.recordCount, bytes: bytes)
+        }
+    }
+
+    /// `<sender>_<first>-<last>_<suffix>.sqsb`: valid on FAT32 and exFAT. The suffix is
+    /// random unless given, so two exports never collide.
+    public static func fileName(for header: ChangeSetHeader, suffix: String? = nil) -> String {
+        let range = header.senderRange
+        let suffix = suffix ?? String(format: "%08x", UInt32.random(in: 0...UInt32.max))
+        return "\(header.sender)_\(range.lowerBound)-\(range.upperBound)_\(suffix).sqsb"
+    }
+
+    public static func isBundleFileName(_ name: String) -> Bool {
+        name.hasSuffix(".sqsb") && !name.hasPrefix(".")
+    }
+
+    /// Verifies a bundle completely, then merges it in one transaction. A schema the
+    /// replica lacks holds the bundle (copied beside the database) instead of failing.
+    public static func importBundle(
+        path: String, into replica: Replica, trust: AllowedSigners, dryRun: Bool = false
+    ) throws -> ImportResult {
+        let reader = try BundleReader(path: path)
+        let signer = try reader.verify(trust: trust)
+        var result = ImportResult(
+            path: path, sender: reader.header.sender, senderName: reader.header.senderName, signer: signer,
+            outcome: .applied, summary: ApplySummary())
+        do {
+            result.summary = try replica.database.inTransaction(commit: !dryRun) {
+                let applier = try ChangeApplier(replica: replica, header: reader.header)
+                try reader.forEachChange { try applier.apply($0) }
+                return try applier.finish()
+            }
+        } catch let error as ChangeLogError where error.kind == .schemaMismatch {
+            result.outcome = .held(reason: error.description)
+            if !dryRun { try HeldBundles(replica: replica).hold(reader, reason: error.description) }
+            return result
+        }
+        if !dryRun { try HeldBundles(replica: replica).release(digestOf: reader) }
+        return result
+    }
+
+    /// Imports every bundle a replica holds, in case a migration now lets them apply.
+    public static func retryHeld(replica: Replica, trust: AllowedSigners) throws -> [ImportResult] {
+        var results: [ImportResult] = []
+        for held in try HeldBundles(replica: replica).all() {
+            let result = try importBundle(path: held.path, into: replica, trust: trust)
+            if result.outcome == .applied { results.append(result) }
+        }
+        return results
+    }
+}

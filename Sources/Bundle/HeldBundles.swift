@@ -1,0 +1,51 @@
+import ChangeLog
+import Crypto
+import Foundation
+
+/// Bundles verified but not yet applicable (they carry a column or table this replica
+/// lacks). Each is copied into a folder beside the database, so it is still there after
+/// the USB stick it came on has gone, and listed in `_sqsync_held` for `status`.
+struct HeldBundles {
+    let replica: Replica
+
+    var folder: String {
+        let url = URL(fileURLWithPath: replica.path)
+        return url.deletingLastPathComponent().path + "/." + url.lastPathComponent + "-sqsync-held"
+    }
+
+    static func digestText(_ reader: BundleReader) throws -> String {
+        try reader.payloadDigest().map { String(format: "%02x", $0) }.joined()
+    }
+
+    func hold(_ reader: BundleReader, reason: String) throws {
+        let digest = try Self.digestText(reader)
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let copy = folder + "/" + digest.prefix(32) + ".sqsb"
+        if reader.path != copy {
+            try? FileManager.default.removeItem(atPath: copy)
+            do {
+                try FileManager.default.copyItem(atPath: reader.path, toPath: copy)
+            } catch {
+                throw BundleError(.io, "\(copy): cannot keep the held bundle: \(error.localizedDescription)")
+            }
+        }
+        try replica.database.run(
+            #"INSERT INTO "_sqsync_held" ("digest", "path", "sender", "reason") VALUES (?, ?, ?, ?) ON CONFLICT DO UPDATE SET "reason" = excluded."reason""#,
+            .text(digest), .text(copy), .text(reader.header.sender), .text(reason))
+    }
+
+    func release(digestOf reader: BundleReader) throws {
+        guard try replica.database.scalar(#"SELECT count(*) FROM "_sqsync_held""#)?.int64Value ?? 0 > 0 else { return }
+        let digest = try Self.digestText(reader)
+        for row in try replica.database.rows(#"SELECT "path" FROM "_sqsync_held" WHERE "digest" = ?"#, .text(digest)) {
+            if let path = row[0].stringValue { try? FileManager.default.removeItem(atPath: path) }
+        }
+        try replica.database.run(#"DELETE FROM "_sqsync_held" WHERE "digest" = ?"#, .text(digest))
+    }
+
+    func all() throws -> [(path: String, reason: String)] {
+        try replica.database.rows(#"SELECT "path", "reason" FROM "_sqsync_held" ORDER BY "held_at""#).map {
+            ($0[0].stringValue ?? "", $0[1].stringValue ?? "")
+        }
+    }
+}

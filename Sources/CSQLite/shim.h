@@ -1,0 +1,21 @@
+#ifndef SQSYNC_CSQLITE_SHIM_H
+#define SQSYNC_CSQLITE_SHIM_H
+#define SQLITE_ENABLE_SESSION 1
+#define SQLITE_ENABLE_PREUPDATE_HOOK 1
+#include <sqlite3.h>
+
+/// SQLITE_TRANSIENT is a macro Swift cannot import: SQLite copies the bound bytes.
+static inline int sqsync_bind_text(sqlite3_stmt *stmt, int index, const char *text, int length) {
+    return sqlite3_bind_text(stmt, index, text, length, SQLITE_TRANSIENT);
+}
+
+static inline int sqsync_bind_blob(sqlite3_stmt *stmt, int index, const void *bytes, int length) {
+    return sqlite3_bind_blob(stmt, index, bytes, length, SQLITE_TRANSIENT);
+}
+
+/// sqlite3_db_config is variadic; Swift cannot call it directly.
+static inline int sqsync_enable_defensive(sqlite3 *db, int on) {
+    return sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, on, (int *)0);
+}
+
+#endif

@@ -1,0 +1,28 @@
+#ifndef SQSYNC_CSSH_SHIM_H
+#define SQSYNC_CSSH_SHIM_H
+#include <stdbool.h>
+#include <libssh/libssh.h>
+#include <libssh/sftp.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+/// ssh_options_set takes a void pointer whose pointee type depends on the option;
+/// these wrappers give Swift one typed call per option it uses.
+static inline int sqsync_ssh_set_string(ssh_session session, enum ssh_options_e option, const char *value) {
+    return ssh_options_set(session, option, value);
+}
+
+static inline int sqsync_ssh_set_port(ssh_session session, unsigned int port) {
+    return ssh_options_set(session, SSH_OPTIONS_PORT, &port);
+}
+
+static inline int sqsync_ssh_set_timeout(ssh_session session, long seconds) {
+    return ssh_options_set(session, SSH_OPTIONS_TIMEOUT, &seconds);
+}
+
+static inline int sqsync_ssh_set_bool(ssh_session session, enum ssh_options_e option, int value) {
+    bool flag = value != 0;
+    return ssh_options_set(session, option, &flag);
+}
+
+#endif

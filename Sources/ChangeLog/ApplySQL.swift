@@ -1,0 +1,93 @@
+/// The statements the applier runs, as SQL, in one place.
+enum ApplySQL {
+    static let startApplying = #"UPDATE "_sqsync_replica" SET "applying" = 1"#
+    static let stopApplying = #"UPDATE "_sqsync_replica" SET "applying" = 0"#
+
+    static let rowEntry = """
+        SELECT "cl", "hlc", "site", "seq" FROM "_sqsync_rows" WHERE "tid" = ? AND "pk" = ?
+        """
+
+    static let upsertRowEntry = """
+        INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq") VALUES (?, ?, ?, ?, ?, ?)
+        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = excluded."cl", "hlc" = excluded."hlc",
+            "site" = excluded."site", "seq" = excluded."seq"
+        """
+
+    static let cellsOfRow = """
+        SELECT "cid", "hlc", "site", "seq" FROM "_sqsync_cells" WHERE "tid" = ? AND "pk" = ?
+        """
+
+    static let deleteCellsOfRow = """
+        DELETE FROM "_sqsync_cells" WHERE "tid" = ? AND "pk" = ?
+        """
+
+    static let upsertCell = """
+        INSERT INTO "_sqsync_cells" ("tid", "pk", "cid", "hlc", "site", "seq") VALUES (?, ?, ?, ?, ?, ?)
+        ON CONFLICT ("tid", "pk", "cid") DO UPDATE SET "hlc" = excluded."hlc", "site" = excluded."site",
+            "seq" = excluded."seq"
+        """
+
+    static let recordConflict = """
+        INSERT INTO "_sqsync_conflicts" ("kind", "table_name", "pk", "column_name", "lost_value", "lost_row",
+            "lost_site", "lost_hlc", "won_site", "won_hlc")
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
+    /// Moves the local clock past every value seen, and takes the next local change.
+    static let observeClock = #"UPDATE "_sqsync_replica" SET "hlc" = max("hlc", ?)"#
+    static let tick = """
+        UPDATE "_sqsync_replica" SET "seq" = "seq" + 1,
+            "hlc" = max("hlc" + 1, \(MetadataSQL.wallClockMilliseconds))
+        RETURNING "site", "seq", "hlc"
+        """
+
+    static let advanceKnowledge = """
+        UPDATE "_sqsync_sites" SET "known_seq" = max("known_seq", ?) WHERE "site" = ?
+        """
+
+    static let heardFrom = """
+        UPDATE "_sqsync_sites" SET "last_heard" = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+            "reported_seq" = CASE WHEN "reported_seq" IS NULL OR "reported_seq" < ?1 THEN ?1 ELSE "reported_seq" END,
+            "reported_hlc" = CASE WHEN "reported_seq" IS NULL OR "reported_seq" < ?1 THEN ?2 ELSE "reported_hlc" END
+        WHERE "site" = ?3
+        """
+
+    static func compositeKey(columns: Int) -> String {
+        "SELECT " + (1...columns).map { "quote(?\($0))" }.joined(separator: " || ',' || ")
+    }
+
+    static func keyCondition(_ columns: [ColumnInfo], firstParameter: Int) -> String {
+        columns.enumerated().map { "\(quoteIdentifier($0.element.name)) = ?\(firstParameter + $0.offset)" }
+            .joined(separator: " AND ")
+    }
+
+    static func insertRow(_ table: String, columns: [String]) -> String {
+        """
+        INSERT INTO \(quoteIdentifier(table)) (\(columns.map(quoteIdentifier).joined(separator: ", ")))
+        VALUES (\(columns.indices.map { "?\($0 + 1)" }.joined(separator: ", ")))
+        """
+    }
+
+    static func updateRow(_ table: String, columns: [String], key: [ColumnInfo]) -> String {
+        """
+        UPDATE \(quoteIdentifier(table)) SET \(columns.enumerated().map { "\(quoteIdentifier($0.element)) = ?\($0.offset + 1)" }.joined(separator: ", "))
+        WHERE \(keyCondition(key, firstParameter: columns.count + 1))
+        """
+    }
+
+    static func deleteRow(_ table: String, key: [ColumnInfo]) -> String {
+        "DELETE FROM \(quoteIdentifier(table)) WHERE \(keyCondition(key, firstParameter: 1))"
+    }
+
+    static func selectRow(_ table: String, columns: [String], key: [ColumnInfo]) -> String {
+        "SELECT \(columns.map(quoteIdentifier).joined(separator: ", ")) FROM \(quoteIdentifier(table)) WHERE \(keyCondition(key, firstParameter: 1))"
+    }
+
+    /// Unique indexes other than the primary key, with their plain-column parts.
+    static let uniqueIndexes = """
+        SELECT il."name", group_concat(ii."name", char(31)) FROM pragma_index_list(?1) il
+        JOIN pragma_index_info(il."name") ii
+        WHERE il."unique" = 1 AND il."origin" != 'pk' AND il."partial" = 0
+        GROUP BY il."name" HAVING count(*) = count(ii."name")
+        """
+}

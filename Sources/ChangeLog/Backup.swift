@@ -1,0 +1,20 @@
+import CSQLite
+
+/// SQLite's online backup (https://sqlite.org/backup.html): copies a live database page by
+/// page, restarting a step when another connection writes, so apps need not stop.
+enum Backup {
+    static func copy(from source: Database, toPath destinationPath: String) throws {
+        let destination = try Database(path: destinationPath, create: true)
+        guard let backup = sqlite3_backup_init(destination.handle, "main", source.handle, "main") else {
+            try destination.check(sqlite3_errcode(destination.handle), sql: "backup")
+            return
+        }
+        var rc: Int32
+        repeat {
+            rc = sqlite3_backup_step(backup, 256)
+            if rc == SQLITE_BUSY || rc == SQLITE_LOCKED { sqlite3_sleep(20) }
+        } while rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED
+        sqlite3_backup_finish(backup)
+        try destination.check(rc == SQLITE_DONE ? SQLITE_OK : rc, sql: "backup")
+    }
+}

@@ -1,0 +1,524 @@
+import Foundation
+
+/// What an import did (or, in a dry run, would do), per table.
+public struct ApplySummary: Sendable, Equatable {
+    public struct TableCounts: Sendable, Equatable {
+        public var inserted = 0
+        public var updated = 0
+        public var deleted = 0
+        public var unchanged = 0
+        public var conflicts = 0
+
+        public init() {}
+    }
+
+    public var tables: [String: TableCounts] = [:]
+    /// False when the bundle assumed knowledge this replica lacks: its rows were merged, but
+    /// this replica does not claim the sender's knowledge and will ask for it again.
+    public var knowledgeAdvanced = false
+    public var changes: Int { tables.values.reduce(0) { $0 + $1.inserted + $1.updated + $1.deleted } }
+    public var conflicts: Int { tables.values.reduce(0) { $0 + $1.conflicts } }
+
+    public init() {}
+}
+
+/// Merges one change set into a replica: causal length decides whether a row lives, and
+/// each column keeps the value with the greatest (hybrid logical clock, knowledge ID).
+/// The outcome does not depend on the order change sets arrive in.
+///
+/// The caller owns the transaction: create the applier, ``apply(_:)`` every row change,
+/// then ``finish()``, all inside one transaction, so a failure leaves nothing half-applied.
+public final class ChangeApplier {
+    private struct LocalStamp: Equatable {
+        var hlc: Int64
+        var site: Int
+        var seq: Int64
+    }
+
+    private struct Target {
+        var info: TableInfo
+        /// Change-set column index → local column.
+        var columns: [ColumnInfo]
+        var key: [ColumnInfo]
+    }
+
+    private let replica: Replica
+    private let database: Database
+    private let header: ChangeSetHeader
+    private let localSite: [Int]
+    private var siteIDs: [Int: String]
+    private let knownBefore: [Int: Int64]
+    private let senderKnows: [Int: Int64]
+    private let targets: [Target]
+    private var highestClock: Int64
+    public private(set) var summary = ApplySummary()
+
+    /// Checks that the change set may be applied here, before anything is written: it does
+    /// not come from this replica's own identity or a retired peer, and every table and
+    /// column it carries exists here (otherwise it must be held until a migration).
+    public init(replica: Replica, header: ChangeSetHeader) throws {
+        self.replica = replica
+        self.database = replica.database
+        self.header = header
+        let path = replica.path
+        if header.sender == replica.knowledgeID {
+            throw ChangeLogError(.identityClash,
+                "\(path): the bundle comes from a replica with this replica's own knowledge ID \(replica.knowledgeID): one database was copied instead of cloned; keep one copy and make others with `sqsync clone`")
+        }
+        if let ownIndex = header.sites.firstIndex(of: replica.knowledgeID),
+           header.knowledge[ownIndex] > (try database.scalar(#"SELECT "seq" FROM "_sqsync_replica""#)?.int64Value ?? 0) {
+            throw ChangeLogError(.identityClash,
+                "\(path): the sender holds changes \(header.knowledge[ownIndex]) of this replica's knowledge ID, which it never made: this file is a copy of another replica, or a restored backup; replace it with `sqsync clone` of a current replica")
+        }
+        let senderRow = try database.rows(
+            #"SELECT "retired", "reported_seq", "reported_hlc" FROM "_sqsync_sites" WHERE "knowledge_id" = ?"#, .text(header.sender)).first
+        if senderRow?[0].int64Value == 1 {
+            throw ChangeLogError(.retiredPeer,
+                "\(path): the bundle comes from \(header.senderName) (\(header.sender)), a retired peer; refusing it. If that site is back, give it a fresh copy with `sqsync clone`")
+        }
+        if let reportedSeq = senderRow?[1].int64Value, let reportedHLC = senderRow?[2].int64Value {
+            let seq = header.senderSeq, hlc = header.senderHLC
+            let consistent = (seq == reportedSeq && hlc == reportedHLC) || (seq > reportedSeq && hlc > reportedHLC)
+                || (seq < reportedSeq && hlc < reportedHLC)
+            if !consistent {
+                throw ChangeLogError(.identityClash,
+                    "\(path): two databases claim knowledge ID \(header.sender) (\(header.senderName)): its clock went \(reportedSeq)@\(reportedHLC) → \(seq)@\(hlc), which one replica never does. One was copied instead of cloned; retire that ID with `sqsync peers retire` and re-create the copies with `sqsync clone`")
+            }
+        }
+
+        var targets: [Target] = []
+        let tracked = Dictionary(uniqueKeysWithValues: try replica.trackedTables().map { ($0.name, $0) })
+        for schema in header.tables {
+            guard let info = tracked[schema.name] else {
+                throw ChangeLogError(.schemaMismatch, "\(path): the bundle carries table \(schema.name), which is not tracked here")
+            }
+            var columns: [ColumnInfo] = []
+            for name in schema.columns {
+                guard let column = info.column(named: name) else {
+                    throw ChangeLogError(.schemaMismatch,
+                        "\(path): the bundle carries column \(schema.name).\(name), which this replica lacks; migrate the schema, run `sqsync refresh`, then import again")
+                }
+                columns.append(column)
+            }
+            let key = schema.primaryKey.map { columns[$0] }
+            guard key.map(\.cid) == info.primaryKey.map(\.cid) else {
+                throw ChangeLogError(.schemaMismatch, "\(path): table \(schema.name) has a different primary key in the bundle")
+            }
+            targets.append(Target(info: info, columns: columns, key: key))
+        }
+        self.targets = targets
+
+        var localSite: [Int] = []
+        for (index, id) in header.sites.enumerated() {
+            localSite.append(try replica.siteNumber(for: id, name: header.siteNames[index]))
+        }
+        self.localSite = localSite
+        self.siteIDs = try replica.siteIDs()
+        var knownBefore: [Int: Int64] = [:]
+        let knowledge = try replica.knowledge()
+        for (site, id) in siteIDs { knownBefore[site] = knowledge[id] }
+        self.knownBefore = knownBefore
+        for (index, site) in localSite.enumerated() where header.forgotten[index] > (knownBefore[site] ?? 0) {
+            throw ChangeLogError(.staleReplica,
+                "\(path): this replica is older than what \(header.senderName) has purged (it lacks deletions of \(header.siteNames[index].isEmpty ? header.sites[index] : header.siteNames[index]) up to \(header.forgotten[index])) and may still hold rows deleted since; replace it with `sqsync clone` of a current replica")
+        }
+        var senderKnows: [Int: Int64] = [:]
+        for (index, site) in localSite.enumerated() { senderKnows[site] = header.knowledge[index] }
+        self.senderKnows = senderKnows
+        highestClock = header.senderHLC
+        try database.execute(ApplySQL.startApplying)
+    }
+
+    // MARK: Stamps
+
+    private func local(_ stamp: Stamp) -> LocalStamp {
+        LocalStamp(hlc: stamp.hlc, site: localSite[stamp.site], seq: stamp.seq)
+    }
+
+    /// Later wins: greater clock, ties broken by knowledge ID.
+    private func isLater(_ a: LocalStamp, than b: LocalStamp) -> Bool {
+        if a.hlc != b.hlc { return a.hlc > b.hlc }
+        let idA = siteIDs[a.site] ?? "", idB = siteIDs[b.site] ?? ""
+        if idA != idB { return idA > idB }
+        return a.seq > b.seq
+    }
+
+    private func knownHere(_ stamp: LocalStamp) -> Bool { (knownBefore[stamp.site] ?? 0) >= stamp.seq }
+    private func knownToSender(_ stamp: LocalStamp) -> Bool { (senderKnows[stamp.site] ?? 0) >= stamp.seq }
+
+    // MARK: Applying
+
+    public func apply(_ change: RowChange) throws {
+        let target = targets[change.table]
+        let key = try storedKey(change.key)
+        if let rowStamp = change.rowStamp { highestClock = max(highestClock, rowStamp.hlc) }
+        for column in change.columns { highestClock = max(highestClock, column.stamp.hlc) }
+
+        let entry = try rowEntry(tid: target.info.tid, key: key)
+        let localLength = entry?.cl ?? 0
+        if change.causalLength < localLength {
+            try recordStale(change, target: target, localIsDeleted: localLength % 2 == 0)
+            summary.tables[target.info.name, default: .init()].unchanged += 1
+        } else if change.causalLength > localLength {
+            guard let rowStamp = change.rowStamp.map(local) else {
+                summary.tables[target.info.name, default: .init()].unchanged += 1
+                return
+            }
+            if change.isDelete {
+                try endLife(change, target: target, key: key, stamp: rowStamp, liveHere: localLength % 2 == 1)
+            } else {
+                try startLife(change, target: target, key: key, stamp: rowStamp, liveHere: localLength % 2 == 1)
+            }
+        } else if change.isDelete {
+            summary.tables[target.info.name, default: .init()].unchanged += 1
+            if let incoming = change.rowStamp.map(local), let entry, isLater(incoming, than: entry.stamp) {
+                try writeRowEntry(tid: target.info.tid, key: key, cl: change.causalLength, stamp: incoming)
+            }
+        } else {
+            try mergeColumns(change, target: target, key: key, rowStamp: entry?.stamp)
+        }
+    }
+
+    private func rowEntry(tid: Int, key: SQLValue) throws -> (cl: Int64, stamp: LocalStamp)? {
+        let statement = try database.cached(ApplySQL.rowEntry)
+        try statement.bind([.integer(Int64(tid)), key])
+        defer { statement.reset() }
+        guard try statement.step() else { return nil }
+        return (statement.int64(at: 0),
+                LocalStamp(hlc: statement.int64(at: 1), site: Int(statement.int64(at: 2)), seq: statement.int64(at: 3)))
+    }
+
+    private func storedKey(_ values: [SQLValue]) throws -> SQLValue {
+        if values.count == 1 { return values[0] }
+        let statement = try database.cached(ApplySQL.compositeKey(columns: values.count))
+        try statement.bind(values)
+        defer { statement.reset() }
+        _ = try statement.step()
+        return statement.value(at: 0)
+    }
+
+    private func writeRowEntry(tid: Int, key: SQLValue, cl: Int64, stamp: LocalStamp) throws {
+        try database.run(ApplySQL.upsertRowEntry, .integer(Int64(tid)), key, .integer(cl), .integer(stamp.hlc),
+                         .integer(Int64(stamp.site)), .integer(stamp.seq))
+    }
+
+    private func writeCell(tid: Int, key: SQLValue, cid: Int, stamp: LocalStamp) throws {
+        try database.run(ApplySQL.upsertCell, .integer(Int64(tid)), key, .integer(Int64(cid)), .integer(stamp.hlc),
+                         .integer(Int64(stamp.site)), .integer(stamp.seq))
+    }
+
+    private func localCells(tid: Int, key: SQLValue) throws -> [Int: LocalStamp] {
+        let statement = try database.cached(ApplySQL.cellsOfRow)
+        try statement.bind([.integer(Int64(tid)), key])
+        var cells: [Int: LocalStamp] = [:]
+        while try statement.step() {
+            cells[Int(statement.int64(at: 0))] = LocalStamp(
+                hlc: statement.int64(at: 1), site: Int(statement.int64(at: 2)), seq: statement.int64(at: 3))
+        }
+        return cells
+    }
+
+    /// A new life for the row: insert it, or overwrite an older life that the sender saw end.
+    private func startLife(_ change: RowChange, target: Target, key: SQLValue, stamp: LocalStamp, liveHere: Bool) throws {
+        let tid = target.info.tid
+        if liveHere {
+            try recordLocalLosses(target: target, key: key, values: change.key, kind: "update lost to delete")
+        }
+        let names = change.columns.map { target.columns[$0.column].name }
+        let writing = Dictionary(zip(names, change.columns.map(\.value))) { _, last in last }
+        let written: Bool
+        if liveHere {
+            written = try writeSettlingUniqueClashes(
+                target: target, keyValues: change.key, writing: writing, lifeStamp: stamp, cl: change.causalLength
+            ) {
+                try self.runUpdate(target: target, names: names, values: change.columns.map(\.value), keyValues: change.key)
+            }
+        } else {
+            let allNames = target.key.map(\.name) + names
+            let allValues = change.key + change.columns.map(\.value)
+            written = try writeSettlingUniqueClashes(
+                target: target, keyValues: change.key, writing: writing, lifeStamp: stamp, cl: change.causalLength
+            ) {
+                try self.database.run(ApplySQL.insertRow(target.info.name, columns: allNames), allValues)
+            }
+        }
+        guard written else { return }
+        try writeRowEntry(tid: tid, key: key, cl: change.causalLength, stamp: stamp)
+        try database.run(ApplySQL.deleteCellsOfRow, .integer(Int64(tid)), key)
+        for column in change.columns {
+            let columnStamp = local(column.stamp)
+            if columnStamp != stamp { try writeCell(tid: tid, key: key, cid: target.columns[column.column].cid, stamp: columnStamp) }
+        }
+        if liveHere {
+            summary.tables[target.info.name, default: .init()].updated += 1
+        } else {
+            summary.tables[target.info.name, default: .init()].inserted += 1
+        }
+    }
+
+    private func endLife(_ change: RowChange, target: Target, key: SQLValue, stamp: LocalStamp, liveHere: Bool) throws {
+        let tid = target.info.tid
+        if liveHere {
+            try recordLocalLosses(target: target, key: key, values: change.key, kind: "update lost to delete")
+            try database.run(ApplySQL.deleteRow(target.info.name, key: target.info.primaryKey), change.key)
+            summary.tables[target.info.name, default: .init()].deleted += 1
+        } else {
+            summary.tables[target.info.name, default: .init()].unchanged += 1
+        }
+        try writeRowEntry(tid: tid, key: key, cl: change.causalLength, stamp: stamp)
+        try database.run(ApplySQL.deleteCellsOfRow, .integer(Int64(tid)), key)
+    }
+
+    /// Same life on both sides: each column keeps its later value.
+    private func mergeColumns(_ change: RowChange, target: Target, key: SQLValue, rowStamp: LocalStamp?) throws {
+        let tid = target.info.tid
+        guard let rowStamp else { return }
+        let cells = try localCells(tid: tid, key: key)
+        var winners: [(column: ColumnInfo, value: SQLValue, stamp: LocalStamp)] = []
+        var losers: [(column: ColumnInfo, value: SQLValue, stamp: LocalStamp, winner: LocalStamp)] = []
+        var displaced: [(column: ColumnInfo, stamp: LocalStamp, winner: LocalStamp)] = []
+        for incoming in change.columns {
+            let column = target.columns[incoming.column]
+            let theirs = local(incoming.stamp)
+            let ours = cells[column.cid] ?? rowStamp
+            if theirs == ours { continue }
+            if isLater(theirs, than: ours) {
+                winners.append((column, incoming.value, theirs))
+                if !knownToSender(ours) && !knownHere(theirs) { displaced.append((column, ours, theirs)) }
+            } else if !knownHere(theirs) {
+                losers.append((column, incoming.value, theirs, ours))
+            }
+        }
+        let counts = { (update: (inout ApplySummary.TableCounts) -> Void) in
+            update(&self.summary.tables[target.info.name, default: .init()])
+        }
+        for loser in losers {
+            try recordConflict(kind: "concurrent update", table: target.info.name, keyValues: change.key,
+                               column: loser.column.name, value: loser.value, row: nil, lost: loser.stamp, won: loser.winner)
+        }
+        if !displaced.isEmpty {
+            let current = try currentValues(target: target, names: displaced.map(\.column.name), keyValues: change.key)
+            for (index, entry) in displaced.enumerated() {
+                try recordConflict(kind: "concurrent update", table: target.info.name, keyValues: change.key,
+                                   column: entry.column.name, value: current?[index] ?? .null, row: nil,
+                                   lost: entry.stamp, won: entry.winner)
+            }
+        }
+        counts { $0.conflicts += losers.count + displaced.count }
+        guard !winners.isEmpty else {
+            counts { $0.unchanged += 1 }
+            return
+        }
+        let writing = Dictionary(winners.map { ($0.column.name, $0.value) }) { _, last in last }
+        let written = try writeSettlingUniqueClashes(
+            target: target, keyValues: change.key, writing: writing, lifeStamp: rowStamp, cl: change.causalLength
+        ) {
+            try self.runUpdate(target: target, names: winners.map(\.column.name), values: winners.map(\.value), keyValues: change.key)
+        }
+        guard written else { return }
+        for winner in winners { try writeCell(tid: tid, key: key, cid: winner.column.cid, stamp: winner.stamp) }
+        counts { $0.updated += 1 }
+    }
+
+    private func runUpdate(target: Target, names: [String], values: [SQLValue], keyValues: [SQLValue]) throws {
+        guard !names.isEmpty else { return }
+        try database.run(ApplySQL.updateRow(target.info.name, columns: names, key: target.info.primaryKey), values + keyValues)
+    }
+
+    private func currentValues(target: Target, names: [String], keyValues: [SQLValue]) throws -> [SQLValue]? {
+        try database.rows(ApplySQL.selectRow(target.info.name, columns: names, key: target.info.primaryKey), keyValues).first
+    }
+
+    // MARK: UNIQUE clashes
+
+    /// Runs a write; when it breaks a UNIQUE constraint against another row, the row whose
+    /// life began later loses on every replica alike: it is removed, kept whole in the
+    /// conflict log and deleted for peers too. Returns false when the incoming row lost.
+    private func writeSettlingUniqueClashes(
+        target: Target, keyValues: [SQLValue], writing: [String: SQLValue], lifeStamp: LocalStamp, cl: Int64,
+        _ write: () throws -> Void
+    ) throws -> Bool {
+        for _ in 0..<16 {
+            do {
+                try write()
+                return true
+            } catch let error as SQLiteError where error.isUniqueConstraint {
+                guard let other = try clashingRow(target: target, keyValues: keyValues, writing: writing) else { throw error }
+                let otherKey = try storedKey(other.key)
+                let otherEntry = try rowEntry(tid: target.info.tid, key: otherKey)
+                let otherStamp = otherEntry?.stamp ?? LocalStamp(hlc: Int64.max, site: 0, seq: 0)
+                if isLater(lifeStamp, than: otherStamp) {
+                    try removeLosingRow(target: target, keyValues: keyValues, row: other.incoming, cl: cl, lost: lifeStamp, won: otherStamp)
+                    return false
+                }
+                try removeLosingRow(target: target, keyValues: other.key, row: other.row, cl: otherEntry?.cl ?? 1,
+                                    lost: otherStamp, won: lifeStamp)
+            }
+        }
+        throw ChangeLogError(.schemaMismatch, "\(replica.path): could not settle UNIQUE clashes in table \(target.info.name)")
+    }
+
+    /// The other row that holds the unique values the failed write wanted, found by trying
+    /// each UNIQUE index with the values the row would have had.
+    private func clashingRow(target: Target, keyValues: [SQLValue], writing: [String: SQLValue])
+        throws -> (key: [SQLValue], row: [String: SQLValue], incoming: [String: SQLValue])?
+    {
+        let names = target.info.columns.map(\.name)
+        var wanted: [String: SQLValue] = [:]
+        if let current = try currentValues(target: target, names: names, keyValues: keyValues) {
+            for (index, name) in names.enumerated() { wanted[name] = current[index] }
+        }
+        for (index, column) in target.info.primaryKey.enumerated() { wanted[column.name] = keyValues[index] }
+        wanted.merge(writing) { _, new in new }
+        for index in try database.rows(ApplySQL.uniqueIndexes, .text(target.info.name)) {
+            let columns = (index[1].stringValue ?? "").split(separator: "\u{1F}").map(String.init)
+            let values = columns.map { wanted[$0] ?? .null }
+            if values.contains(.null) { continue }
+            let condition = columns.enumerated().map { "\(quoteIdentifier($0.element)) = ?\($0.offset + 1)" }.joined(separator: " AND ")
+            let sql = "SELECT \(names.map(quoteIdentifier).joined(separator: ", ")) FROM \(quoteIdentifier(target.info.name)) WHERE \(condition)"
+            for row in try database.rows(sql, values) {
+                var byName: [String: SQLValue] = [:]
+                for (position, name) in names.enumerated() { byName[name] = row[position] }
+                let key = target.info.primaryKey.map { byName[$0.name] ?? .null }
+                if key != keyValues { return (key, byName, wanted) }
+            }
+        }
+        return nil
+    }
+
+    private func removeLosingRow(target: Target, keyValues: [SQLValue], row: [String: SQLValue], cl: Int64,
+                                 lost: LocalStamp, won: LocalStamp) throws {
+        try recordConflict(kind: "unique clash", table: target.info.name, keyValues: keyValues, column: nil,
+                           value: .null, row: row, lost: lost, won: won)
+        try database.run(ApplySQL.deleteRow(target.info.name, key: target.info.primaryKey), keyValues)
+        try database.run(ApplySQL.observeClock, .integer(highestClock))
+        let tick = try database.rows(ApplySQL.tick)[0]
+        let stamp = LocalStamp(hlc: tick[2].int64Value ?? 0, site: Int(tick[0].int64Value ?? 0), seq: tick[1].int64Value ?? 0)
+        let key = try storedKey(keyValues)
+        let deadLength = cl % 2 == 1 ? cl + 1 : cl
+        try writeRowEntry(tid: target.info.tid, key: key, cl: deadLength, stamp: stamp)
+        try database.run(ApplySQL.deleteCellsOfRow, .integer(Int64(target.info.tid)), key)
+        summary.tables[target.info.name, default: .init()].conflicts += 1
+    }
+
+    // MARK: Conflict log
+
+    /// Columns changed here that the sender never saw, about to be lost to its delete.
+    private func recordLocalLosses(target: Target, key: SQLValue, values: [SQLValue], kind: String) throws {
+        let cells = try localCells(tid: target.info.tid, key: key).filter { !knownToSender($0.value) }
+        guard !cells.isEmpty else { return }
+        let columns = target.info.columns.filter { cells[$0.cid] != nil }
+        let current = try currentValues(target: target, names: columns.map(\.name), keyValues: values)
+        for (index, column) in columns.enumerated() {
+            try recordConflict(kind: kind, table: target.info.name, keyValues: values, column: column.name,
+                               value: current?[index] ?? .null, row: nil, lost: cells[column.cid]!, won: nil)
+        }
+        summary.tables[target.info.name, default: .init()].conflicts += columns.count
+    }
+
+    /// Changes from a life of the row that already ended here.
+    private func recordStale(_ change: RowChange, target: Target, localIsDeleted: Bool) throws {
+        let fresh = change.columns.filter { !knownHere(local($0.stamp)) }
+        if let rowStamp = change.rowStamp.map(local), !change.isDelete, !knownHere(rowStamp) {
+            var row: [String: SQLValue] = [:]
+            for (index, column) in target.key.enumerated() { row[column.name] = change.key[index] }
+            for column in change.columns { row[target.columns[column.column].name] = column.value }
+            try recordConflict(kind: "insert lost to delete", table: target.info.name, keyValues: change.key, column: nil,
+                               value: .null, row: row, lost: rowStamp, won: nil)
+            summary.tables[target.info.name, default: .init()].conflicts += 1
+            return
+        }
+        for column in fresh {
+            try recordConflict(kind: localIsDeleted ? "update lost to delete" : "update lost to re-insert",
+                               table: target.info.name, keyValues: change.key, column: target.columns[column.column].name,
+                               value: column.value, row: nil, lost: local(column.stamp), won: nil)
+        }
+        summary.tables[target.info.name, default: .init()].conflicts += fresh.count
+    }
+
+    private func recordConflict(kind: String, table: String, keyValues: [SQLValue], column: String?, value: SQLValue,
+                                row: [String: SQLValue]?, lost: LocalStamp, won: LocalStamp?) throws {
+        try database.run(
+            ApplySQL.recordConflict, .text(kind), .text(table), .text(keyValues.map(\.literal).joined(separator: ", ")),
+            column.map(SQLValue.text) ?? .null, value, row.map { .text(JSONText.object($0)) } ?? .null,
+            .text(siteIDs[lost.site] ?? ""), .integer(lost.hlc),
+            won.map { .text(siteIDs[$0.site] ?? "") } ?? .null, won.map { .integer($0.hlc) } ?? .null)
+    }
+
+    // MARK: Finishing
+
+    /// Advances knowledge and acknowledgements and pushes the clock past every value seen.
+    /// Knowledge only advances when this replica held everything the bundle assumed.
+    public func finish() throws -> ApplySummary {
+        var covered = true
+        for (index, site) in localSite.enumerated() where (knownBefore[site] ?? 0) < header.base[index] {
+            covered = false
+        }
+        if covered {
+            for (index, site) in localSite.enumerated() where site != replica.site {
+                try database.run(ApplySQL.advanceKnowledge, .integer(header.knowledge[index]), .integer(Int64(site)))
+            }
+        }
+        summary.knowledgeAdvanced = covered
+        let sender = localSite[0]
+        var acknowledged: [Int: Int64] = [:]
+        for (index, site) in localSite.enumerated() { acknowledged[site] = header.knowledge[index] }
+        try replica.recordAcknowledgement(peer: sender, acknowledged)
+        for acknowledgement in header.acknowledgements where localSite[acknowledgement.peer] != replica.site {
+            var seqs: [Int: Int64] = [:]
+            for (index, seq) in acknowledgement.seqs.enumerated() { seqs[localSite[index]] = seq }
+            try replica.recordAcknowledgement(peer: localSite[acknowledgement.peer], seqs)
+        }
+        try database.run(ApplySQL.heardFrom, .integer(header.senderSeq), .integer(header.senderHLC), .integer(Int64(sender)))
+        try database.run(ApplySQL.observeClock, .integer(highestClock))
+        try database.execute(ApplySQL.stopApplying)
+        return summary
+    }
+}
+
+extension SQLValue {
+    /// The value as an SQL literal, for messages and the conflict log.
+    public var literal: String {
+        switch self {
+        case .null: return "NULL"
+        case .integer(let v): return String(v)
+        case .real(let v): return "\(v)"
+        case .text(let v): return "'" + v.replacingOccurrences(of: "'", with: "''") + "'"
+        case .blob(let v): return "X'" + v.map { String(format: "%02X", $0) }.joined() + "'"
+        }
+    }
+}
+
+/// A tiny JSON writer for whole rows in the conflict log. BLOBs become {"blob": "HEX"}:
+/// SQLite's json_object refuses them.
+enum JSONText {
+    static func object(_ row: [String: SQLValue]) -> String {
+        "{" + row.sorted { $0.key < $1.key }.map { string($0.key) + ":" + value($0.value) }.joined(separator: ",") + "}"
+    }
+
+    static func value(_ value: SQLValue) -> String {
+        switch value {
+        case .null: return "null"
+        case .integer(let v): return String(v)
+        case .real(let v): return v.isFinite ? "\(v)" : string("\(v)")
+        case .text(let v): return string(v)
+        case .blob(let v): return "{\"blob\":\"" + v.map { String(format: "%02x", $0) }.joined() + "\"}"
+        }
+    }
+
+    static func string(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            default:
+                if scalar.value < 0x20 { result += String(format: "\\u%04x", scalar.value) } else { result.unicodeScalars.append(scalar) }
+            }
+        }
+        return result + "\""
+    }
+}

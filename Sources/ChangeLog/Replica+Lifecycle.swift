@@ -1,0 +1,81 @@
+/// What `purge` dropped, or would drop.
+public struct PurgeResult: Sendable {
+    public var tombstones: Int
+    /// Live peers that have not acknowledged every remaining deletion.
+    public var heldBackBy: [Peer]
+}
+
+extension Replica {
+    /// Drops deletions every live peer has acknowledged and remembers, per site, up to where
+    /// it forgot them: a replica that knows less than that is refused later (it could still
+    /// hold rows deleted here) instead of being merged into wrong data.
+    public func purge(dryRun: Bool) throws -> PurgeResult {
+        try database.inTransaction(commit: !dryRun) {
+            try database.run(LifecycleSQL.rememberForgotten, .integer(Int64(site)))
+            try database.run(LifecycleSQL.purgeTombstones, .integer(Int64(site)))
+            let purged = database.changes
+            let holders = try status().peers.filter { $0.tombstonesHeldBack > 0 }.map(\.peer)
+            return PurgeResult(tombstones: purged, heldBackBy: holders)
+        }
+    }
+
+    /// Forgets a peer for good: it no longer holds back purges, and its bundles are refused.
+    public func retire(peer nameOrID: String) throws -> Peer {
+        let peer = try peer(named: nameOrID)
+        try database.inTransaction {
+            let number = try siteNumber(for: peer.knowledgeID, name: nil)
+            try database.run(#"UPDATE "_sqsync_sites" SET "retired" = 1 WHERE "site" = ?"#, .integer(Int64(number)))
+            try database.run(#"DELETE FROM "_sqsync_acks" WHERE "peer" = ?"#, .integer(Int64(number)))
+        }
+        return peer
+    }
+
+    /// The conflict log, oldest first.
+    public func conflicts() throws -> [[String: SQLValue]] {
+        let statement = try database.prepare(LifecycleSQL.conflicts)
+        var result: [[String: SQLValue]] = []
+        while try statement.step() {
+            var row: [String: SQLValue] = [:]
+            for index in 0..<statement.columnCount { row[statement.columnName(index)] = statement.value(at: index) }
+            result.append(row)
+        }
+        return result
+    }
+
+    public func clearConflicts() throws -> Int {
+        try database.execute(#"DELETE FROM "_sqsync_conflicts""#)
+        return database.changes
+    }
+
+    /// Child rows whose parent is missing (a parent deleted while a child was added elsewhere).
+    public func orphans() throws -> [(table: String, rowid: Int64, parent: String)] {
+        try database.rows(#"SELECT "table", rowid, "parent" FROM pragma_foreign_key_check"#).map {
+            ($0[0].stringValue ?? "", $0[1].int64Value ?? 0, $0[2].stringValue ?? "")
+        }
+    }
+}
+
+enum LifecycleSQL {
+    /// A deletion is purgeable once no live peer (other than this replica) lacks it.
+    private static let purgeable = """
+        r."cl" % 2 = 0 AND NOT EXISTS (
+            SELECT 1 FROM "_sqsync_sites" p
+            WHERE p."site" != ?1 AND p."retired" = 0
+              AND coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = p."site" AND a."site" = r."site"), 0) < r."seq")
+        """
+
+    static let rememberForgotten = """
+        UPDATE "_sqsync_sites" SET "forgotten_seq" = max("forgotten_seq",
+            coalesce((SELECT max(r."seq") FROM "_sqsync_rows" r WHERE r."site" = "_sqsync_sites"."site" AND \(purgeable)), 0))
+        """
+
+    static let purgeTombstones = """
+        DELETE FROM "_sqsync_rows" AS r WHERE \(purgeable)
+        """
+
+    static let conflicts = """
+        SELECT "id", "recorded_at", "kind", "table_name", "pk", "column_name", "lost_value", "lost_row",
+               "lost_site", "lost_hlc", "won_site", "won_hlc"
+        FROM "_sqsync_conflicts" ORDER BY "id"
+        """
+}

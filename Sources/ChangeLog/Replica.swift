@@ -1,0 +1,336 @@
+import Foundation
+
+/// A SQLite database that sqsync manages: its identity, its tracked tables and its clock.
+/// Not Sendable on purpose: it owns one connection.
+public final class Replica {
+    public let database: Database
+    public let path: String
+    /// This replica's row in `_sqsync_sites`.
+    public private(set) var site: Int
+    public private(set) var knowledgeID: String
+    public private(set) var name: String
+
+    /// Opens an existing replica; refuses a database that `sqsync init` has not prepared.
+    public convenience init(path: String) throws {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw ChangeLogError(.noSuchFile, "\(path): no such file")
+        }
+        let database = try Database(path: path, create: false)
+        guard try Self.isInitialized(database) else {
+            throw ChangeLogError(.notAReplica, "\(path) is not an sqsync replica; run `sqsync init \(path)` first")
+        }
+        try self.init(database: database)
+    }
+
+    private init(database: Database) throws {
+        self.database = database
+        self.path = database.path
+        try Self.migrate(database)
+        guard let row = try database.rows(
+            """
+            SELECT r."site", s."knowledge_id", coalesce(s."name", '') FROM "_sqsync_replica" r
+            JOIN "_sqsync_sites" s ON s."site" = r."site"
+            """).first
+        else { throw ChangeLogError(.notAReplica, "\(database.path): sqsync metadata is damaged (no replica row)") }
+        site = Int(row[0].int64Value ?? 0)
+        knowledgeID = row[1].stringValue ?? ""
+        name = row[2].stringValue ?? ""
+    }
+
+    static func isInitialized(_ database: Database) throws -> Bool {
+        try database.scalar("SELECT count(*) FROM sqlite_schema WHERE name = '_sqsync_replica'")?.int64Value == 1
+    }
+
+    /// Creates sqsync's tables and a new identity, or opens the replica when it already
+    /// exists (renaming it when `name` is given), so running `init` twice is harmless.
+    public static func initialize(path: String, name: String?) throws -> (replica: Replica, created: Bool) {
+        let database = try Database(path: path, create: true)
+        if try isInitialized(database) {
+            let replica = try Replica(database: database)
+            if let name, name != replica.name {
+                try database.run(#"UPDATE "_sqsync_sites" SET "name" = ? WHERE "site" = ?"#, .text(name), .integer(Int64(replica.site)))
+                replica.name = name
+            }
+            return (replica, false)
+        }
+        let replicaName = name ?? URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
+        try database.inTransaction {
+            try migrate(database)
+            try database.run(
+                #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#,
+                .text(newKnowledgeID()), .text(replicaName))
+            try database.execute(
+                #"INSERT INTO "_sqsync_replica" ("id", "site", "seq", "hlc") SELECT 0, "site", 0, 0 FROM "_sqsync_sites""#)
+        }
+        return (try Replica(database: database), true)
+    }
+
+    static func newKnowledgeID() -> String { UUID().uuidString.lowercased() }
+
+    static func migrate(_ database: Database) throws {
+        let hasTable = try database.scalar(
+            "SELECT count(*) FROM sqlite_schema WHERE name = '_sqsync_migrations'")?.int64Value == 1
+        let applied = hasTable
+            ? Set(try database.rows(#"SELECT "version" FROM "_sqsync_migrations""#).compactMap { $0[0].int64Value })
+            : []
+        for migration in MetadataSQL.migrations where !applied.contains(Int64(migration.version)) {
+            try database.execute(migration.sql)
+            try database.run(#"INSERT INTO "_sqsync_migrations" ("version") VALUES (?)"#, .integer(Int64(migration.version)))
+        }
+    }
+
+    // MARK: Tracked tables
+
+    /// The tracked tables with their columns as sqsync recorded them, ordered so that a
+    /// table comes after the tables it references (parents before children).
+    public func trackedTables() throws -> [TableInfo] {
+        var tables: [TableInfo] = []
+        for row in try database.rows(#"SELECT "tid", "name" FROM "_sqsync_tables" ORDER BY "tid""#) {
+            let tid = Int(row[0].int64Value ?? 0)
+            let name = row[1].stringValue ?? ""
+            guard let declared = try DeclaredTable.read(name, in: database) else {
+                throw ChangeLogError(.schemaMismatch, "\(path): tracked table \(name) no longer exists; run `sqsync untrack \(path) \(name)`")
+            }
+            let ids = try columnIDs(tid: tid)
+            let columns = declared.columns.compactMap { column -> ColumnInfo? in
+                guard let cid = ids[column.name] else { return nil }
+                return ColumnInfo(cid: cid, name: column.name, primaryKeyPosition: column.primaryKeyPosition)
+            }
+            tables.append(TableInfo(tid: tid, name: name, columns: columns))
+        }
+        return try orderedParentsFirst(tables)
+    }
+
+    private func columnIDs(tid: Int) throws -> [String: Int] {
+        var ids: [String: Int] = [:]
+        for row in try database.rows(#"SELECT "name", "cid" FROM "_sqsync_columns" WHERE "tid" = ?"#, .integer(Int64(tid))) {
+            ids[row[0].stringValue ?? ""] = Int(row[1].int64Value ?? 0)
+        }
+        return ids
+    }
+
+    private func orderedParentsFirst(_ tables: [TableInfo]) throws -> [TableInfo] {
+        var parents: [String: Set<String>] = [:]
+        for table in tables { parents[table.name] = try DeclaredTable.parents(of: table.name, in: database) }
+        var ordered: [TableInfo] = []
+        var placed: Set<String> = []
+        var remaining = tables
+        while !remaining.isEmpty {
+            let waiting = Set(remaining.map(\.name))
+            let ready = remaining.filter { table in
+                parents[table.name, default: []].allSatisfy { $0 == table.name || !waiting.contains($0) }
+            }
+            let next = ready.isEmpty ? [remaining[0]] : ready
+            for table in next { ordered.append(table); placed.insert(table.name) }
+            remaining.removeAll { placed.contains($0.name) }
+        }
+        return ordered
+    }
+
+    /// User tables that could be tracked: everything but SQLite's and sqsync's own.
+    public func userTableNames() throws -> [String] {
+        try database.rows(
+            """
+            SELECT name FROM sqlite_schema WHERE type = 'table'
+              AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT LIKE '\\_sqsync\\_%' ESCAPE '\\'
+            ORDER BY name
+            """).compactMap { $0[0].stringValue }
+    }
+
+    /// Installs capture triggers on `names`. Rows already in a table become this replica's
+    /// changes, so peers receive them with the next export. Returns rows captured per table.
+    @discardableResult
+    public func track(_ names: [String], allowIntegerPrimaryKey: Bool) throws -> [(table: String, rows: Int)] {
+        var declared: [DeclaredTable] = []
+        for name in names {
+            guard let table = try DeclaredTable.read(name, in: database), !name.hasPrefix("_sqsync_") else {
+                throw ChangeLogError(.noSuchTable, "\(path): no table named \(name)")
+            }
+            guard !table.primaryKey.isEmpty else {
+                throw ChangeLogError(.unsupportedTable,
+                    "\(path): table \(name) has no primary key; sqsync needs one to match rows across replicas (add a UUID TEXT PRIMARY KEY)")
+            }
+            if table.hasIntegerPrimaryKey && !allowIntegerPrimaryKey {
+                throw ChangeLogError(.unsupportedTable,
+                    "\(path): table \(name) has an INTEGER PRIMARY KEY, which replicas fill with the same local numbers; use UUIDv7 text keys, or pass --allow-integer-pk if every replica hands out distinct keys")
+            }
+            declared.append(table)
+        }
+        return try database.inTransaction {
+            var captured: [(String, Int)] = []
+            for table in declared {
+                let info = try register(table)
+                try installTriggers(for: info)
+                captured.append((table.name, try captureExistingRows(of: info)))
+            }
+            return captured
+        }
+    }
+
+    /// Records the table and gives new columns the next free ids.
+    private func register(_ table: DeclaredTable) throws -> TableInfo {
+        try database.run(#"INSERT INTO "_sqsync_tables" ("name") VALUES (?) ON CONFLICT DO NOTHING"#, .text(table.name))
+        let tid = Int(try database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(table.name))?.int64Value ?? 0)
+        var ids = try columnIDs(tid: tid)
+        var nextID = (ids.values.max() ?? 0) + 1
+        var columns: [ColumnInfo] = []
+        for column in table.columns {
+            let cid: Int
+            if let existing = ids[column.name] {
+                cid = existing
+            } else {
+                cid = nextID
+                nextID += 1
+                ids[column.name] = cid
+                try database.run(
+                    #"INSERT INTO "_sqsync_columns" ("tid", "cid", "name", "is_pk") VALUES (?, ?, ?, ?)"#,
+                    .integer(Int64(tid)), .integer(Int64(cid)), .text(column.name),
+                    .integer(column.primaryKeyPosition > 0 ? 1 : 0))
+            }
+            columns.append(ColumnInfo(cid: cid, name: column.name, primaryKeyPosition: column.primaryKeyPosition))
+        }
+        return TableInfo(tid: tid, name: table.name, columns: columns)
+    }
+
+    private func installTriggers(for table: TableInfo) throws {
+        try dropTriggers(of: table.name)
+        for trigger in TriggerSQL(table: table).all { try database.execute(trigger.sql) }
+        database.clearStatementCache()
+    }
+
+    private func dropTriggers(of tableName: String) throws {
+        let names = try database.rows(
+            "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = ? AND name LIKE '\\_sqsync\\_%' ESCAPE '\\'",
+            .text(tableName)).compactMap { $0[0].stringValue }
+        for name in names { try database.execute("DROP TRIGGER \(quoteIdentifier(name))") }
+        database.clearStatementCache()
+    }
+
+    private func captureExistingRows(of table: TableInfo) throws -> Int {
+        let key = TriggerSQL(table: table).keyExpression(quoteIdentifier(table.name))
+        let clock = try tick(count: 0)
+        try database.execute(
+            """
+            INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq")
+              SELECT \(table.tid), k, 1, \(clock.hlc), \(site), \(clock.seq) + row_number() OVER ()
+              FROM (SELECT \(key) AS k FROM \(quoteIdentifier(table.name))) AS t
+              WHERE NOT EXISTS (SELECT 1 FROM "_sqsync_rows" r WHERE r."tid" = \(table.tid) AND r."pk" = t.k)
+            """)
+        let count = database.changes
+        try database.run(#"UPDATE "_sqsync_replica" SET "seq" = "seq" + ?"#, .integer(Int64(count)))
+        return count
+    }
+
+    /// Advances the clock for `count` local changes and returns the last sequence number
+    /// before them and the clock value they share.
+    func tick(count: Int) throws -> (seq: Int64, hlc: Int64) {
+        try database.execute(
+            #"UPDATE "_sqsync_replica" SET "hlc" = max("hlc" + 1, \#(MetadataSQL.wallClockMilliseconds))"#)
+        let row = try database.rows(#"SELECT "seq", "hlc" FROM "_sqsync_replica""#)[0]
+        try database.run(#"UPDATE "_sqsync_replica" SET "seq" = "seq" + ?"#, .integer(Int64(count)))
+        return (row[0].int64Value ?? 0, row[1].int64Value ?? 0)
+    }
+
+    /// Removes triggers and metadata of `names`; the tables and their rows stay.
+    public func untrack(_ names: [String]) throws {
+        let tracked = Set(try trackedTableNames())
+        for name in names where !tracked.contains(name) {
+            throw ChangeLogError(.noSuchTable, "\(path): table \(name) is not tracked")
+        }
+        try database.inTransaction {
+            for name in names {
+                guard let tid = try database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name)) else { continue }
+                try dropTriggers(of: name)
+                for metadata in ["_sqsync_rows", "_sqsync_cells", "_sqsync_columns", "_sqsync_tables"] {
+                    try database.run("DELETE FROM \(quoteIdentifier(metadata)) WHERE \"tid\" = ?", tid)
+                }
+            }
+        }
+    }
+
+    public func trackedTableNames() throws -> [String] {
+        try database.rows(#"SELECT "name" FROM "_sqsync_tables" ORDER BY "name""#).compactMap { $0[0].stringValue }
+    }
+
+    /// Rebuilds every tracked table's triggers from its current schema, after the app
+    /// migrated it. New columns get new ids; columns that were dropped keep theirs unused.
+    @discardableResult
+    public func refresh() throws -> [String] {
+        try database.inTransaction {
+            var refreshed: [String] = []
+            for name in try trackedTableNames() {
+                guard let declared = try DeclaredTable.read(name, in: database) else {
+                    throw ChangeLogError(.schemaMismatch, "\(path): tracked table \(name) no longer exists; run `sqsync untrack \(path) \(name)`")
+                }
+                let info = try register(declared)
+                try installTriggers(for: info)
+                refreshed.append(name)
+            }
+            return refreshed
+        }
+    }
+
+    /// Problems that make capture or merge unsafe, each one line; empty when healthy.
+    public func doctor() throws -> [String] {
+        var problems: [String] = []
+        for name in try trackedTableNames() {
+            guard let declared = try DeclaredTable.read(name, in: database) else {
+                problems.append("tracked table \(name) no longer exists; run `sqsync untrack \(path) \(name)`")
+                continue
+            }
+            let tid = Int(try database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name))?.int64Value ?? 0)
+            let ids = try columnIDs(tid: tid)
+            let uncovered = declared.columns.map(\.name).filter { ids[$0] == nil }
+            if !uncovered.isEmpty {
+                problems.append("table \(name) has columns the triggers do not capture (\(uncovered.joined(separator: ", "))); run `sqsync refresh \(path)`")
+            }
+            let columns = declared.columns.compactMap { column in
+                ids[column.name].map { ColumnInfo(cid: $0, name: column.name, primaryKeyPosition: column.primaryKeyPosition) }
+            }
+            let expected = TriggerSQL(table: TableInfo(tid: tid, name: name, columns: columns)).all
+            for trigger in expected {
+                let installed = try database.scalar(
+                    "SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = ?", .text(trigger.name))?.stringValue
+                if installed == nil {
+                    problems.append("table \(name) is missing trigger \(trigger.name); run `sqsync refresh \(path)`")
+                } else if installed != trigger.sql {
+                    problems.append("trigger \(trigger.name) does not match table \(name)'s schema; run `sqsync refresh \(path)`")
+                }
+            }
+            let liveEntries = try database.scalar(
+                #"SELECT count(*) FROM "_sqsync_rows" WHERE "tid" = ? AND "cl" % 2 = 1"#, .integer(Int64(tid)))?.int64Value ?? 0
+            let rows = try database.scalar("SELECT count(*) FROM \(quoteIdentifier(name))")?.int64Value ?? 0
+            if liveEntries != rows {
+                problems.append("table \(name) has \(rows) rows but sqsync records \(liveEntries) live rows; a write bypassed the triggers (for example INSERT OR REPLACE removing another row through a UNIQUE column)")
+            }
+        }
+        let orphans = try database.rows("SELECT \"table\", rowid, parent FROM pragma_foreign_key_check")
+        for orphan in orphans.prefix(20) {
+            problems.append("row \(orphan[1].int64Value.map(String.init) ?? "?") of \(orphan[0].stringValue ?? "?") refers to a missing row of \(orphan[2].stringValue ?? "?") (a parent deleted concurrently)")
+        }
+        return problems
+    }
+
+    // MARK: Clone
+
+    /// Copies this replica with SQLite's online backup, which is safe while apps write, and
+    /// gives the copy a new knowledge ID. The copy keeps this replica's data and knowledge,
+    /// and knows this replica as a peer.
+    public func clone(to destination: String, name newName: String?) throws -> Replica {
+        guard !FileManager.default.fileExists(atPath: destination) else {
+            throw ChangeLogError(.usage, "\(destination) already exists; clone writes a new file")
+        }
+        try Backup.copy(from: database, toPath: destination)
+        let copy = try Database(path: destination, create: false)
+        let cloneName = newName ?? URL(fileURLWithPath: destination).deletingPathExtension().lastPathComponent
+        try copy.inTransaction {
+            try copy.run(
+                #"UPDATE "_sqsync_sites" SET "known_seq" = (SELECT "seq" FROM "_sqsync_replica") WHERE "site" = (SELECT "site" FROM "_sqsync_replica")"#)
+            try copy.run(#"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#,
+                         .text(Self.newKnowledgeID()), .text(cloneName))
+            try copy.execute(#"UPDATE "_sqsync_replica" SET "site" = last_insert_rowid(), "seq" = 0, "applying" = 0"#)
+            try copy.execute(#"DELETE FROM "_sqsync_held""#)
+        }
+        return try Replica(database: copy)
+    }
+}

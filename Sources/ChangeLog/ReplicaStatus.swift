@@ -1,0 +1,65 @@
+/// A replica at a glance: what `sqsync status` shows.
+public struct ReplicaStatus: Sendable {
+    public struct PeerLag: Sendable {
+        public var peer: Peer
+        /// Local changes this peer has not acknowledged yet.
+        public var unacknowledged: Int
+        /// Deletions this peer has not acknowledged, which `purge` must keep for it.
+        public var tombstonesHeldBack: Int
+    }
+
+    public var knowledgeID: String
+    public var name: String
+    public var knowledge: Knowledge
+    public var trackedTables: [(name: String, rows: Int)]
+    public var localChanges: Int
+    public var tombstones: Int
+    public var peers: [PeerLag]
+    public var held: [(path: String, reason: String)]
+    public var conflicts: Int
+}
+
+extension Replica {
+    public func status() throws -> ReplicaStatus {
+        try readSnapshot {
+            var tables: [(String, Int)] = []
+            for name in try trackedTableNames() {
+                tables.append((name, Int(try database.scalar("SELECT count(*) FROM \(quoteIdentifier(name))")?.int64Value ?? 0)))
+            }
+            let local = Int64(site)
+            let count = { (sql: String, values: [SQLValue]) throws -> Int in
+                Int(try self.database.rows(sql, values).first?.first?.int64Value ?? 0)
+            }
+            var lags: [ReplicaStatus.PeerLag] = []
+            for peer in try peers() where !peer.retired {
+                let acknowledged = peer.acknowledged[knowledgeID]
+                let unacknowledged = try count(StatusSQL.localChangesAfter, [.integer(local), .integer(acknowledged)])
+                let peerSite = try siteNumber(for: peer.knowledgeID, name: nil)
+                let heldBack = try count(StatusSQL.tombstonesNotAcknowledged, [.integer(Int64(peerSite))])
+                lags.append(.init(peer: peer, unacknowledged: unacknowledged, tombstonesHeldBack: heldBack))
+            }
+            return ReplicaStatus(
+                knowledgeID: knowledgeID, name: name, knowledge: try knowledge(), trackedTables: tables,
+                localChanges: try count(StatusSQL.localChangesAfter, [.integer(local), .integer(0)]),
+                tombstones: try count(#"SELECT count(*) FROM "_sqsync_rows" WHERE "cl" % 2 = 0"#, []),
+                peers: lags,
+                held: try database.rows(#"SELECT "path", "reason" FROM "_sqsync_held" ORDER BY "held_at""#).map {
+                    ($0[0].stringValue ?? "", $0[1].stringValue ?? "")
+                },
+                conflicts: try count(#"SELECT count(*) FROM "_sqsync_conflicts""#, []))
+        }
+    }
+}
+
+enum StatusSQL {
+    static let localChangesAfter = """
+        SELECT (SELECT count(*) FROM "_sqsync_rows" WHERE "site" = ?1 AND "seq" > ?2)
+             + (SELECT count(*) FROM "_sqsync_cells" WHERE "site" = ?1 AND "seq" > ?2)
+        """
+
+    static let tombstonesNotAcknowledged = """
+        SELECT count(*) FROM "_sqsync_rows" r
+        WHERE r."cl" % 2 = 0
+          AND r."seq" > coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = ?1 AND a."site" = r."site"), 0)
+        """
+}

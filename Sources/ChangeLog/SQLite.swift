@@ -1,0 +1,313 @@
+import CSQLite
+import Foundation
+
+/// A value of one of SQLite's five storage classes, kept exactly: REAL bit for bit, BLOBs of any size.
+public enum SQLValue: Hashable, Sendable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob([UInt8])
+
+    public static func == (lhs: SQLValue, rhs: SQLValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): return true
+        case (.integer(let a), .integer(let b)): return a == b
+        case (.real(let a), .real(let b)): return a.bitPattern == b.bitPattern
+        case (.text(let a), .text(let b)): return a == b
+        case (.blob(let a), .blob(let b)): return a == b
+        default: return false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0)
+        case .integer(let v): hasher.combine(v)
+        case .real(let v): hasher.combine(v.bitPattern)
+        case .text(let v): hasher.combine(v)
+        case .blob(let v): hasher.combine(v)
+        }
+    }
+}
+
+/// A failed SQLite call, with SQLite's own message and the SQL that was running.
+/// Bound values are left out so that user data never lands in logs.
+public struct SQLiteError: Error, CustomStringConvertible {
+    public var code: Int32
+    public var message: String
+    public var sql: String?
+
+    public var primaryCode: Int32 { code & 0xff }
+    public var isBusy: Bool { primaryCode == SQLITE_BUSY || primaryCode == SQLITE_LOCKED }
+    public var isUniqueConstraint: Bool {
+        // SQLITE_CONSTRAINT_UNIQUE and SQLITE_CONSTRAINT_PRIMARYKEY: macros Swift does not import.
+        code == SQLITE_CONSTRAINT | (8 << 8) || code == SQLITE_CONSTRAINT | (6 << 8)
+    }
+
+    public var description: String {
+        if let sql { return "\(message) (SQLite error \(code), while running: \(sql))" }
+        return "\(message) (SQLite error \(code))"
+    }
+}
+
+/// Quotes an identifier for SQL text: `my "table"` → `"my ""table"""`.
+public func quoteIdentifier(_ name: String) -> String {
+    "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+}
+
+/// An open SQLite connection. Not Sendable on purpose: a connection belongs to one thread.
+public final class Database {
+    let handle: OpaquePointer
+    public let path: String
+    private var statementCache: [String: Statement] = [:]
+
+    /// Opens (or creates) `path` in WAL mode with a busy timeout, so that sqsync and the
+    /// application can write to the same file in turn.
+    public init(path: String, create: Bool = true, readOnly: Bool = false) throws {
+        var pointer: OpaquePointer?
+        var flags = readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
+        if create && !readOnly { flags |= SQLITE_OPEN_CREATE }
+        flags |= SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &pointer, flags, nil)
+        guard let pointer else {
+            throw SQLiteError(code: rc, message: "cannot open \(path): out of memory", sql: nil)
+        }
+        guard rc == SQLITE_OK else {
+            let message = String(cString: sqlite3_errmsg(pointer))
+            sqlite3_close_v2(pointer)
+            throw SQLiteError(code: rc, message: "cannot open \(path): \(message)", sql: nil)
+        }
+        self.handle = pointer
+        self.path = path
+        sqlite3_extended_result_codes(handle, 1)
+        sqlite3_busy_timeout(handle, 5000)
+        do {
+            // Reading the schema is the first thing that fails on a file that is not a database.
+            try execute("SELECT count(*) FROM sqlite_schema")
+            if !readOnly {
+                try execute("PRAGMA journal_mode = WAL")
+                try execute("PRAGMA synchronous = NORMAL")
+            }
+            try execute("PRAGMA temp_store = MEMORY")
+        } catch let error as SQLiteError {
+            statementCache.removeAll()
+            sqlite3_close_v2(handle)
+            throw SQLiteError(code: error.code, message: "\(path): \(error.message)", sql: nil)
+        }
+    }
+
+    deinit {
+        statementCache.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    /// Turns a SQLite return code into a thrown ``SQLiteError`` carrying `sqlite3_errmsg`.
+    @discardableResult
+    func check(_ rc: Int32, sql: String? = nil) throws -> Int32 {
+        switch rc {
+        case SQLITE_OK, SQLITE_ROW, SQLITE_DONE: return rc
+        default:
+            throw SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+        }
+    }
+
+    /// Runs one or more statements that take no parameters.
+    public func execute(_ sql: String) throws {
+        var errorMessage: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &errorMessage)
+        if rc != SQLITE_OK {
+            let message = errorMessage.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
+            sqlite3_free(errorMessage)
+            throw SQLiteError(code: rc, message: message, sql: sql)
+        }
+    }
+
+    /// A prepared statement, cached by its SQL text so hot loops prepare once.
+    public func cached(_ sql: String) throws -> Statement {
+        if let statement = statementCache[sql] {
+            statement.reset()
+            return statement
+        }
+        let statement = try Statement(database: self, sql: sql, persistent: true)
+        statementCache[sql] = statement
+        return statement
+    }
+
+    /// A statement prepared for one use (for SQL built from a schema that may change).
+    public func prepare(_ sql: String) throws -> Statement {
+        try Statement(database: self, sql: sql, persistent: false)
+    }
+
+    /// Drops cached statements; needed after DDL that changes what they refer to.
+    public func clearStatementCache() {
+        statementCache.removeAll()
+    }
+
+    /// Runs one statement with bound values.
+    public func run(_ sql: String, _ values: SQLValue...) throws {
+        try run(sql, values)
+    }
+
+    public func run(_ sql: String, _ values: [SQLValue]) throws {
+        let statement = try cached(sql)
+        try statement.bind(values)
+        try statement.run()
+    }
+
+    /// Every row of a query, each as an array of values.
+    public func rows(_ sql: String, _ values: SQLValue...) throws -> [[SQLValue]] {
+        try rows(sql, values)
+    }
+
+    public func rows(_ sql: String, _ values: [SQLValue]) throws -> [[SQLValue]] {
+        let statement = try cached(sql)
+        try statement.bind(values)
+        var result: [[SQLValue]] = []
+        while try statement.step() {
+            result.append((0..<statement.columnCount).map { statement.value(at: $0) })
+        }
+        return result
+    }
+
+    /// The first column of the first row, or nil when there is no row.
+    public func scalar(_ sql: String, _ values: SQLValue...) throws -> SQLValue? {
+        let statement = try cached(sql)
+        try statement.bind(values)
+        defer { statement.reset() }
+        return try statement.step() ? statement.value(at: 0) : nil
+    }
+
+    public var changes: Int { Int(sqlite3_changes(handle)) }
+    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
+    /// Runs `body` in a transaction that commits when it returns and rolls back when it
+    /// throws, rethrowing the first error. `IMMEDIATE` takes the write lock up front, so a
+    /// concurrent writer waits on the busy timeout instead of failing half-way.
+    /// With `commit: false` the work is rolled back even when it succeeds (a dry run).
+    public func inTransaction<T>(immediate: Bool = true, commit: Bool = true, _ body: () throws -> T) throws -> T {
+        try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
+        do {
+            let result = try body()
+            try execute(commit ? "COMMIT" : "ROLLBACK")
+            return result
+        } catch {
+            if isInTransaction { try? execute("ROLLBACK") }
+            throw error
+        }
+    }
+}
+
+/// One prepared statement, finalized when released.
+public final class Statement {
+    let handle: OpaquePointer
+    unowned let database: Database
+    public let sql: String
+
+    init(database: Database, sql: String, persistent: Bool) throws {
+        var pointer: OpaquePointer?
+        let flags: UInt32 = persistent ? UInt32(SQLITE_PREPARE_PERSISTENT) : 0
+        let rc = sqlite3_prepare_v3(database.handle, sql, -1, flags, &pointer, nil)
+        try database.check(rc, sql: sql)
+        guard let pointer else {
+            throw SQLiteError(code: SQLITE_MISUSE, message: "empty statement", sql: sql)
+        }
+        self.handle = pointer
+        self.database = database
+        self.sql = sql
+    }
+
+    deinit { sqlite3_finalize(handle) }
+
+    public var columnCount: Int { Int(sqlite3_column_count(handle)) }
+
+    public func columnName(_ index: Int) -> String {
+        String(cString: sqlite3_column_name(handle, Int32(index)))
+    }
+
+    public func reset() {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    public func bind(_ values: [SQLValue]) throws {
+        sqlite3_reset(handle)
+        for (offset, value) in values.enumerated() {
+            try bind(value, at: offset + 1)
+        }
+    }
+
+    public func bind(_ value: SQLValue, at index: Int) throws {
+        let position = Int32(index)
+        let rc: Int32
+        switch value {
+        case .null: rc = sqlite3_bind_null(handle, position)
+        case .integer(let v): rc = sqlite3_bind_int64(handle, position, v)
+        case .real(let v): rc = sqlite3_bind_double(handle, position, v)
+        case .text(let v):
+            rc = v.utf8.withContiguousStorageIfAvailable { bytes in
+                bytes.withMemoryRebound(to: CChar.self) {
+                    sqsync_bind_text(handle, position, $0.baseAddress, Int32($0.count))
+                }
+            } ?? sqsync_bind_text(handle, position, v, -1)
+        case .blob(let v):
+            rc = v.withUnsafeBytes { sqsync_bind_blob(handle, position, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count)) }
+        }
+        try database.check(rc, sql: sql)
+    }
+
+    /// Steps once; true when a row is available.
+    @discardableResult
+    public func step() throws -> Bool {
+        let rc = sqlite3_step(handle)
+        if rc == SQLITE_ROW { return true }
+        if rc == SQLITE_DONE { return false }
+        let error = SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(database.handle)), sql: sql)
+        sqlite3_reset(handle)
+        throw error
+    }
+
+    /// Steps to completion, for statements that return no rows.
+    public func run() throws {
+        while try step() {}
+        sqlite3_reset(handle)
+    }
+
+    public func value(at index: Int) -> SQLValue {
+        let column = Int32(index)
+        switch sqlite3_column_type(handle, column) {
+        case SQLITE_INTEGER: return .integer(sqlite3_column_int64(handle, column))
+        case SQLITE_FLOAT: return .real(sqlite3_column_double(handle, column))
+        case SQLITE_TEXT:
+            guard let text = sqlite3_column_text(handle, column) else { return .text("") }
+            let count = Int(sqlite3_column_bytes(handle, column))
+            return .text(String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self))
+        case SQLITE_BLOB:
+            let count = Int(sqlite3_column_bytes(handle, column))
+            guard count > 0, let bytes = sqlite3_column_blob(handle, column) else { return .blob([]) }
+            return .blob(Array(UnsafeRawBufferPointer(start: bytes, count: count)))
+        default: return .null
+        }
+    }
+
+    public func int64(at index: Int) -> Int64 { sqlite3_column_int64(handle, Int32(index)) }
+
+    public func isNull(at index: Int) -> Bool { sqlite3_column_type(handle, Int32(index)) == SQLITE_NULL }
+
+    public func string(at index: Int) -> String? {
+        if case .text(let s) = value(at: index) { return s }
+        return nil
+    }
+}
+
+extension SQLValue {
+    public var int64Value: Int64? {
+        if case .integer(let v) = self { return v }
+        return nil
+    }
+
+    public var stringValue: String? {
+        if case .text(let v) = self { return v }
+        return nil
+    }
+}

@@ -1,0 +1,70 @@
+/// One column of a tracked table, with the stable id sqsync gave it.
+public struct ColumnInfo: Sendable, Equatable {
+    public var cid: Int
+    public var name: String
+    /// 1-based position in the primary key, 0 when not part of it.
+    public var primaryKeyPosition: Int
+    public var isPrimaryKey: Bool { primaryKeyPosition > 0 }
+}
+
+/// A tracked table as the triggers see it.
+public struct TableInfo: Sendable {
+    public var tid: Int
+    public var name: String
+    /// In the table's own column order.
+    public var columns: [ColumnInfo]
+
+    public var primaryKey: [ColumnInfo] {
+        columns.filter(\.isPrimaryKey).sorted { $0.primaryKeyPosition < $1.primaryKeyPosition }
+    }
+
+    public func column(named name: String) -> ColumnInfo? { columns.first { $0.name == name } }
+}
+
+/// What SQLite says about a user table, before sqsync assigns ids.
+struct DeclaredTable {
+    struct Column {
+        var name: String
+        var declaredType: String
+        var primaryKeyPosition: Int
+    }
+
+    var name: String
+    var columns: [Column]
+    var isWithoutRowID: Bool
+
+    var primaryKey: [Column] {
+        columns.filter { $0.primaryKeyPosition > 0 }.sorted { $0.primaryKeyPosition < $1.primaryKeyPosition }
+    }
+
+    /// An `INTEGER PRIMARY KEY` is an alias of the rowid, filled by SQLite with the next
+    /// local integer: two replicas will hand out the same numbers.
+    var hasIntegerPrimaryKey: Bool {
+        primaryKey.count == 1 && !isWithoutRowID && primaryKey[0].declaredType.uppercased() == "INTEGER"
+    }
+
+    static func read(_ name: String, in database: Database) throws -> DeclaredTable? {
+        guard let withoutRowID = try database.scalar(
+            "SELECT wr FROM pragma_table_list WHERE schema = 'main' AND type = 'table' AND name = ?",
+            .text(name))?.int64Value
+        else { return nil }
+        let statement = try database.prepare("SELECT name, type, pk FROM pragma_table_info(?)")
+        try statement.bind([.text(name)])
+        var columns: [Column] = []
+        while try statement.step() {
+            columns.append(Column(
+                name: statement.string(at: 0) ?? "", declaredType: statement.string(at: 1) ?? "",
+                primaryKeyPosition: Int(statement.int64(at: 2))))
+        }
+        return DeclaredTable(name: name, columns: columns, isWithoutRowID: withoutRowID != 0)
+    }
+
+    /// Names of the tables this one references by foreign key.
+    static func parents(of name: String, in database: Database) throws -> Set<String> {
+        let statement = try database.prepare(#"SELECT DISTINCT "table" FROM pragma_foreign_key_list(?)"#)
+        try statement.bind([.text(name)])
+        var result: Set<String> = []
+        while try statement.step() { if let parent = statement.string(at: 0) { result.insert(parent) } }
+        return result
+    }
+}

@@ -1,0 +1,286 @@
+import Foundation
+
+/// A mailbox in a local folder: a shared folder or a mounted USB stick.
+///
+/// Files are published as the ``Transport`` contract asks: written to `.tmp-<uuid>` in the
+/// target folder, flushed with `fsync`, then given their final name with `link` + `unlink`,
+/// which fails with `EEXIST` instead of replacing a file another writer published. Where the
+/// file system has no hard links (FAT and exFAT sticks), it falls back to checking that the
+/// name is free and `rename`: that leaves a tiny window in which two writers of the *same*
+/// name could race, which the contract rules out by giving every published file a unique
+/// name. Finally the folder itself is flushed, so the new name survives a power cut.
+public final class DirectoryTransport: Transport {
+    /// The folder everything is relative to.
+    public let root: String
+
+    public var displayName: String { root }
+
+    /// Does not touch the disk: a missing root just lists as empty until ``makeDirectories(_:)``.
+    public init(root: String) {
+        self.root = root
+    }
+
+    public func listFiles(in directory: String) throws -> [String] {
+        try entries(in: directory).filter { $0.isFile && !$0.name.hasPrefix(temporaryPrefix) }.map(\.name)
+    }
+
+    public func listDirectories(in directory: String) throws -> [String] {
+        try entries(in: directory).filter(\.isDirectory).map(\.name)
+    }
+
+    public func readFile(_ path: String, to localPath: String) throws {
+        let input = try LocalFile(path: try RelativePath.join(root, path), flags: O_RDONLY | O_CLOEXEC)
+        try LocalFile.replace(localPath) { output in try input.copy(to: output) }
+    }
+
+    public func writeFile(from localPath: String, to path: String) throws {
+        let final = try RelativePath.join(root, path)
+        let folder = RelativePath.parent(of: final)
+        guard try !exists(final) else { throw alreadyExists(final) }
+        let input = try LocalFile(path: localPath, flags: O_RDONLY | O_CLOEXEC)
+        let temporary = "\(folder)/\(temporaryPrefix)\(UUID().uuidString.lowercased())"
+        let output = try LocalFile(path: temporary, flags: O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC)
+        do {
+            try input.copy(to: output)
+            try output.sync()
+            try output.close()
+            try publish(temporary, as: final)
+            try LocalFile.syncDirectory(folder)
+        } catch {
+            _ = unlink(temporary)
+            throw error
+        }
+    }
+
+    public func removeFile(_ path: String) throws {
+        let target = try RelativePath.join(root, path)
+        try POSIX.run("unlink", target, allowing: [ENOENT], { unlink(target) }, failed: { $0 != 0 })
+    }
+
+    public func makeDirectories(_ path: String) throws {
+        let full = try RelativePath.join(root, path)
+        var current = ""
+        for (index, part) in full.split(separator: "/").enumerated() {
+            current = index == 0 && !full.hasPrefix("/") ? String(part) : "\(current)/\(part)"
+            if try isDirectory(current) { continue }
+            let created = try POSIX.run(
+                "mkdir", current, allowing: [EEXIST], { mkdir(current, 0o755) }, failed: { $0 != 0 })
+            if created.errno == EEXIST {
+                guard try isDirectory(current) else {
+                    throw TransportError(.io, "\(current): exists and is not a folder")
+                }
+            } else {
+                try LocalFile.syncDirectory(RelativePath.parent(of: current))
+            }
+        }
+    }
+
+    /// Gives `temporary` the name `final` unless `final` already exists (see the type's comment).
+    private func publish(_ temporary: String, as final: String) throws {
+        let linked = try POSIX.run(
+            "link", final, allowing: Set([EEXIST, EPERM, ENOTSUP, EOPNOTSUPP, ENOSYS, EMLINK]),
+            { link(temporary, final) }, failed: { $0 != 0 })
+        switch linked.errno {
+        case nil:
+            try POSIX.run("unlink", temporary, allowing: [ENOENT], { unlink(temporary) }, failed: { $0 != 0 })
+        case EEXIST:
+            throw alreadyExists(final)
+        default:
+            guard try !exists(final) else { throw alreadyExists(final) }
+            try POSIX.run("rename", final, { rename(temporary, final) }, failed: { $0 != 0 })
+        }
+    }
+
+    private struct Entry {
+        var name: String
+        var isFile: Bool
+        var isDirectory: Bool
+    }
+
+    /// The entries of a folder, typed with `fstatat` (not `d_type`, which FAT and some network
+    /// file systems leave unknown), sorted by name; a missing folder has none.
+    private func entries(in directory: String) throws -> [Entry] {
+        let folder = try RelativePath.join(root, directory)
+        let opened = try POSIX.run("opendir", folder, allowing: [ENOENT], { opendir(folder) }, failed: { $0 == nil })
+        guard let stream = opened.value else { return [] }
+        defer { closedir(stream) }
+        var result: [Entry] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(stream) else {
+                if errno != 0 { throw POSIX.error("readdir", folder, errno) }
+                break
+            }
+            let name = withUnsafePointer(to: &entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+            }
+            if name == "." || name == ".." { continue }
+            var info = stat()
+            let status = try POSIX.run(
+                "fstatat", "\(folder)/\(name)", allowing: [ENOENT],
+                { fstatat(dirfd(stream), name, &info, AT_SYMLINK_NOFOLLOW) }, failed: { $0 != 0 })
+            if status.errno != nil { continue }
+            let type = info.st_mode & S_IFMT
+            result.append(Entry(name: name, isFile: type == S_IFREG, isDirectory: type == S_IFDIR))
+        }
+        return result.sorted { $0.name < $1.name }
+    }
+
+    private func exists(_ path: String) throws -> Bool {
+        var info = stat()
+        return try POSIX.run("lstat", path, allowing: [ENOENT], { lstat(path, &info) }, failed: { $0 != 0 }).errno == nil
+    }
+
+    private func isDirectory(_ path: String) throws -> Bool {
+        var info = stat()
+        let status = try POSIX.run(
+            "stat", path, allowing: [ENOENT, ENOTDIR], { stat(path, &info) }, failed: { $0 != 0 })
+        return status.errno == nil && info.st_mode & S_IFMT == S_IFDIR
+    }
+
+    private func alreadyExists(_ path: String) -> TransportError {
+        TransportError(.io, "\(path): already exists; refusing to replace it (every published file needs a new name)")
+    }
+}
+
+/// Names beginning with this are unfinished uploads; they are never listed as files, so a
+/// writer killed half-way leaves nothing a reader would pick up.
+let temporaryPrefix = ".tmp-"
+
+/// Turns transport-relative paths (`/`-separated, below the root) into full ones.
+enum RelativePath {
+    /// The non-empty components of `path`; `..` is refused so no path leaves the root.
+    static func components(_ path: String) throws -> [String] {
+        let parts = path.split(separator: "/").filter { $0 != "." }.map(String.init)
+        guard !parts.contains("..") else {
+            throw TransportError(.io, "\(path): a transport path may not contain '..'")
+        }
+        return parts
+    }
+
+    static func join(_ root: String, _ path: String) throws -> String {
+        let parts = try components(path)
+        guard !parts.isEmpty else { return root }
+        let base = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
+        if base == "." || base.isEmpty { return parts.joined(separator: "/") }
+        return (base == "/" ? "" : base) + "/" + parts.joined(separator: "/")
+    }
+
+    static func parent(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+}
+
+/// The one POSIX checking helper.
+enum POSIX {
+    /// Runs `call`, retrying while it fails with `EINTR`. A failure whose errno is in `allowed`
+    /// is returned with that errno; any other throws a ``TransportError`` naming the call, the
+    /// path and `strerror`.
+    @discardableResult
+    static func run<T>(
+        _ name: String, _ path: String, allowing allowed: Set<Int32> = [], _ call: () -> T, failed: (T) -> Bool
+    ) throws -> (value: T, errno: Int32?) {
+        while true {
+            let value = call()
+            guard failed(value) else { return (value, nil) }
+            let code = errno
+            if code == EINTR { continue }
+            if allowed.contains(code) { return (value, code) }
+            throw error(name, path, code)
+        }
+    }
+
+    static func error(_ name: String, _ path: String, _ code: Int32) -> TransportError {
+        TransportError(.io, "\(path): \(name) failed: \(String(cString: strerror(code))) (errno \(code))")
+    }
+}
+
+/// Owns one POSIX file descriptor and closes it in `deinit` if ``close()`` was not called.
+///
+/// Not Sendable on purpose: a descriptor with a file position belongs to one user at a time.
+final class LocalFile {
+    let path: String
+    private let descriptor: Int32
+    private var isOpen = true
+
+    /// Size of each read and write: large enough for throughput, small enough to stream.
+    static let chunkSize = 64 * 1024
+
+    init(path: String, flags: Int32, mode: mode_t = 0o644) throws {
+        self.path = path
+        descriptor = try POSIX.run("open", path, { open(path, flags, mode) }, failed: { $0 < 0 }).value
+    }
+
+    deinit {
+        if isOpen { _ = systemClose(descriptor) }
+    }
+
+    /// Reads up to `buffer.count` bytes; 0 means end of file.
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        try POSIX.run("read", path, { systemRead(descriptor, buffer.baseAddress, buffer.count) }, failed: { $0 < 0 })
+            .value
+    }
+
+    /// Writes all of `bytes`, continuing after short writes.
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
+            offset += try POSIX.run(
+                "write", path, { systemWrite(descriptor, rest.baseAddress, rest.count) }, failed: { $0 < 0 }
+            ).value
+        }
+    }
+
+    func sync() throws {
+        try POSIX.run("fsync", path, { fsync(descriptor) }, failed: { $0 != 0 })
+    }
+
+    /// Closes once; `close` is not retried on `EINTR`, because Linux has already released the
+    /// descriptor by then and a retry could close someone else's.
+    func close() throws {
+        guard isOpen else { return }
+        isOpen = false
+        if systemClose(descriptor) != 0, errno != EINTR { throw POSIX.error("close", path, errno) }
+    }
+
+    /// Streams this file to `output` in ``chunkSize`` pieces.
+    func copy(to output: LocalFile) throws {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let count = try read(into: buffer)
+            if count == 0 { return }
+            try output.write(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+        }
+    }
+
+    /// Writes `localPath` through `body` into a temporary file next to it, renamed over
+    /// `localPath` only when complete, so a failed download leaves any old file untouched.
+    static func replace(_ localPath: String, _ body: (LocalFile) throws -> Void) throws {
+        let temporary = "\(RelativePath.parent(of: localPath))/\(temporaryPrefix)\(UUID().uuidString.lowercased())"
+        let output = try LocalFile(path: temporary, flags: O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC)
+        do {
+            try body(output)
+            try output.close()
+            try POSIX.run("rename", localPath, { rename(temporary, localPath) }, failed: { $0 != 0 })
+        } catch {
+            _ = unlink(temporary)
+            throw error
+        }
+    }
+
+    /// Flushes a folder's entries (new or renamed names) to disk. File systems that cannot
+    /// sync a folder (`EINVAL`) are accepted: they give no stronger guarantee to ask for.
+    static func syncDirectory(_ path: String) throws {
+        let folder = try LocalFile(path: path, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        try POSIX.run("fsync", path, allowing: Set([EINVAL, ENOTSUP, EOPNOTSUPP]), { fsync(folder.descriptor) }, failed: { $0 != 0 })
+        try folder.close()
+    }
+}
+
+// File-scope names for the C calls whose names `LocalFile`'s methods shadow.
+private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int { read(fd, buffer, count) }
+private func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int { write(fd, buffer, count) }
+private func systemClose(_ fd: Int32) -> Int32 { close(fd) }

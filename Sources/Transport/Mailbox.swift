@@ -1,0 +1,167 @@
+import Bundle
+import ChangeLog
+import Crypto
+import Foundation
+
+/// What one `sync` did.
+public struct SyncReport: Sendable {
+    public var imported: [ImportResult] = []
+    /// Bundles refused (bad signature, untrusted, damaged): name and reason.
+    public var rejected: [(name: String, reason: String)] = []
+    public var exported: ExportResult?
+    public var removed = 0
+
+    public init() {}
+}
+
+/// The mailbox layout shared by every medium (SPEC §5):
+///
+///     sqsync/outbox/<knowledge-id>/<bundle>.sqsb   what each replica left for the others
+///     sqsync/acks/<knowledge-id>/<clock>_<r>.ack   what each replica last said it holds
+///
+/// A sync imports what is new, acknowledges, then leaves one bundle with what the
+/// least-informed reader lacks, replacing its previous one. A stick thus carries bundles
+/// for many sites and relays between sites that never meet. Not Sendable on purpose.
+public final class Mailbox {
+    static let outbox = "sqsync/outbox"
+    static let acks = "sqsync/acks"
+
+    public let transport: Transport
+
+    public init(transport: Transport) {
+        self.transport = transport
+    }
+
+    public func sync(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {
+        let scratch = try ScratchDirectory()
+        var report = SyncReport()
+        let me = replica.knowledgeID
+        try transport.makeDirectories("\(Self.outbox)/\(me)")
+        try transport.makeDirectories("\(Self.acks)/\(me)")
+
+        report.imported += try BundleExchange.retryHeld(replica: replica, trust: trust)
+        var listed: Set<String> = []
+        var bundles: [(sender: String, name: String)] = []
+        for sender in try transport.listDirectories(in: Self.outbox) {
+            for name in try transport.listFiles(in: "\(Self.outbox)/\(sender)") where BundleExchange.isBundleFileName(name) {
+                listed.insert(name)
+                bundles.append((sender, name))
+            }
+        }
+        let seen = try replica.seenBundles()
+        for bundle in bundles where bundle.sender != me && seen[bundle.name] == nil {
+            let local = scratch.path + "/" + bundle.name
+            try transport.readFile("\(Self.outbox)/\(bundle.sender)/\(bundle.name)", to: local)
+            do {
+                let result = try BundleExchange.importBundle(path: local, into: replica, trust: trust)
+                report.imported.append(result)
+                let header = try BundleReader(path: local).header
+                try replica.markSeen(bundle: bundle.name, knowledge: Knowledge(Dictionary(uniqueKeysWithValues: zip(header.sites, header.knowledge))))
+            } catch let error as BundleError where error.kind != .io {
+                report.rejected.append((bundle.name, error.description))
+            }
+            try? FileManager.default.removeItem(atPath: local)
+        }
+        try replica.forgetSeen(keeping: listed)
+
+        let knowledge = try replica.knowledge()
+        try writeAcknowledgement(knowledge, of: me, scratch: scratch)
+        let readers = try readerKnowledge(excluding: me, replica: replica)
+        for (reader, held) in readers { try replica.acknowledge(peer: reader, holds: held) }
+
+        let mine = try transport.listFiles(in: "\(Self.outbox)/\(me)").filter(BundleExchange.isBundleFileName)
+        let base = Knowledge.common(Array(readers.values))
+        let everyoneHasAll = !readers.isEmpty && base.covers(knowledge)
+        var keep: Set<String> = []
+        if !everyoneHasAll {
+            let fingerprint = Self.fingerprint(knowledge: knowledge, base: base)
+            if let existing = mine.first(where: { $0.hasSuffix("_\(fingerprint).sqsb") }) {
+                keep.insert(existing)
+            } else {
+                let exported = try BundleExchange.export(
+                    replica: replica, since: base, key: key, to: scratch.path, intoDirectory: true, nameSuffix: fingerprint)
+                let name = URL(fileURLWithPath: exported.path).lastPathComponent
+                try transport.writeFile(from: exported.path, to: "\(Self.outbox)/\(me)/\(name)")
+                keep.insert(name)
+                report.exported = exported
+            }
+        }
+        for name in mine where !keep.contains(name) {
+            try transport.removeFile("\(Self.outbox)/\(me)/\(name)")
+            report.removed += 1
+        }
+        report.removed += try removeBundlesEveryReaderHolds(bundles.filter { $0.sender != me }, readers: readers, me: me, knowledge: knowledge, seen: try replica.seenBundles())
+        return report
+    }
+
+    /// Same knowledge and base give the same name, so an unchanged replica does not
+    /// write the same bundle again.
+    static func fingerprint(knowledge: Knowledge, base: Knowledge) -> String {
+        let digest = SHA256.hash(data: Data((knowledge.description + "|" + base.description).utf8))
+        return digest.prefix(4).map { String(format: "%02x", $0) }.joined()
+    }
+
+    private func writeAcknowledgement(_ knowledge: Knowledge, of me: String, scratch: ScratchDirectory) throws {
+        let folder = "\(Self.acks)/\(me)"
+        let old = try transport.listFiles(in: folder).filter { $0.hasSuffix(".ack") }
+        let stamp = String(format: "%020llu", UInt64(Date().timeIntervalSince1970 * 1000))
+        let name = "\(stamp)_\(String(format: "%08x", UInt32.random(in: 0...UInt32.max))).ack"
+        let local = scratch.path + "/" + name
+        let text = knowledge.seqs.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)\n" }.joined()
+        try Data(text.utf8).write(to: URL(fileURLWithPath: local))
+        try transport.writeFile(from: local, to: "\(folder)/\(name)")
+        for stale in old where stale < name { try transport.removeFile("\(folder)/\(stale)") }
+    }
+
+    /// The newest acknowledgement of every other replica that left one here.
+    private func readerKnowledge(excluding me: String, replica: Replica) throws -> [String: Knowledge] {
+        let scratch = try ScratchDirectory()
+        let retired = Set(try replica.peers().filter(\.retired).map(\.knowledgeID))
+        var readers: [String: Knowledge] = [:]
+        for reader in try transport.listDirectories(in: Self.acks) where reader != me && !retired.contains(reader) {
+            guard let newest = try transport.listFiles(in: "\(Self.acks)/\(reader)").filter({ $0.hasSuffix(".ack") }).max() else { continue }
+            let local = scratch.path + "/" + newest
+            try transport.readFile("\(Self.acks)/\(reader)/\(newest)", to: local)
+            var seqs: [String: Int64] = [:]
+            for line in (try String(contentsOfFile: local, encoding: .utf8)).split(separator: "\n") {
+                let fields = line.split(separator: " ")
+                if fields.count == 2, let seq = Int64(fields[1]) { seqs[String(fields[0])] = seq }
+            }
+            readers[reader] = Knowledge(seqs)
+        }
+        return readers
+    }
+
+    /// Another replica's bundle can go once every reader, its sender aside, holds what it carries.
+    private func removeBundlesEveryReaderHolds(
+        _ bundles: [(sender: String, name: String)], readers: [String: Knowledge], me: String, knowledge: Knowledge,
+        seen: [String: Knowledge]
+    ) throws -> Int {
+        var removed = 0
+        for bundle in bundles {
+            guard let carried = seen[bundle.name] else { continue }
+            var holders = readers.filter { $0.key != bundle.sender }
+            holders[me] = knowledge
+            if holders.values.allSatisfy({ $0.covers(carried) }) {
+                try transport.removeFile("\(Self.outbox)/\(bundle.sender)/\(bundle.name)")
+                removed += 1
+            }
+        }
+        return removed
+    }
+}
+
+/// A private temporary folder, removed with everything in it when released.
+final class ScratchDirectory {
+    let path: String
+
+    init() throws {
+        var template = Array((NSTemporaryDirectory() + "/sqsync.XXXXXX").utf8CString)
+        guard let created = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw TransportError(.io, "cannot create a temporary folder: \(String(cString: strerror(errno)))")
+        }
+        path = String(cString: created)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}

@@ -1,0 +1,53 @@
+import Foundation
+
+/// A medium that holds files under one root: a local folder, a USB stick, or a folder on an
+/// SFTP server. The mailbox logic (which bundles to fetch, which to leave, which to remove)
+/// is written once against this protocol, so the merge never depends on the medium.
+///
+/// Every path is relative to the transport's root and uses `/` as separator.
+/// Implementations must make ``writeFile(from:to:)`` atomic: readers see either no file or
+/// the whole file, never a partial one, even with two writers at once.
+public protocol Transport: AnyObject {
+    /// How messages name this medium, e.g. `/media/usb` or `ssh://hq:22/srv/sqsync`.
+    var displayName: String { get }
+
+    /// Names (not paths) of the regular files in `directory`; an empty list if it does not exist.
+    func listFiles(in directory: String) throws -> [String]
+
+    /// Names of the sub-folders of `directory`; an empty list if it does not exist.
+    func listDirectories(in directory: String) throws -> [String]
+
+    /// Copies the whole file at `path` to the local file `localPath` (created or replaced).
+    func readFile(_ path: String, to localPath: String) throws
+
+    /// Publishes the local file `localPath` as `path`: written under a unique temporary name in
+    /// the same folder, flushed to stable storage, then renamed. `path` must not exist yet
+    /// (SFTPv3 rename cannot replace), so callers give every published file a unique name.
+    func writeFile(from localPath: String, to path: String) throws
+
+    /// Removes a file; removing one that is already gone is not an error.
+    func removeFile(_ path: String) throws
+
+    /// Creates `path` and any missing parents; an existing folder is not an error.
+    func makeDirectories(_ path: String) throws
+}
+
+/// A transport failure, with the medium and the path or host it concerns in its message.
+public struct TransportError: Error, CustomStringConvertible, Equatable {
+    public enum Kind: Sendable, Equatable {
+        case io
+        case hostKeyUnknown
+        case hostKeyChanged
+        case authentication
+        case timeout
+        case connection
+    }
+
+    public var kind: Kind
+    public var description: String
+
+    public init(_ kind: Kind, _ description: String) {
+        self.kind = kind
+        self.description = description
+    }
+}

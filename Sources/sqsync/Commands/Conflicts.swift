@@ -1,0 +1,51 @@
+import ArgumentParser
+import ChangeLog
+import Foundation
+
+extension SQSync {
+    struct Conflicts: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show the changes that lost a conflict, and child rows orphaned by a concurrent delete.")
+
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The replica.") var db: String
+        @Flag(name: .long, help: "Empty the conflict log after showing it.") var clear = false
+
+        func run() throws {
+            let replica = try Replica.forCommand(db)
+            let conflicts = try replica.conflicts()
+            let orphans = try replica.orphans()
+            if global.json {
+                global.emitJSON([
+                    "conflicts": conflicts.map { $0.mapValues(Self.jsonValue) },
+                    "orphans": orphans.map { ["table": $0.table, "rowid": $0.rowid, "parent": $0.parent] },
+                ])
+            } else {
+                var lines: [String] = []
+                for conflict in conflicts {
+                    let column = conflict["column_name"]?.stringValue.map { ".\($0)" } ?? ""
+                    let lost = conflict["lost_row"]?.stringValue ?? conflict["lost_value"]?.literal ?? "NULL"
+                    lines.append("\(conflict["recorded_at"]?.stringValue ?? "") \(conflict["kind"]?.stringValue ?? ""): \(conflict["table_name"]?.stringValue ?? "")\(column) key \(conflict["pk"]?.stringValue ?? ""): lost \(lost) from \(conflict["lost_site"]?.stringValue ?? "")")
+                }
+                for orphan in orphans {
+                    lines.append("orphan: row \(orphan.rowid) of \(orphan.table) refers to a missing \(orphan.parent) row")
+                }
+                if lines.isEmpty { global.say("no conflicts") } else { global.printResult(lines.joined(separator: "\n")) }
+            }
+            if clear {
+                let removed = try replica.clearConflicts()
+                global.say("cleared \(removed) conflicts")
+            }
+        }
+
+        static func jsonValue(_ value: SQLValue) -> Any {
+            switch value {
+            case .null: return NSNull()
+            case .integer(let v): return v
+            case .real(let v): return v
+            case .text(let v): return v
+            case .blob(let v): return ["blob": v.map { String(format: "%02x", $0) }.joined()]
+            }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+import ArgumentParser
+import ChangeLog
+
+extension SQSync {
+    struct Peers: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Known peers and their acknowledged knowledge; retire one for good.",
+            subcommands: [List.self, Retire.self], defaultSubcommand: List.self)
+
+        struct List: ParsableCommand {
+            static let configuration = CommandConfiguration(commandName: "list", abstract: "List known peers.")
+
+            @OptionGroup var global: GlobalOptions
+            @Argument(help: "The replica.") var db: String
+
+            func run() throws {
+                let peers = try Replica.forCommand(db).peers()
+                if global.json {
+                    global.emitJSON(["peers": peers.map { peer in
+                        ["knowledge_id": peer.knowledgeID, "name": peer.name, "acknowledged": peer.acknowledged.seqs,
+                         "last_heard": peer.lastHeard as Any, "retired": peer.retired]
+                    }])
+                } else if peers.isEmpty {
+                    global.say("no peers yet")
+                } else {
+                    global.printResult(peers.map { peer in
+                        "\(peer.name.isEmpty ? "-" : peer.name) \(peer.knowledgeID)\(peer.retired ? " (retired)" : "") acknowledged \(peer.acknowledged.description.isEmpty ? "nothing" : peer.acknowledged.description), last heard \(peer.lastHeard ?? "never")"
+                    }.joined(separator: "\n"))
+                }
+            }
+        }
+
+        struct Retire: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Retire a peer: it stops holding back purges and its bundles are refused.")
+
+            @OptionGroup var global: GlobalOptions
+            @Argument(help: "The replica.") var db: String
+            @Argument(help: "The peer's name or knowledge ID.") var peer: String
+
+            func run() throws {
+                let retired = try Replica.forCommand(db).retire(peer: peer)
+                if global.json {
+                    global.emitJSON(["retired": retired.knowledgeID, "name": retired.name])
+                } else {
+                    global.say("retired \(retired.name) (\(retired.knowledgeID))")
+                }
+            }
+        }
+    }
+
+    struct Purge: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Drop deletion records that every live peer has acknowledged.")
+
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The replica.") var db: String
+        @Flag(name: .long, help: "Report what would be dropped; change nothing.") var dryRun = false
+
+        func run() throws {
+            let result = try Replica.forCommand(db).purge(dryRun: dryRun)
+            let holders = result.heldBackBy.map { $0.name.isEmpty ? $0.knowledgeID : $0.name }
+            if global.json {
+                global.emitJSON(["dry_run": dryRun, "tombstones_purged": result.tombstones, "held_back_by": holders])
+            } else {
+                global.say("\(dryRun ? "would purge" : "purged") \(result.tombstones) tombstones" + (holders.isEmpty ? "" : "; kept others for \(holders.joined(separator: ", "))"))
+            }
+        }
+    }
+}

@@ -1,0 +1,46 @@
+import ArgumentParser
+import ChangeLog
+
+extension SQSync {
+    struct Status: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Identity, tracked tables, what each peer has not acknowledged, held bundles, tombstones.")
+
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The replica.") var db: String
+
+        func run() throws {
+            let status = try Replica.forCommand(db).status()
+            if global.json {
+                global.emitJSON([
+                    "knowledge_id": status.knowledgeID, "name": status.name, "knowledge": status.knowledge.seqs,
+                    "tables": status.trackedTables.map { ["name": $0.name, "rows": $0.rows] },
+                    "local_changes": status.localChanges, "tombstones": status.tombstones, "conflicts": status.conflicts,
+                    "peers": status.peers.map { lag in
+                        ["knowledge_id": lag.peer.knowledgeID, "name": lag.peer.name, "unacknowledged": lag.unacknowledged,
+                         "tombstones_held_back": lag.tombstonesHeldBack, "last_heard": lag.peer.lastHeard as Any]
+                    },
+                    "held": status.held.map { ["path": $0.path, "reason": $0.reason] },
+                ])
+                return
+            }
+            var lines = [
+                "replica    \(status.name) (\(status.knowledgeID))",
+                "knowledge  \(status.knowledge)",
+                "tables     " + (status.trackedTables.isEmpty ? "none tracked"
+                    : status.trackedTables.map { "\($0.name) (\($0.rows) rows)" }.joined(separator: ", ")),
+                "changes    \(status.localChanges) local changes recorded, \(status.conflicts) conflicts logged",
+            ]
+            if status.peers.isEmpty {
+                lines.append("peers      none yet")
+            }
+            for lag in status.peers {
+                lines.append("peer       \(lag.peer.name.isEmpty ? lag.peer.knowledgeID : lag.peer.name) (\(lag.peer.knowledgeID)): \(lag.unacknowledged) local changes not acknowledged, last heard \(lag.peer.lastHeard ?? "never")")
+            }
+            let holders = status.peers.filter { $0.tombstonesHeldBack > 0 }.map { $0.peer.name.isEmpty ? $0.peer.knowledgeID : $0.peer.name }
+            lines.append("tombstones \(status.tombstones) waiting" + (holders.isEmpty ? "" : ", held back by \(holders.joined(separator: ", "))"))
+            for held in status.held { lines.append("held       \(held.path): \(held.reason)") }
+            global.printResult(lines.joined(separator: "\n"))
+        }
+    }
+}

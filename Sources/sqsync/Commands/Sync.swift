@@ -1,0 +1,72 @@
+import ArgumentParser
+import Bundle
+import ChangeLog
+import Foundation
+import Transport
+
+extension SQSync {
+    struct Sync: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Import what is new in a mailbox (folder, USB stick or ssh://), then leave what its readers lack.")
+
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The replica.") var db: String
+        @Argument(help: "A folder, or ssh://[user@]host[:port]/path.") var target: String
+        @Option(name: .long, help: ArgumentHelp("Known-hosts file for ssh:// targets (default ~/.ssh/known_hosts).", valueName: "FILE"))
+        var knownHosts: String?
+        @Flag(name: .long, help: "Trust and record the key of an SSH host not seen before.") var acceptNewHostKey = false
+        @Option(name: .long, help: ArgumentHelp("Private key for SSH login (default: ssh-agent, then ~/.ssh/id_*).", valueName: "FILE"))
+        var sshKey: String?
+        @Option(name: .long, help: "Seconds allowed for connecting and for each transfer.") var timeout: Int = 30
+
+        func validate() throws {
+            if timeout <= 0 { throw ValidationError("--timeout must be a positive number of seconds") }
+            if SSHTarget.isSSHURL(target) {
+                do { _ = try SSHTarget(url: target) } catch { throw ValidationError("\(error)") }
+            }
+        }
+
+        func run() throws {
+            let replica = try Replica.forCommand(db)
+            let key = try global.signingKey()
+            let trust = try global.trustedSigners()
+            let lock = try SyncLock(database: db)
+            let transport: Transport
+            if SSHTarget.isSSHURL(target) {
+                transport = try SFTPTransport(
+                    target: try SSHTarget(url: target),
+                    options: SSHOptions(knownHostsFile: knownHosts, acceptNewHostKey: acceptNewHostKey, identityFile: sshKey, timeoutSeconds: timeout))
+            } else {
+                var isDirectory: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: target, isDirectory: &isDirectory), isDirectory.boolValue else {
+                    throw Failure.raise("\(target): no such directory (a sync target is a folder or ssh://host/path)")
+                }
+                transport = DirectoryTransport(root: target)
+            }
+            let report = try Mailbox(transport: transport).sync(replica: replica, key: key, trust: trust)
+            withExtendedLifetime(lock) {}
+            emit(report, target: transport.displayName)
+            if !report.rejected.isEmpty { throw ExitCode(Failure.rejectedBundle) }
+        }
+
+        private func emit(_ report: SyncReport, target: String) {
+            let applied = report.imported.filter { $0.outcome == .applied }
+            let held = report.imported.count - applied.count
+            let changesIn = applied.reduce(0) { $0 + $1.summary.changes }
+            let conflicts = applied.reduce(0) { $0 + $1.summary.conflicts }
+            for rejected in report.rejected {
+                FileHandle.standardError.write(Data("sqsync: \(target): rejected \(rejected.reason)\n".utf8))
+            }
+            if global.json {
+                global.emitJSON([
+                    "target": target, "bundles_in": applied.count, "changes_in": changesIn, "conflicts": conflicts,
+                    "held": held, "rejected": report.rejected.map { ["name": $0.name, "reason": $0.reason] },
+                    "bundle_out": report.exported.map { URL(fileURLWithPath: $0.path).lastPathComponent } as Any,
+                    "rows_out": report.exported?.rows ?? 0, "removed": report.removed,
+                ])
+            } else {
+                global.say("synced with \(target): \(applied.count) bundles in (\(changesIn) rows changed, \(conflicts) conflicts\(held > 0 ? ", \(held) held" : "")), \(report.exported == nil ? "nothing new out" : "1 bundle out (\(report.exported!.rows) rows)")\(report.removed > 0 ? ", \(report.removed) old bundles removed" : "")")
+            }
+        }
+    }
+}

@@ -1,0 +1,87 @@
+import ArgumentParser
+import Bundle
+import ChangeLog
+import Foundation
+
+/// Options every command takes (SPEC §3).
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("This replica's Ed25519 private key (OpenSSH format).", valueName: "FILE"))
+    var key: String?
+
+    @Option(name: .long, help: ArgumentHelp("Trusted signers, in OpenSSH allowed_signers format.", valueName: "FILE"))
+    var trust: String?
+
+    @Flag(name: .long, help: "Machine-readable output on stdout.")
+    var json = false
+
+    @Flag(name: [.short, .long], help: "Print nothing on success.")
+    var quiet = false
+
+    static var configDirectory: String {
+        (ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()) + "/.config/sqsync"
+    }
+
+    /// `--key`, else `$SQSYNC_KEY`, else `~/.config/sqsync/id_ed25519`.
+    var keyPath: String {
+        key ?? ProcessInfo.processInfo.environment["SQSYNC_KEY"] ?? Self.configDirectory + "/id_ed25519"
+    }
+
+    /// `--trust`, else `$SQSYNC_TRUST`, else `~/.config/sqsync/allowed_signers`.
+    var trustPath: String {
+        trust ?? ProcessInfo.processInfo.environment["SQSYNC_TRUST"] ?? Self.configDirectory + "/allowed_signers"
+    }
+
+    func signingKey() throws -> SigningKey {
+        guard FileManager.default.fileExists(atPath: keyPath) else {
+            throw Failure.raise("\(keyPath): no signing key; create one with `sqsync keygen --out \(keyPath)` or pass --key")
+        }
+        return try SigningKey.load(path: keyPath)
+    }
+
+    func trustedSigners() throws -> AllowedSigners { try AllowedSigners.load(path: trustPath) }
+
+    /// A human line on stderr, unless --quiet.
+    func say(_ line: String) {
+        guard !quiet else { return }
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+
+    /// Machine output: one JSON object on stdout. Readers must ignore fields they do not know.
+    func emitJSON(_ object: [String: Any]) {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        FileHandle.standardOutput.write(data + Data("\n".utf8))
+    }
+
+    /// Result text on stdout (used when the output *is* the result, e.g. status, conflicts).
+    func printResult(_ text: String) {
+        guard !quiet else { return }
+        print(text)
+    }
+
+    /// A progress reporter that only draws when stderr is a terminal.
+    func progress(_ label: String) -> ((Int) -> Void)? {
+        guard !quiet, !json, isatty(2) == 1 else { return nil }
+        return { count in FileHandle.standardError.write(Data("\r\(label): \(count) rows".utf8)) }
+    }
+
+    func endProgress() {
+        if !quiet, !json, isatty(2) == 1 { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+    }
+}
+
+extension Replica {
+    /// Opens a replica for a command, with the file named in any error.
+    static func forCommand(_ path: String) throws -> Replica { try Replica(path: path) }
+}
+
+extension ApplySummary {
+    var jsonObject: [String: Any] {
+        [
+            "changes": changes, "conflicts": conflicts, "knowledge_advanced": knowledgeAdvanced,
+            "tables": tables.mapValues { counts in
+                ["inserted": counts.inserted, "updated": counts.updated, "deleted": counts.deleted,
+                 "unchanged": counts.unchanged, "conflicts": counts.conflicts]
+            },
+        ]
+    }
+}

@@ -1,0 +1,42 @@
+import ArgumentParser
+import Foundation
+
+@main
+struct SQSync: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sqsync",
+        abstract: "Keep copies of a SQLite database in step without a server.",
+        discussion: """
+            Exit codes: 0 success (including nothing to do), 1 failure, 2 usage error, \
+            3 a bundle was rejected, 4 another sqsync holds the database's sync lock.
+            """,
+        version: "0.1.0",
+        subcommands: [
+            Keygen.self, Init.self, Track.self, Untrack.self, Status.self, Export.self, Import.self,
+            Sync.self, Peers.self, Purge.self, Conflicts.self, Inspect.self, Doctor.self, Refresh.self, Clone.self,
+        ])
+
+    /// Runs the command and maps every failure to one stderr line and the spec's exit codes;
+    /// ArgumentParser's own usage errors (64) become 2.
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch let exit as ExitCode {
+            Foundation.exit(exit.rawValue)
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                print(fullMessage(for: error))
+                Foundation.exit(0)
+            }
+            if let failure = Failure(error) {
+                FileHandle.standardError.write(Data(("sqsync: " + failure.message + "\n").utf8))
+                Foundation.exit(failure.exitCode)
+            }
+            let message = fullMessage(for: error)
+            FileHandle.standardError.write(Data((message + "\n").utf8))
+            Foundation.exit(code == .validationFailure ? 2 : code.rawValue)
+        }
+    }
+}
