@@ -32,6 +32,6 @@ let package = Package(
         .testTarget(name: "ChangeLogTests", dependencies: ["ChangeLog", "CSQLite"]),
         .testTarget(name: "BundleTests", dependencies: ["Bundle", "ChangeLog"]),
         .testTarget(name: "TransportTests", dependencies: ["Transport", "Bundle"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["ChangeLog"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["sqsync", "ChangeLog"]),
     ]
 )

@@ -7,8 +7,23 @@ enum BundleCodec {
     static let trailerMagic: [UInt8] = Array("SQSYNC-SIG\n".utf8)
     static let signatureNamespace = "sqsync"
     static let knownCapabilities: Set<String> = []
-    static let rowRecord: UInt8 = 1
     static let endRecord: UInt8 = 0
+
+    /// The first byte of a row record: bit 0 is always set, the others say what is left out.
+    struct RowFlags: OptionSet {
+        let rawValue: UInt8
+        static let row = RowFlags(rawValue: 0x01)
+        static let hasRowStamp = RowFlags(rawValue: 0x02)
+        static let sameTable = RowFlags(rawValue: 0x04)
+        static let allColumnsInOrder = RowFlags(rawValue: 0x08)
+        static let columnsShareRowStamp = RowFlags(rawValue: 0x10)
+        static let known: RowFlags = [.row, .hasRowStamp, .sameTable, .allColumnsInOrder, .columnsShareRowStamp]
+    }
+
+    /// Change-set column indexes outside the key, in schema order: what an insert carries.
+    static func nonKeyColumns(_ table: TableSchema) -> [Int] {
+        table.columns.indices.filter { !table.primaryKey.contains($0) }
+    }
 
     enum ValueTag: UInt8 {
         case null = 0, integer, real, text, blob

@@ -34,7 +34,8 @@ public enum BundleExchange {
         replica: Replica, since base: Knowledge, key: SigningKey, to destination: String, intoDirectory: Bool,
         nameSuffix: String? = nil, progress: ((Int) -> Void)? = nil
     ) throws -> ExportResult {
-        try replica.readSnapshot {
+        try replica.numberPendingChanges()
+        return try replica.readSnapshot {
             let exporter = try ChangeExporter(replica: replica, since: base)
             let header = exporter.header
             let path = intoDirectory ? destination + "/" + fileName(for: header, suffix: nameSuffix) : destination

@@ -169,24 +169,38 @@ public final class BundleReader {
             previousSeq = seq
             return Stamp(hlc: hlc, site: site, seq: seq)
         }
+        let nonKeyColumns = header.tables.map(BundleCodec.nonKeyColumns)
         var count = 0
+        var tableIndex = -1
         while true {
-            let kind = try input.readByte()
-            if kind == BundleCodec.endRecord { break }
-            guard kind == BundleCodec.rowRecord else { throw input.corrupt("unknown record type \(kind)") }
-            let tableIndex = try input.readIndex(below: header.tables.count, "table")
+            let first = try input.readByte()
+            if first == BundleCodec.endRecord { break }
+            let flags = BundleCodec.RowFlags(rawValue: first)
+            guard flags.contains(.row), BundleCodec.RowFlags.known.isSuperset(of: flags) else {
+                throw input.corrupt("unknown record type \(first)")
+            }
+            if flags.contains(.sameTable) {
+                guard tableIndex >= 0 else { throw input.corrupt("no previous table") }
+            } else {
+                tableIndex = try input.readIndex(below: header.tables.count, "table")
+            }
             let table = header.tables[tableIndex]
             let causalLength = try input.readInt64()
             guard causalLength > 0 else { throw input.corrupt("causal length 0") }
-            let flags = try input.readByte()
-            guard flags <= 1 else { throw input.corrupt("unknown row flags") }
-            let rowStamp = flags == 1 ? try readStamp() : nil
+            let rowStamp = flags.contains(.hasRowStamp) ? try readStamp() : nil
+            guard rowStamp != nil || !flags.contains(.columnsShareRowStamp) else { throw input.corrupt("shared stamp without a row stamp") }
             var key: [SQLValue] = []
             for _ in table.primaryKey { key.append(try input.readValue()) }
             var columns: [ColumnChange] = []
-            for _ in 0..<(try input.readCount(limit: table.columns.count)) {
-                let column = try input.readIndex(below: table.columns.count, "column")
+            let inOrder = flags.contains(.allColumnsInOrder)
+            let columnCount = inOrder ? nonKeyColumns[tableIndex].count : try input.readCount(limit: table.columns.count)
+            for position in 0..<columnCount {
+                let column = inOrder ? nonKeyColumns[tableIndex][position] : try input.readIndex(below: table.columns.count, "column")
                 let value = try input.readValue()
+                if flags.contains(.columnsShareRowStamp), let rowStamp {
+                    columns.append(ColumnChange(column: column, value: value, stamp: rowStamp))
+                    continue
+                }
                 let explicit = try input.readByte()
                 guard explicit <= 1 else { throw input.corrupt("bad stamp flag") }
                 let stamp: Stamp

@@ -14,6 +14,8 @@ public final class BundleWriter {
     private let siteCount: Int
     private var previousHLC: Int64 = 0
     private var previousSeq: Int64 = 0
+    private var previousTable = -1
+    private let nonKeyColumns: [[Int]]
     private var record: [UInt8] = []
     public private(set) var recordCount = 0
     private var finished = false
@@ -25,6 +27,7 @@ public final class BundleWriter {
         output = try HashingFileOutput(creating: temporary)
         tables = header.tables
         siteCount = header.sites.count
+        nonKeyColumns = header.tables.map(BundleCodec.nonKeyColumns)
         var bytes = BundleCodec.magic
         bytes.append(BundleCodec.version)
         BundleCodec.appendVarint(0, to: &bytes)
@@ -78,16 +81,25 @@ public final class BundleWriter {
 
     public func write(_ change: RowChange) throws {
         record.removeAll(keepingCapacity: true)
-        record.append(BundleCodec.rowRecord)
-        BundleCodec.appendVarint(change.table, to: &record)
+        var flags: BundleCodec.RowFlags = .row
+        if change.rowStamp != nil { flags.insert(.hasRowStamp) }
+        if change.table == previousTable { flags.insert(.sameTable) }
+        let allInOrder = change.columns.count == nonKeyColumns[change.table].count
+            && change.columns.map(\.column) == nonKeyColumns[change.table]
+        if allInOrder { flags.insert(.allColumnsInOrder) }
+        let shareRowStamp = change.rowStamp != nil && change.columns.allSatisfy { $0.stamp == change.rowStamp }
+        if shareRowStamp { flags.insert(.columnsShareRowStamp) }
+        record.append(flags.rawValue)
+        if !flags.contains(.sameTable) { BundleCodec.appendVarint(change.table, to: &record) }
+        previousTable = change.table
         BundleCodec.appendVarint(change.causalLength, to: &record)
-        record.append(change.rowStamp == nil ? 0 : 1)
         if let rowStamp = change.rowStamp { appendStamp(rowStamp) }
         for value in change.key { BundleCodec.appendValue(value, to: &record) }
-        BundleCodec.appendVarint(change.columns.count, to: &record)
+        if !allInOrder { BundleCodec.appendVarint(change.columns.count, to: &record) }
         for column in change.columns {
-            BundleCodec.appendVarint(column.column, to: &record)
+            if !allInOrder { BundleCodec.appendVarint(column.column, to: &record) }
             BundleCodec.appendValue(column.value, to: &record)
+            if shareRowStamp { continue }
             if column.stamp == change.rowStamp {
                 record.append(0)
             } else {

@@ -25,4 +25,9 @@ static inline int sqsync_ssh_set_bool(ssh_session session, enum ssh_options_e op
     return ssh_options_set(session, option, &flag);
 }
 
+/// For options that take an int (SSH_OPTIONS_NODELAY), unlike the bool ones above.
+static inline int sqsync_ssh_set_int(ssh_session session, enum ssh_options_e option, int value) {
+    return ssh_options_set(session, option, &value);
+}
+
 #endif

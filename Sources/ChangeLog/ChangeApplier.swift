@@ -35,11 +35,39 @@ public final class ChangeApplier {
         var seq: Int64
     }
 
-    private struct Target {
-        var info: TableInfo
+    /// A table the change set touches, with its statements prepared once.
+    private final class Target {
+        let info: TableInfo
         /// Change-set column index → local column.
-        var columns: [ColumnInfo]
-        var key: [ColumnInfo]
+        let columns: [ColumnInfo]
+        let key: [ColumnInfo]
+        /// Change-set indexes of the columns outside the key, in order: what an insert carries.
+        let nonKeyColumns: [Int]
+        let insertEverything: Statement
+        let deleteRow: Statement
+        private var updates: [[Int]: Statement] = [:]
+        private let database: Database
+        var counts = ApplySummary.TableCounts()
+
+        init(info: TableInfo, columns: [ColumnInfo], key: [ColumnInfo], database: Database) throws {
+            self.info = info
+            self.columns = columns
+            self.key = key
+            self.database = database
+            nonKeyColumns = columns.indices.filter { !columns[$0].isPrimaryKey }
+            insertEverything = try database.prepare(
+                ApplySQL.insertRow(info.name, columns: key.map(\.name) + nonKeyColumns.map { columns[$0].name }))
+            deleteRow = try database.prepare(ApplySQL.deleteRow(info.name, key: info.primaryKey))
+        }
+
+        /// The UPDATE for one set of change-set columns, prepared on first use.
+        func update(_ columnIndexes: [Int]) throws -> Statement {
+            if let statement = updates[columnIndexes] { return statement }
+            let statement = try database.prepare(
+                ApplySQL.updateRow(info.name, columns: columnIndexes.map { columns[$0].name }, key: info.primaryKey))
+            updates[columnIndexes] = statement
+            return statement
+        }
     }
 
     private let replica: Replica
@@ -51,7 +79,24 @@ public final class ChangeApplier {
     private let senderKnows: [Int: Int64]
     private let targets: [Target]
     private var highestClock: Int64
-    public private(set) var summary = ApplySummary()
+    private let statements: Statements
+
+    /// The statements every row change runs, prepared once per import.
+    private struct Statements {
+        let rowEntry: Statement
+        let upsertRowEntry: Statement
+        let cellsOfRow: Statement
+        let deleteCells: Statement
+        let upsertCell: Statement
+
+        init(_ database: Database) throws {
+            rowEntry = try database.prepare(ApplySQL.rowEntry)
+            upsertRowEntry = try database.prepare(ApplySQL.upsertRowEntry)
+            cellsOfRow = try database.prepare(ApplySQL.cellsOfRow)
+            deleteCells = try database.prepare(ApplySQL.deleteCellsOfRow)
+            upsertCell = try database.prepare(ApplySQL.upsertCell)
+        }
+    }
 
     /// Checks that the change set may be applied here, before anything is written: it does
     /// not come from this replica's own identity or a retired peer, and every table and
@@ -86,6 +131,7 @@ public final class ChangeApplier {
             }
         }
 
+        try replica.numberPendingChanges()
         var targets: [Target] = []
         let tracked = Dictionary(uniqueKeysWithValues: try replica.trackedTables().map { ($0.name, $0) })
         for schema in header.tables {
@@ -104,7 +150,7 @@ public final class ChangeApplier {
             guard key.map(\.cid) == info.primaryKey.map(\.cid) else {
                 throw ChangeLogError(.schemaMismatch, "\(path): table \(schema.name) has a different primary key in the bundle")
             }
-            targets.append(Target(info: info, columns: columns, key: key))
+            targets.append(try Target(info: info, columns: columns, key: key, database: database))
         }
         self.targets = targets
 
@@ -126,6 +172,7 @@ public final class ChangeApplier {
         for (index, site) in localSite.enumerated() { senderKnows[site] = header.knowledge[index] }
         self.senderKnows = senderKnows
         highestClock = header.senderHLC
+        statements = try Statements(database)
         try database.execute(ApplySQL.startApplying)
     }
 
@@ -158,19 +205,22 @@ public final class ChangeApplier {
         let localLength = entry?.cl ?? 0
         if change.causalLength < localLength {
             try recordStale(change, target: target, localIsDeleted: localLength % 2 == 0)
-            summary.tables[target.info.name, default: .init()].unchanged += 1
+            target.counts.unchanged += 1
         } else if change.causalLength > localLength {
             guard let rowStamp = change.rowStamp.map(local) else {
-                summary.tables[target.info.name, default: .init()].unchanged += 1
+                // Updates to a life this replica has not seen start; the bundle that carries
+                // the start will carry them again.
+                target.counts.unchanged += 1
                 return
             }
             if change.isDelete {
                 try endLife(change, target: target, key: key, stamp: rowStamp, liveHere: localLength % 2 == 1)
             } else {
-                try startLife(change, target: target, key: key, stamp: rowStamp, liveHere: localLength % 2 == 1)
+                try startLife(change, target: target, key: key, stamp: rowStamp, known: entry != nil,
+                              liveHere: localLength % 2 == 1)
             }
         } else if change.isDelete {
-            summary.tables[target.info.name, default: .init()].unchanged += 1
+            target.counts.unchanged += 1
             if let incoming = change.rowStamp.map(local), let entry, isLater(incoming, than: entry.stamp) {
                 try writeRowEntry(tid: target.info.tid, key: key, cl: change.causalLength, stamp: incoming)
             }
@@ -180,7 +230,7 @@ public final class ChangeApplier {
     }
 
     private func rowEntry(tid: Int, key: SQLValue) throws -> (cl: Int64, stamp: LocalStamp)? {
-        let statement = try database.cached(ApplySQL.rowEntry)
+        let statement = statements.rowEntry
         try statement.bind([.integer(Int64(tid)), key])
         defer { statement.reset() }
         guard try statement.step() else { return nil }
@@ -198,17 +248,24 @@ public final class ChangeApplier {
     }
 
     private func writeRowEntry(tid: Int, key: SQLValue, cl: Int64, stamp: LocalStamp) throws {
-        try database.run(ApplySQL.upsertRowEntry, .integer(Int64(tid)), key, .integer(cl), .integer(stamp.hlc),
-                         .integer(Int64(stamp.site)), .integer(stamp.seq))
+        try statements.upsertRowEntry.bind([.integer(Int64(tid)), key, .integer(cl), .integer(stamp.hlc),
+                                            .integer(Int64(stamp.site)), .integer(stamp.seq)])
+        try statements.upsertRowEntry.run()
     }
 
     private func writeCell(tid: Int, key: SQLValue, cid: Int, stamp: LocalStamp) throws {
-        try database.run(ApplySQL.upsertCell, .integer(Int64(tid)), key, .integer(Int64(cid)), .integer(stamp.hlc),
-                         .integer(Int64(stamp.site)), .integer(stamp.seq))
+        try statements.upsertCell.bind([.integer(Int64(tid)), key, .integer(Int64(cid)), .integer(stamp.hlc),
+                                        .integer(Int64(stamp.site)), .integer(stamp.seq)])
+        try statements.upsertCell.run()
+    }
+
+    private func deleteCells(tid: Int, key: SQLValue) throws {
+        try statements.deleteCells.bind([.integer(Int64(tid)), key])
+        try statements.deleteCells.run()
     }
 
     private func localCells(tid: Int, key: SQLValue) throws -> [Int: LocalStamp] {
-        let statement = try database.cached(ApplySQL.cellsOfRow)
+        let statement = statements.cellsOfRow
         try statement.bind([.integer(Int64(tid)), key])
         var cells: [Int: LocalStamp] = [:]
         while try statement.step() {
@@ -218,55 +275,54 @@ public final class ChangeApplier {
         return cells
     }
 
+    private static func values(named columns: [ColumnChange], in target: Target) -> [String: SQLValue] {
+        Dictionary(columns.map { (target.columns[$0.column].name, $0.value) }) { _, last in last }
+    }
+
     /// A new life for the row: insert it, or overwrite an older life that the sender saw end.
-    private func startLife(_ change: RowChange, target: Target, key: SQLValue, stamp: LocalStamp, liveHere: Bool) throws {
+    private func startLife(_ change: RowChange, target: Target, key: SQLValue, stamp: LocalStamp, known: Bool,
+                           liveHere: Bool) throws {
         let tid = target.info.tid
         if liveHere {
             try recordLocalLosses(target: target, key: key, values: change.key, kind: "update lost to delete")
         }
-        let names = change.columns.map { target.columns[$0.column].name }
-        let writing = Dictionary(zip(names, change.columns.map(\.value))) { _, last in last }
-        let written: Bool
-        if liveHere {
-            written = try writeSettlingUniqueClashes(
-                target: target, keyValues: change.key, writing: writing, lifeStamp: stamp, cl: change.causalLength
-            ) {
-                try self.runUpdate(target: target, names: names, values: change.columns.map(\.value), keyValues: change.key)
+        let written = try writeSettlingUniqueClashes(
+            target: target, keyValues: change.key, writing: { Self.values(named: change.columns, in: target) },
+            lifeStamp: stamp, cl: change.causalLength
+        ) {
+            if liveHere {
+                try self.runUpdate(target: target, columns: change.columns, keyValues: change.key)
+                return
             }
-        } else {
-            let allNames = target.key.map(\.name) + names
-            let allValues = change.key + change.columns.map(\.value)
-            written = try writeSettlingUniqueClashes(
-                target: target, keyValues: change.key, writing: writing, lifeStamp: stamp, cl: change.causalLength
-            ) {
-                try self.database.run(ApplySQL.insertRow(target.info.name, columns: allNames), allValues)
+            do {
+                try self.runInsert(target: target, change: change)
+            } catch let error as SQLiteError where error.isPrimaryKeyConstraint {
+                // The row is there but sqsync never saw it (written while untracked).
+                try self.runUpdate(target: target, columns: change.columns, keyValues: change.key)
             }
         }
         guard written else { return }
         try writeRowEntry(tid: tid, key: key, cl: change.causalLength, stamp: stamp)
-        try database.run(ApplySQL.deleteCellsOfRow, .integer(Int64(tid)), key)
+        if known { try deleteCells(tid: tid, key: key) }
         for column in change.columns {
             let columnStamp = local(column.stamp)
             if columnStamp != stamp { try writeCell(tid: tid, key: key, cid: target.columns[column.column].cid, stamp: columnStamp) }
         }
-        if liveHere {
-            summary.tables[target.info.name, default: .init()].updated += 1
-        } else {
-            summary.tables[target.info.name, default: .init()].inserted += 1
-        }
+        if liveHere { target.counts.updated += 1 } else { target.counts.inserted += 1 }
     }
 
     private func endLife(_ change: RowChange, target: Target, key: SQLValue, stamp: LocalStamp, liveHere: Bool) throws {
         let tid = target.info.tid
         if liveHere {
             try recordLocalLosses(target: target, key: key, values: change.key, kind: "update lost to delete")
-            try database.run(ApplySQL.deleteRow(target.info.name, key: target.info.primaryKey), change.key)
-            summary.tables[target.info.name, default: .init()].deleted += 1
+            try target.deleteRow.bind(change.key)
+            try target.deleteRow.run()
+            target.counts.deleted += 1
         } else {
-            summary.tables[target.info.name, default: .init()].unchanged += 1
+            target.counts.unchanged += 1
         }
         try writeRowEntry(tid: tid, key: key, cl: change.causalLength, stamp: stamp)
-        try database.run(ApplySQL.deleteCellsOfRow, .integer(Int64(tid)), key)
+        try deleteCells(tid: tid, key: key)
     }
 
     /// Same life on both sides: each column keeps its later value.
@@ -274,7 +330,7 @@ public final class ChangeApplier {
         let tid = target.info.tid
         guard let rowStamp else { return }
         let cells = try localCells(tid: tid, key: key)
-        var winners: [(column: ColumnInfo, value: SQLValue, stamp: LocalStamp)] = []
+        var winners: [(change: ColumnChange, column: ColumnInfo, stamp: LocalStamp)] = []
         var losers: [(column: ColumnInfo, value: SQLValue, stamp: LocalStamp, winner: LocalStamp)] = []
         var displaced: [(column: ColumnInfo, stamp: LocalStamp, winner: LocalStamp)] = []
         for incoming in change.columns {
@@ -283,14 +339,11 @@ public final class ChangeApplier {
             let ours = cells[column.cid] ?? rowStamp
             if theirs == ours { continue }
             if isLater(theirs, than: ours) {
-                winners.append((column, incoming.value, theirs))
+                winners.append((incoming, column, theirs))
                 if !knownToSender(ours) && !knownHere(theirs) { displaced.append((column, ours, theirs)) }
             } else if !knownHere(theirs) {
                 losers.append((column, incoming.value, theirs, ours))
             }
-        }
-        let counts = { (update: (inout ApplySummary.TableCounts) -> Void) in
-            update(&self.summary.tables[target.info.name, default: .init()])
         }
         for loser in losers {
             try recordConflict(kind: "concurrent update", table: target.info.name, keyValues: change.key,
@@ -304,25 +357,38 @@ public final class ChangeApplier {
                                    lost: entry.stamp, won: entry.winner)
             }
         }
-        counts { $0.conflicts += losers.count + displaced.count }
+        target.counts.conflicts += losers.count + displaced.count
         guard !winners.isEmpty else {
-            counts { $0.unchanged += 1 }
+            target.counts.unchanged += 1
             return
         }
-        let writing = Dictionary(winners.map { ($0.column.name, $0.value) }) { _, last in last }
+        let changes = winners.map(\.change)
         let written = try writeSettlingUniqueClashes(
-            target: target, keyValues: change.key, writing: writing, lifeStamp: rowStamp, cl: change.causalLength
+            target: target, keyValues: change.key, writing: { Self.values(named: changes, in: target) },
+            lifeStamp: rowStamp, cl: change.causalLength
         ) {
-            try self.runUpdate(target: target, names: winners.map(\.column.name), values: winners.map(\.value), keyValues: change.key)
+            try self.runUpdate(target: target, columns: changes, keyValues: change.key)
         }
         guard written else { return }
         for winner in winners { try writeCell(tid: tid, key: key, cid: winner.column.cid, stamp: winner.stamp) }
-        counts { $0.updated += 1 }
+        target.counts.updated += 1
     }
 
-    private func runUpdate(target: Target, names: [String], values: [SQLValue], keyValues: [SQLValue]) throws {
-        guard !names.isEmpty else { return }
-        try database.run(ApplySQL.updateRow(target.info.name, columns: names, key: target.info.primaryKey), values + keyValues)
+    private func runInsert(target: Target, change: RowChange) throws {
+        if change.columns.map(\.column) == target.nonKeyColumns {
+            try target.insertEverything.bind(change.key + change.columns.map(\.value))
+            try target.insertEverything.run()
+            return
+        }
+        let names = target.key.map(\.name) + change.columns.map { target.columns[$0.column].name }
+        try database.run(ApplySQL.insertRow(target.info.name, columns: names), change.key + change.columns.map(\.value))
+    }
+
+    private func runUpdate(target: Target, columns: [ColumnChange], keyValues: [SQLValue]) throws {
+        guard !columns.isEmpty else { return }
+        let statement = try target.update(columns.map(\.column))
+        try statement.bind(columns.map(\.value) + keyValues)
+        try statement.run()
     }
 
     private func currentValues(target: Target, names: [String], keyValues: [SQLValue]) throws -> [SQLValue]? {
@@ -335,7 +401,7 @@ public final class ChangeApplier {
     /// life began later loses on every replica alike: it is removed, kept whole in the
     /// conflict log and deleted for peers too. Returns false when the incoming row lost.
     private func writeSettlingUniqueClashes(
-        target: Target, keyValues: [SQLValue], writing: [String: SQLValue], lifeStamp: LocalStamp, cl: Int64,
+        target: Target, keyValues: [SQLValue], writing: () -> [String: SQLValue], lifeStamp: LocalStamp, cl: Int64,
         _ write: () throws -> Void
     ) throws -> Bool {
         for _ in 0..<16 {
@@ -343,7 +409,7 @@ public final class ChangeApplier {
                 try write()
                 return true
             } catch let error as SQLiteError where error.isUniqueConstraint {
-                guard let other = try clashingRow(target: target, keyValues: keyValues, writing: writing) else { throw error }
+                guard let other = try clashingRow(target: target, keyValues: keyValues, writing: writing()) else { throw error }
                 let otherKey = try storedKey(other.key)
                 let otherEntry = try rowEntry(tid: target.info.tid, key: otherKey)
                 let otherStamp = otherEntry?.stamp ?? LocalStamp(hlc: Int64.max, site: 0, seq: 0)
@@ -398,7 +464,7 @@ public final class ChangeApplier {
         let deadLength = cl % 2 == 1 ? cl + 1 : cl
         try writeRowEntry(tid: target.info.tid, key: key, cl: deadLength, stamp: stamp)
         try database.run(ApplySQL.deleteCellsOfRow, .integer(Int64(target.info.tid)), key)
-        summary.tables[target.info.name, default: .init()].conflicts += 1
+        target.counts.conflicts += 1
     }
 
     // MARK: Conflict log
@@ -413,7 +479,7 @@ public final class ChangeApplier {
             try recordConflict(kind: kind, table: target.info.name, keyValues: values, column: column.name,
                                value: current?[index] ?? .null, row: nil, lost: cells[column.cid]!, won: nil)
         }
-        summary.tables[target.info.name, default: .init()].conflicts += columns.count
+        target.counts.conflicts += columns.count
     }
 
     /// Changes from a life of the row that already ended here.
@@ -425,7 +491,7 @@ public final class ChangeApplier {
             for column in change.columns { row[target.columns[column.column].name] = column.value }
             try recordConflict(kind: "insert lost to delete", table: target.info.name, keyValues: change.key, column: nil,
                                value: .null, row: row, lost: rowStamp, won: nil)
-            summary.tables[target.info.name, default: .init()].conflicts += 1
+            target.counts.conflicts += 1
             return
         }
         for column in fresh {
@@ -433,7 +499,7 @@ public final class ChangeApplier {
                                table: target.info.name, keyValues: change.key, column: target.columns[column.column].name,
                                value: column.value, row: nil, lost: local(column.stamp), won: nil)
         }
-        summary.tables[target.info.name, default: .init()].conflicts += fresh.count
+        target.counts.conflicts += fresh.count
     }
 
     private func recordConflict(kind: String, table: String, keyValues: [SQLValue], column: String?, value: SQLValue,
@@ -459,6 +525,8 @@ public final class ChangeApplier {
                 try database.run(ApplySQL.advanceKnowledge, .integer(header.knowledge[index]), .integer(Int64(site)))
             }
         }
+        var summary = ApplySummary()
+        for target in targets { summary.tables[target.info.name] = target.counts }
         summary.knowledgeAdvanced = covered
         let sender = localSite[0]
         var acknowledged: [Int: Int64] = [:]

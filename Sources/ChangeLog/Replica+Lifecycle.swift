@@ -10,10 +10,12 @@ extension Replica {
     /// it forgot them: a replica that knows less than that is refused later (it could still
     /// hold rows deleted here) instead of being merged into wrong data.
     public func purge(dryRun: Bool) throws -> PurgeResult {
-        try database.inTransaction(commit: !dryRun) {
+        try numberPendingChanges()
+        return try database.inTransaction(commit: !dryRun) {
             try database.run(LifecycleSQL.rememberForgotten, .integer(Int64(site)))
             try database.run(LifecycleSQL.purgeTombstones, .integer(Int64(site)))
             let purged = database.changes
+            try database.execute(LifecycleSQL.dropCellsOfDeadRows)
             let holders = try status().peers.filter { $0.tombstonesHeldBack > 0 }.map(\.peer)
             return PurgeResult(tombstones: purged, heldBackBy: holders)
         }
@@ -71,6 +73,13 @@ enum LifecycleSQL {
 
     static let purgeTombstones = """
         DELETE FROM "_sqsync_rows" AS r WHERE \(purgeable)
+        """
+
+    /// Deletes leave their row's column entries behind (it keeps the delete trigger to one
+    /// statement); they carry nothing once the row is dead, and go with the next purge.
+    static let dropCellsOfDeadRows = """
+        DELETE FROM "_sqsync_cells" AS c WHERE NOT EXISTS (
+            SELECT 1 FROM "_sqsync_rows" r WHERE r."tid" = c."tid" AND r."pk" = c."pk" AND r."cl" % 2 = 1)
         """
 
     static let conflicts = """

@@ -320,6 +320,7 @@ public final class Replica {
         guard !FileManager.default.fileExists(atPath: destination) else {
             throw ChangeLogError(.usage, "\(destination) already exists; clone writes a new file")
         }
+        try numberPendingChanges()
         try Backup.copy(from: database, toPath: destination)
         let copy = try Database(path: destination, create: false)
         let cloneName = newName ?? URL(fileURLWithPath: destination).deletingPathExtension().lastPathComponent

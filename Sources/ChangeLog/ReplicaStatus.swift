@@ -21,7 +21,8 @@ public struct ReplicaStatus: Sendable {
 
 extension Replica {
     public func status() throws -> ReplicaStatus {
-        try readSnapshot {
+        try numberPendingChanges()
+        return try readSnapshot {
             var tables: [(String, Int)] = []
             for name in try trackedTableNames() {
                 tables.append((name, Int(try database.scalar("SELECT count(*) FROM \(quoteIdentifier(name))")?.int64Value ?? 0)))

@@ -40,6 +40,8 @@ public struct SQLiteError: Error, CustomStringConvertible {
 
     public var primaryCode: Int32 { code & 0xff }
     public var isBusy: Bool { primaryCode == SQLITE_BUSY || primaryCode == SQLITE_LOCKED }
+    public var isPrimaryKeyConstraint: Bool { code == SQLITE_CONSTRAINT | (6 << 8) }
+
     public var isUniqueConstraint: Bool {
         // SQLITE_CONSTRAINT_UNIQUE and SQLITE_CONSTRAINT_PRIMARYKEY: macros Swift does not import.
         code == SQLITE_CONSTRAINT | (8 << 8) || code == SQLITE_CONSTRAINT | (6 << 8)
@@ -179,13 +181,31 @@ public final class Database {
     }
 
     public var changes: Int { Int(sqlite3_changes(handle)) }
+
+    /// The raw connection, for SQLite APIs sqsync does not wrap (the benchmark drives the
+    /// session extension through it). The handle stays owned by this object.
+    public var sqliteHandle: OpaquePointer { handle }
     public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
     /// Runs `body` in a transaction that commits when it returns and rolls back when it
     /// throws, rethrowing the first error. `IMMEDIATE` takes the write lock up front, so a
     /// concurrent writer waits on the busy timeout instead of failing half-way.
     /// With `commit: false` the work is rolled back even when it succeeds (a dry run).
+    /// Inside another transaction it nests as a savepoint.
     public func inTransaction<T>(immediate: Bool = true, commit: Bool = true, _ body: () throws -> T) throws -> T {
+        if isInTransaction {
+            try execute("SAVEPOINT sqsync_nested")
+            do {
+                let result = try body()
+                if !commit { try execute("ROLLBACK TO sqsync_nested") }
+                try execute("RELEASE sqsync_nested")
+                return result
+            } catch {
+                try? execute("ROLLBACK TO sqsync_nested")
+                try? execute("RELEASE sqsync_nested")
+                throw error
+            }
+        }
         try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
         do {
             let result = try body()

@@ -1,10 +1,18 @@
 /// The capture triggers sqsync installs on a tracked table.
 ///
 /// They use only SQL built into SQLite, so that every writer (the app, the `sqlite3` shell,
-/// a Python script) is captured without loading sqsync. Each change bumps the replica's
-/// sequence number and hybrid logical clock in `_sqsync_replica`, then records the row's
-/// existence (insert, delete) in `_sqsync_rows` or one column's clock in `_sqsync_cells`.
-/// Storage stays bounded: entries are replaced in place, never appended.
+/// a Python script) is captured without loading sqsync. A change is one upsert of the row's
+/// entry in `_sqsync_rows` (insert, delete) or of one column's entry in `_sqsync_cells`
+/// (update), so storage stays bounded: entries are replaced in place, never appended.
+///
+/// A trigger stamps its change with the hybrid logical clock, `max(last clock seen + 1,
+/// wall clock ms)`, also kept above the entry it replaces and, for a column, above its
+/// row's entry, so a later local change always orders after an earlier one even when the
+/// wall clock steps back. It leaves the sequence number 0 ("not numbered yet"):
+/// ``Replica/numberPendingChanges()`` numbers pending changes in bulk before anything
+/// reads them, which spares every write an update of a shared counter row.
+/// While sqsync itself applies a peer's changes, `_sqsync_replica.applying` is 1 and the
+/// upserts select nothing.
 struct TriggerSQL {
     let table: TableInfo
 
@@ -21,32 +29,30 @@ struct TriggerSQL {
         return parts.map { "quote(\($0))" }.joined(separator: " || ',' || ")
     }
 
-    private static let silentUnlessApplying =
-        #"(SELECT "applying" FROM "_sqsync_replica") = 0"#
+    private static let clock = #"max("hlc" + 1, \#(MetadataSQL.wallClockMilliseconds))"#
 
-    private static let tick = """
-        UPDATE "_sqsync_replica" SET "seq" = "seq" + 1,
-            "hlc" = max("hlc" + 1, \(MetadataSQL.wallClockMilliseconds));
-        """
-
-    /// A row starts a new life (insert) or ends one (delete): set its causal length to the
-    /// next odd or even number and forget its column clocks.
+    /// A row starts a new life (insert) or ends one (delete): its causal length moves to the
+    /// next odd or even number. A new life also forgets the column entries of the last one.
     private func rowEvent(key: String, alive: Bool) -> String {
         let bump = alive ? #""cl" + ("cl" % 2 = 0)"# : #""cl" + ("cl" % 2)"#
-        return """
-              \(Self.tick)
+        var sql = """
               INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq")
-                SELECT \(table.tid), \(key), \(alive ? 1 : 2), "hlc", "site", "seq" FROM "_sqsync_replica" WHERE true
+                SELECT \(table.tid), \(key), \(alive ? 1 : 2), \(Self.clock), "site", 0 FROM "_sqsync_replica" WHERE "applying" = 0
                 ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = \(bump),
-                  "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq";
-              DELETE FROM "_sqsync_cells" WHERE "tid" = \(table.tid) AND "pk" = \(key);
+                  "hlc" = max(excluded."hlc", "hlc" + 1), "site" = excluded."site", "seq" = 0;
             """
+        if alive {
+            sql += """
+
+                  DELETE FROM "_sqsync_cells" WHERE "tid" = \(table.tid) AND "pk" = \(key);
+                """
+        }
+        return sql
     }
 
     var insertTrigger: String {
         """
         CREATE TRIGGER \(triggerName("insert")) AFTER INSERT ON \(quotedTable)
-        WHEN \(Self.silentUnlessApplying)
         BEGIN
         \(rowEvent(key: keyExpression("NEW"), alive: true))
         END
@@ -56,7 +62,6 @@ struct TriggerSQL {
     var deleteTrigger: String {
         """
         CREATE TRIGGER \(triggerName("delete")) AFTER DELETE ON \(quotedTable)
-        WHEN \(Self.silentUnlessApplying)
         BEGIN
         \(rowEvent(key: keyExpression("OLD"), alive: false))
         END
@@ -73,7 +78,7 @@ struct TriggerSQL {
         let keyColumns = table.primaryKey.map { quoteIdentifier($0.name) }.joined(separator: ", ")
         return """
             CREATE TRIGGER \(triggerName("update_key")) AFTER UPDATE OF \(keyColumns) ON \(quotedTable)
-            WHEN NOT (\(keyUnchanged)) AND \(Self.silentUnlessApplying)
+            WHEN NOT (\(keyUnchanged))
             BEGIN
             \(rowEvent(key: keyExpression("OLD"), alive: false))
             \(rowEvent(key: keyExpression("NEW"), alive: true))
@@ -85,16 +90,18 @@ struct TriggerSQL {
     /// UPDATE names, and a value written again unchanged costs nothing.
     func columnUpdateTrigger(_ column: ColumnInfo) -> String {
         let name = quoteIdentifier(column.name)
+        let key = keyExpression("NEW")
         return """
             CREATE TRIGGER \(triggerName("update_\(column.cid)")) AFTER UPDATE OF \(name) ON \(quotedTable)
-            WHEN (OLD.\(name) IS NOT NEW.\(name) OR typeof(OLD.\(name)) != typeof(NEW.\(name)))
-              AND \(keyUnchanged) AND \(Self.silentUnlessApplying)
+            WHEN (OLD.\(name) IS NOT NEW.\(name) OR typeof(OLD.\(name)) != typeof(NEW.\(name))) AND \(keyUnchanged)
             BEGIN
-              \(Self.tick)
               INSERT INTO "_sqsync_cells" ("tid", "pk", "cid", "hlc", "site", "seq")
-                SELECT \(table.tid), \(keyExpression("NEW")), \(column.cid), "hlc", "site", "seq" FROM "_sqsync_replica" WHERE true
+                SELECT \(table.tid), \(key), \(column.cid),
+                       max(\(Self.clock), coalesce((SELECT r."hlc" + 1 FROM "_sqsync_rows" r WHERE r."tid" = \(table.tid) AND r."pk" = \(key)), 0)),
+                       "site", 0
+                FROM "_sqsync_replica" WHERE "applying" = 0
                 ON CONFLICT ("tid", "pk", "cid") DO UPDATE SET
-                  "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq";
+                  "hlc" = max(excluded."hlc", "hlc" + 1), "site" = excluded."site", "seq" = 0;
             END
             """
     }

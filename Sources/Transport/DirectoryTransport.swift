@@ -98,10 +98,12 @@ public final class DirectoryTransport: Transport {
     }
 
     /// The entries of a folder, typed with `fstatat` (not `d_type`, which FAT and some network
-    /// file systems leave unknown), sorted by name; a missing folder has none.
+    /// file systems leave unknown), sorted by name. A missing folder, or a file where a folder
+    /// was expected, has none (as over SFTP, where OpenSSH reports both as "no such file").
     private func entries(in directory: String) throws -> [Entry] {
         let folder = try RelativePath.join(root, directory)
-        let opened = try POSIX.run("opendir", folder, allowing: [ENOENT], { opendir(folder) }, failed: { $0 == nil })
+        let opened = try POSIX.run(
+            "opendir", folder, allowing: [ENOENT, ENOTDIR], { opendir(folder) }, failed: { $0 == nil })
         guard let stream = opened.value else { return [] }
         defer { closedir(stream) }
         var result: [Entry] = []
@@ -128,7 +130,8 @@ public final class DirectoryTransport: Transport {
 
     private func exists(_ path: String) throws -> Bool {
         var info = stat()
-        return try POSIX.run("lstat", path, allowing: [ENOENT], { lstat(path, &info) }, failed: { $0 != 0 }).errno == nil
+        return try POSIX.run("lstat", path, allowing: [ENOENT], { lstat(path, &info) }, failed: { $0 != 0 }).errno
+            == nil
     }
 
     private func isDirectory(_ path: String) throws -> Bool {
@@ -275,12 +278,16 @@ final class LocalFile {
     /// sync a folder (`EINVAL`) are accepted: they give no stronger guarantee to ask for.
     static func syncDirectory(_ path: String) throws {
         let folder = try LocalFile(path: path, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        try POSIX.run("fsync", path, allowing: Set([EINVAL, ENOTSUP, EOPNOTSUPP]), { fsync(folder.descriptor) }, failed: { $0 != 0 })
+        try POSIX.run(
+            "fsync", path, allowing: Set([EINVAL, ENOTSUP, EOPNOTSUPP]), { fsync(folder.descriptor) },
+            failed: { $0 != 0 })
         try folder.close()
     }
 }
 
 // File-scope names for the C calls whose names `LocalFile`'s methods shadow.
-private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int { read(fd, buffer, count) }
+private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    read(fd, buffer, count)
+}
 private func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int { write(fd, buffer, count) }
 private func systemClose(_ fd: Int32) -> Int32 { close(fd) }

@@ -178,7 +178,9 @@ public final class SFTPTransport: Transport {
     }
 
     private func alreadyExists(_ path: String) -> TransportError {
-        TransportError(.io, "\(displayName): \(path) already exists; refusing to replace it (every published file needs a new name)")
+        TransportError(
+            .io,
+            "\(displayName): \(path) already exists; refusing to replace it (every published file needs a new name)")
     }
 
     private func notAFolder(_ path: String) -> TransportError {
@@ -228,5 +230,25 @@ final class SFTPDirectory {
 
     deinit {
         _ = session.ssh.bounded { sftp_closedir(handle) }
+    }
+}
+
+/// The SFTPv3 status codes by name, for messages.
+func sftpStatusName(_ status: Int32) -> String {
+    switch status {
+    case SSH_FX_EOF: return "end of file"
+    case SSH_FX_NO_SUCH_FILE: return "no such file"
+    case SSH_FX_PERMISSION_DENIED: return "permission denied"
+    case SSH_FX_FAILURE: return "failure"
+    case SSH_FX_BAD_MESSAGE: return "bad message"
+    case SSH_FX_NO_CONNECTION: return "no connection"
+    case SSH_FX_CONNECTION_LOST: return "connection lost"
+    case SSH_FX_OP_UNSUPPORTED: return "operation unsupported"
+    case SSH_FX_INVALID_HANDLE: return "invalid handle"
+    case SSH_FX_NO_SUCH_PATH: return "no such path"
+    case SSH_FX_FILE_ALREADY_EXISTS: return "file already exists"
+    case SSH_FX_WRITE_PROTECT: return "write protected"
+    case SSH_FX_NO_MEDIA: return "no media"
+    default: return "unknown"
     }
 }

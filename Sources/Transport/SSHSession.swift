@@ -50,7 +50,8 @@ final class SSHSession {
         }
         self.handle = handle
         self.timeoutSeconds = max(1, options.timeoutSeconds)
-        self.endpoint = "\(target.user.map { "\($0)@" } ?? "")\(target.host):\(target.port)"
+        let hostPart = target.host.contains(":") ? "[\(target.host)]" : target.host
+        self.endpoint = "\(target.user.map { "\($0)@" } ?? "")\(hostPart):\(target.port)"
         self.host = target.host
         self.port = target.port
 
@@ -63,6 +64,9 @@ final class SSHSession {
         try check("ssh_options_set(PROCESS_CONFIG)") { sqsync_ssh_set_bool(handle, SSH_OPTIONS_PROCESS_CONFIG, 0) }
         try check("ssh_options_set(KNOWNHOSTS)") { sqsync_ssh_set_string(handle, SSH_OPTIONS_KNOWNHOSTS, knownHosts) }
         try check("ssh_options_set(TIMEOUT)") { sqsync_ssh_set_timeout(handle, timeoutSeconds) }
+        // SFTP in libssh 0.10 waits for each request's answer; with Nagle's algorithm on, every
+        // small request after a large write also waits for the peer's delayed ACK (~40 ms).
+        try check("ssh_options_set(NODELAY)") { sqsync_ssh_set_int(handle, SSH_OPTIONS_NODELAY, 1) }
 
         try check("ssh_connect", failure: "cannot connect") { ssh_connect(handle) }
         watchdog = Watchdog(descriptor: ssh_get_fd(handle), seconds: timeoutSeconds)
@@ -89,6 +93,7 @@ final class SSHSession {
     ) throws -> (value: T, allowedStatus: Int32?) {
         sftp?.pointee.errnum = SSH_FX_OK  // libssh does not reset it on every call; stale codes would mislead.
         let start = ContinuousClock.now
+        let cutEarlier = watchdog?.hasFired ?? false
         let value = bounded(call)
         guard failed(value) else { return (value, nil) }
         let elapsed = ContinuousClock.now - start
@@ -99,7 +104,10 @@ final class SSHSession {
 
         var text = "\(endpoint): \(what ?? "\(name) failed")"
         if let path { text += " for \(path)" }
-        if timedOut { text = "\(endpoint): no answer within \(timeoutSeconds) s (\(name)\(path.map { " \($0)" } ?? ""))" }
+        if timedOut {
+            let when = cutEarlier ? "connection already cut: an earlier call got" : "got"
+            text = "\(endpoint): \(when) no answer within \(timeoutSeconds) s (\(name)\(path.map { " \($0)" } ?? ""))"
+        }
         var details = [name]
         if let message = sshErrorMessage() { details.append(message) }
         if status != SSH_FX_OK { details.append("SFTP status \(status) \(sftpStatusName(status))") }
@@ -175,13 +183,15 @@ final class SSHSession {
                     throw TransportError(.io, "\(endpoint): cannot create \(folder) for the known-hosts file: \(error)")
                 }
             }
+            endWithNewline(knownHosts)
             try check("ssh_session_update_known_hosts", path: knownHosts, failure: "cannot record the host key") {
                 ssh_session_update_known_hosts(handle)
             }
         case SSH_KNOWN_HOSTS_CHANGED, SSH_KNOWN_HOSTS_OTHER:
-            let what = state == SSH_KNOWN_HOSTS_CHANGED ? "has CHANGED" : "is of a type not recorded"
+            let what = state == SSH_KNOWN_HOSTS_CHANGED ? "has CHANGED" : "is of another type than the recorded one"
             let lines = knownHostsLines(in: knownHosts)
-            let location = lines.isEmpty ? knownHosts : "\(knownHosts) line \(lines.map(String.init).joined(separator: ", "))"
+            let location =
+                lines.isEmpty ? knownHosts : "\(knownHosts) line \(lines.map(String.init).joined(separator: ", "))"
             throw TransportError(
                 .hostKeyChanged,
                 "\(endpoint): host key \(what) (server offers \(fingerprint)); this could be an attack. "
@@ -190,6 +200,18 @@ final class SSHSession {
         default:
             throw TransportError(.connection, "\(endpoint): unexpected host-key state \(state.rawValue) from libssh")
         }
+    }
+
+    /// libssh appends its line without looking at how the file ends; a hand-edited file
+    /// missing its final newline would get the new entry glued onto its last line.
+    /// Best effort: if this fails, libssh's own write reports the problem.
+    private func endWithNewline(_ file: String) {
+        guard let handle = FileHandle(forUpdatingAtPath: file) else { return }
+        defer { try? handle.close() }
+        guard let end = try? handle.seekToEnd(), end > 0, (try? handle.seek(toOffset: end - 1)) != nil,
+            let last = try? handle.read(upToCount: 1), last != Data("\n".utf8)
+        else { return }
+        try? handle.write(contentsOf: Data("\n".utf8))
     }
 
     /// The name known_hosts files use for this server: `host`, or `[host]:port` off port 22.
@@ -220,7 +242,9 @@ final class SSHSession {
             return "(unavailable)"
         }
         defer { ssh_clean_pubkey_hash(&hash) }
-        guard let text = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, length) else { return "(unavailable)" }
+        guard let text = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, length) else {
+            return "(unavailable)"
+        }
         defer { ssh_string_free_char(text) }
         let type = ssh_key_type_to_char(ssh_key_type(key)).map { String(cString: $0) } ?? "key"
         return "\(type) \(String(cString: text))"
@@ -260,7 +284,8 @@ final class SSHSession {
             return
         case SSH_AUTH_DENIED.rawValue, SSH_AUTH_PARTIAL.rawValue:
             throw TransportError(
-                .authentication, "\(endpoint): the server refused \(tried) for user \(user); give a key with --ssh-key FILE")
+                .authentication,
+                "\(endpoint): the server refused \(tried) for user \(user); give a key with --ssh-key FILE")
         default:
             throw TransportError(.authentication, "\(endpoint): unexpected result \(result) from libssh authentication")
         }
@@ -310,25 +335,6 @@ final class SFTPSession {
         _ name: String, path: String, allowing allowed: Set<Int32> = [], _ call: () -> T, failed: (T) -> Bool
     ) throws -> (value: T, allowedStatus: Int32?) {
         try ssh.run(name, path: path, sftp: handle, allowing: allowed, call, failed: failed)
-    }
-}
-
-private func sftpStatusName(_ status: Int32) -> String {
-    switch status {
-    case SSH_FX_EOF: return "end of file"
-    case SSH_FX_NO_SUCH_FILE: return "no such file"
-    case SSH_FX_PERMISSION_DENIED: return "permission denied"
-    case SSH_FX_FAILURE: return "failure"
-    case SSH_FX_BAD_MESSAGE: return "bad message"
-    case SSH_FX_NO_CONNECTION: return "no connection"
-    case SSH_FX_CONNECTION_LOST: return "connection lost"
-    case SSH_FX_OP_UNSUPPORTED: return "operation unsupported"
-    case SSH_FX_INVALID_HANDLE: return "invalid handle"
-    case SSH_FX_NO_SUCH_PATH: return "no such path"
-    case SSH_FX_FILE_ALREADY_EXISTS: return "file already exists"
-    case SSH_FX_WRITE_PROTECT: return "write protected"
-    case SSH_FX_NO_MEDIA: return "no media"
-    default: return "unknown"
     }
 }
 

@@ -171,14 +171,18 @@ final class MemoryTransportTests: XCTestCase {
             transport: memory, scratch: try makeScratchFolder(self),
             plant: { path, bytes in memory.files[path] = bytes },
             rawNames: { directory in
-                memory.files.keys.filter { $0.hasPrefix("\(directory)/") }.map { String($0.dropFirst(directory.count + 1)) }
-                    .sorted()
+                memory.files.keys.filter { $0.hasPrefix("\(directory)/") }.map {
+                    String($0.dropFirst(directory.count + 1))
+                }
+                .sorted()
             })
         return (contract, memory)
     }
 
     func testRoundTripOfThreeMebibytes() throws { try contract().0.roundTripOfThreeMebibytes() }
-    func testListingIgnoresTemporaryFilesAndFolders() throws { try contract().0.listingIgnoresTemporaryFilesAndFolders() }
+    func testListingIgnoresTemporaryFilesAndFolders() throws {
+        try contract().0.listingIgnoresTemporaryFilesAndFolders()
+    }
     func testWritingAnExistingNameFails() throws { try contract().0.writingAnExistingNameFailsAndKeepsTheOldFile() }
     func testRemovingIsIdempotent() throws { try contract().0.removingIsIdempotent() }
     func testMakeDirectoriesIsNested() throws { try contract().0.makeDirectoriesIsNestedAndIdempotent() }

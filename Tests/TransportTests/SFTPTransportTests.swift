@@ -98,6 +98,17 @@ final class SFTPTransportTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: knownHosts, encoding: .utf8).split(separator: "\n").count, 1)
     }
 
+    func testAcceptNewKeepsAHandEditedFileIntact() throws {
+        let other = try SSHServerFixture.makeKeyPair(in: server.directory, named: "unrelated_host")
+        let knownHosts = server.directory.appendingPathComponent("edited_known_hosts").path
+        try "example.org \(other.publicKey)".write(toFile: knownHosts, atomically: true, encoding: .utf8)
+        _ = try connect(options(knownHosts: knownHosts, acceptNew: true))
+        let lines = try String(contentsOfFile: knownHosts, encoding: .utf8).split(separator: "\n")
+        XCTAssertEqual(lines.first.map(String.init), "example.org \(other.publicKey)")
+        XCTAssertEqual(lines.count, 2, "\(lines)")
+        XCTAssertNoThrow(try connect(options(knownHosts: knownHosts)))
+    }
+
     func testChangedHostKeyIsRefusedEvenWithAcceptNew() throws {
         let other = try SSHServerFixture.makeKeyPair(in: server.directory, named: "impostor_host")
         let knownHosts = server.directory.appendingPathComponent("changed_known_hosts").path
@@ -116,7 +127,8 @@ final class SFTPTransportTests: XCTestCase {
     func testHostKnownOnlyWithAnotherKeyTypeIsRefused() throws {
         let other = try SSHServerFixture.makeKeyPair(in: server.directory, named: "ecdsa_host", type: "ecdsa")
         let knownHosts = server.directory.appendingPathComponent("other_known_hosts").path
-        try "[127.0.0.1]:\(server.port) \(other.publicKey)\n".write(toFile: knownHosts, atomically: true, encoding: .utf8)
+        try "[127.0.0.1]:\(server.port) \(other.publicKey)\n".write(
+            toFile: knownHosts, atomically: true, encoding: .utf8)
         let error = transportError { _ = try connect(options(knownHosts: knownHosts, acceptNew: true)) }
         XCTAssertEqual(error?.kind, .hostKeyChanged, "\(String(describing: error))")
     }
@@ -207,8 +219,10 @@ final class SSHTargetTests: XCTestCase {
 
         XCTAssertTrue(SSHTarget.isSSHURL("SSH://hq/x"))
         XCTAssertFalse(SSHTarget.isSSHURL("/media/usb"))
-        for bad in ["/media/usb", "ssh://hq", "ssh://:22/x", "ssh://hq:0/x", "ssh://hq:port/x", "ssh://@hq/x",
-                    "ssh://hq/a/../b", "ssh://hq/~bob/x", "ssh://[::1/x"] {
+        for bad in [
+            "/media/usb", "ssh://hq", "ssh://:22/x", "ssh://hq:0/x", "ssh://hq:port/x", "ssh://@hq/x",
+            "ssh://hq/a/../b", "ssh://hq/~bob/x", "ssh://[::1/x",
+        ] {
             XCTAssertThrowsError(try SSHTarget(url: bad), bad) { error in
                 XCTAssertTrue("\(error)".contains(bad), "\(error)")
             }

@@ -1,0 +1,274 @@
+import Bundle
+import CSQLite
+import ChangeLog
+import Foundation
+
+/// `make bench`: sqsync against plain SQLite and SQLite's session extension, same data, same
+/// run, release build. Prints ratios; speed claims in the README come from here.
+@main
+struct Bench {
+    static let rows = Int(ProcessInfo.processInfo.environment["SQSYNC_BENCH_ROWS"] ?? "") ?? 100_000
+    static let largeRows = Int(ProcessInfo.processInfo.environment["SQSYNC_BENCH_LARGE"] ?? "") ?? 1_000_000
+    static let schema = """
+        CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT NOT NULL, qty INTEGER, price REAL, note TEXT, updated INTEGER);
+        """
+
+    static func main() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sqsync-bench-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let keys = (0..<rows).map { _ in UUID().uuidString.lowercased() }
+        print("sqsync benchmark: \(rows) rows, SQLite \(String(cString: sqlite3_libversion())), release build\n")
+
+        try capture(folder: folder, keys: keys)
+        let session = try sessionExtension(folder: folder, keys: keys)
+        try bundles(folder: folder, keys: keys, session: session)
+        try metadata(folder: folder, keys: keys)
+        if largeRows > 0 { try largeImport(folder: folder) }
+    }
+
+    // MARK: Helpers
+
+    static func time(_ body: () throws -> Void) rethrows -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        try body()
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    }
+
+    static func rate(_ count: Int, _ seconds: Double) -> String {
+        String(format: "%9.0f/s", Double(count) / seconds)
+    }
+
+    static func openDatabase(_ path: String) throws -> Database {
+        try? FileManager.default.removeItem(atPath: path)
+        let database = try Database(path: path)
+        try database.execute(schema)
+        return database
+    }
+
+    static func insertAll(_ database: Database, keys: [String]) throws {
+        try database.inTransaction {
+            let insert = try database.cached("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?)")
+            for (index, key) in keys.enumerated() {
+                try insert.bind([.text(key), .text("item \(index)"), .integer(Int64(index % 100)), .real(Double(index) * 0.25),
+                                 .text("note for \(index)"), .integer(1_700_000_000 + Int64(index))])
+                try insert.run()
+            }
+        }
+    }
+
+    static func updateAll(_ database: Database, keys: [String], round: Int = 1) throws {
+        try database.inTransaction {
+            let update = try database.cached("UPDATE items SET qty = ? WHERE id = ?")
+            for (index, key) in keys.enumerated() {
+                try update.bind([.integer(Int64(index + round * 7)), .text(key)])
+                try update.run()
+            }
+        }
+    }
+
+    static func deleteAll(_ database: Database, keys: [String]) throws {
+        try database.inTransaction {
+            let delete = try database.cached("DELETE FROM items WHERE id = ?")
+            for key in keys {
+                try delete.bind([.text(key)])
+                try delete.run()
+            }
+        }
+    }
+
+    static func tracked(_ path: String, name: String) throws -> Replica {
+        _ = try openDatabase(path)
+        let replica = try Replica.initialize(path: path, name: name).replica
+        try replica.track(["items"], allowIntegerPrimaryKey: false)
+        return replica
+    }
+
+    static func line(_ label: String, _ plain: String, _ other: String, _ ratio: Double, _ ratioLabel: String) {
+        print(label.padding(toLength: 30, withPad: " ", startingAt: 0) + plain + "  " + other + String(format: "   %5.2fx %@", ratio, ratioLabel))
+    }
+
+    // MARK: Capture
+
+    static func capture(folder: String, keys: [String]) throws {
+        print("Capture (one transaction per phase)          plain SQLite    tracked   tracked/plain time")
+        let plain = try openDatabase(folder + "/plain.db")
+        let replica = try tracked(folder + "/tracked.db", name: "bench")
+        let tracked = replica.database
+        let phases: [(String, (Database) throws -> Void)] = [
+            ("inserts", { try insertAll($0, keys: keys) }),
+            ("single-column updates", { try updateAll($0, keys: keys) }),
+            ("deletes", { try deleteAll($0, keys: keys) }),
+        ]
+        for (name, phase) in phases {
+            let plainTime = try time { try phase(plain) }
+            let trackedTime = try time { try phase(tracked) }
+            line("  \(keys.count) \(name)", rate(keys.count, plainTime), rate(keys.count, trackedTime), trackedTime / plainTime, "")
+        }
+        print("")
+    }
+
+    // MARK: Session extension
+
+    struct SessionFigures {
+        var insertBytes: Int
+        var insertApplySeconds: Double
+        var updateBytes: Int
+        var updateApplySeconds: Double
+    }
+
+    static func changeset(_ database: Database, _ body: () throws -> Void) throws -> [UInt8] {
+        var session: OpaquePointer?
+        guard sqlite3session_create(database.sqliteHandle, "main", &session) == SQLITE_OK, let session else {
+            throw BenchError("sqlite3session_create failed")
+        }
+        defer { sqlite3session_delete(session) }
+        sqlite3session_attach(session, "items")
+        try body()
+        var size: Int32 = 0
+        var buffer: UnsafeMutableRawPointer?
+        guard sqlite3session_changeset(session, &size, &buffer) == SQLITE_OK, let buffer else {
+            throw BenchError("sqlite3session_changeset failed")
+        }
+        defer { sqlite3_free(buffer) }
+        return Array(UnsafeRawBufferPointer(start: buffer, count: Int(size)))
+    }
+
+    static func apply(_ changeset: [UInt8], to database: Database) throws {
+        var bytes = changeset
+        let rc = bytes.withUnsafeMutableBytes { raw in
+            sqlite3changeset_apply(database.sqliteHandle, Int32(raw.count), raw.baseAddress, nil,
+                                   { _, _, _ in SQLITE_CHANGESET_REPLACE }, nil)
+        }
+        guard rc == SQLITE_OK else { throw BenchError("sqlite3changeset_apply failed") }
+    }
+
+    static func sessionExtension(folder: String, keys: [String]) throws -> SessionFigures {
+        let source = try openDatabase(folder + "/session-source.db")
+        let inserts = try changeset(source) { try insertAll(source, keys: keys) }
+        let target = try openDatabase(folder + "/session-target.db")
+        let insertApply = try time { try apply(inserts, to: target) }
+        let updates = try changeset(source) { try updateAll(source, keys: keys) }
+        let updateApply = try time { try apply(updates, to: target) }
+        return SessionFigures(insertBytes: inserts.count, insertApplySeconds: insertApply,
+                              updateBytes: updates.count, updateApplySeconds: updateApply)
+    }
+
+    // MARK: Bundles
+
+    static func bundles(folder: String, keys: [String], session: SessionFigures) throws {
+        let key = SigningKey.generate(comment: "bench")
+        let trust = try AllowedSigners(text: AllowedSigners.line(principal: "bench", key: key.publicKey))
+        let source = try tracked(folder + "/bundle-source.db", name: "source")
+        let target = try source.clone(to: folder + "/bundle-target.db", name: "target")
+        try insertAll(source.database, keys: keys)
+
+        print("Bundles (import includes signature check)   session ext.     sqsync   sqsync/session")
+        var insertBundle: ExportResult!
+        let exportInserts = try time {
+            insertBundle = try BundleExchange.export(replica: source, since: try target.knowledge(), key: key,
+                                                     to: folder + "/inserts.sqsb", intoDirectory: false)
+        }
+        let importInserts = try time { _ = try BundleExchange.importBundle(path: insertBundle.path, into: target, trust: trust) }
+        try updateAll(source.database, keys: keys)
+        var updateBundle: ExportResult!
+        let exportUpdates = try time {
+            updateBundle = try BundleExchange.export(replica: source, since: try target.knowledge(), key: key,
+                                                     to: folder + "/updates.sqsb", intoDirectory: false)
+        }
+        let importUpdates = try time { _ = try BundleExchange.importBundle(path: updateBundle.path, into: target, trust: trust) }
+        let count = keys.count
+        print("  export \(count) inserts".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      " + rate(count, exportInserts))
+        line("  import \(count) inserts", rate(count, session.insertApplySeconds), rate(count, importInserts),
+             (Double(count) / importInserts) / (Double(count) / session.insertApplySeconds), "of session apply rate")
+        print("  export \(count) updates".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      " + rate(count, exportUpdates))
+        line("  import \(count) updates", rate(count, session.updateApplySeconds), rate(count, importUpdates),
+             (Double(count) / importUpdates) / (Double(count) / session.updateApplySeconds), "of session apply rate")
+        let perInsert = Double(insertBundle.bytes) / Double(count), perInsertSession = Double(session.insertBytes) / Double(count)
+        let perUpdate = Double(updateBundle.bytes) / Double(count), perUpdateSession = Double(session.updateBytes) / Double(count)
+        line("  bytes per insert", String(format: "%11.1f", perInsertSession), String(format: "%9.1f", perInsert), perInsert / perInsertSession, "of changeset size")
+        line("  bytes per update", String(format: "%11.1f", perUpdateSession), String(format: "%9.1f", perUpdate), perUpdate / perUpdateSession, "of changeset size")
+        print("")
+    }
+
+    // MARK: Metadata
+
+    static func sizes(_ database: Database) throws -> (data: Int, metadata: Int) {
+        var data = 0, metadata = 0
+        for row in try database.rows("SELECT name, sum(pgsize) FROM dbstat GROUP BY name") {
+            let name = row[0].stringValue ?? "", bytes = Int(row[1].int64Value ?? 0)
+            if name == "items" || name.hasPrefix("sqlite_autoindex_items") { data += bytes }
+            if name == "_sqsync_rows" || name == "_sqsync_cells" { metadata += bytes }
+        }
+        return (data, metadata)
+    }
+
+    static func metadata(folder: String, keys: [String]) throws {
+        let replica = try tracked(folder + "/metadata.db", name: "metadata")
+        try insertAll(replica.database, keys: keys)
+        for round in 1...10 {
+            try updateAll(replica.database, keys: keys, round: round)
+            try replica.database.inTransaction {
+                let update = try replica.database.cached("UPDATE items SET note = ? WHERE id = ?")
+                for key in keys.prefix(keys.count / 2) {
+                    try update.bind([.text("round \(round)"), .text(key)])
+                    try update.run()
+                }
+            }
+        }
+        let deleted = keys.count / 10
+        try deleteAll(replica.database, keys: Array(keys.suffix(deleted)))
+        let live = keys.count - deleted
+        let before = try sizes(replica.database)
+        _ = try replica.purge(dryRun: false)
+        try replica.database.execute("VACUUM")
+        let after = try sizes(replica.database)
+        print("Metadata (10 rounds of updates, 10% deleted)    table bytes/row   metadata bytes/row   metadata/table")
+        for (label, figures) in [("  before purge", before), ("  after full purge", after)] {
+            print(label.padding(toLength: 34, withPad: " ", startingAt: 0)
+                  + String(format: "%16.1f %20.1f %15.0f%%", Double(figures.data) / Double(live), Double(figures.metadata) / Double(live),
+                           100 * Double(figures.metadata) / Double(figures.data)))
+        }
+        print("")
+    }
+
+    // MARK: Large import, in a child process to measure its peak memory
+
+    static func largeImport(folder: String) throws {
+        let key = SigningKey.generate(comment: "bench")
+        let keyPath = folder + "/large.key"
+        try key.write(privateKeyPath: keyPath)
+        let trustPath = folder + "/large.allowed_signers"
+        try (AllowedSigners.line(principal: "bench", key: key.publicKey) + "\n").write(toFile: trustPath, atomically: true, encoding: .utf8)
+        let source = try tracked(folder + "/large-source.db", name: "large")
+        let target = try source.clone(to: folder + "/large-target.db", name: "large-target")
+        _ = target
+        try insertAll(source.database, keys: (0..<largeRows).map { _ in UUID().uuidString.lowercased() })
+        let bundle = try BundleExchange.export(replica: source, since: Knowledge(), key: key, to: folder + "/large.sqsb", intoDirectory: false)
+        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sqsync").path
+        let (status, seconds, maxRSS) = try spawnMeasured(binary, ["import", folder + "/large-target.db", bundle.path, "--trust", trustPath, "-q"])
+        print("Large import (child process: sqsync import)")
+        print(String(format: "  %d changes, %.1f MB bundle: %.1f s, %.0f changes/s, peak memory %.1f MB (exit %d)",
+                     bundle.rows, Double(bundle.bytes) / 1e6, seconds, Double(bundle.rows) / seconds, Double(maxRSS) / 1024, status))
+    }
+
+    static func spawnMeasured(_ executable: String, _ arguments: [String]) throws -> (Int32, Double, Int) {
+        var pid: pid_t = 0
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        let start = DispatchTime.now().uptimeNanoseconds
+        guard posix_spawn(&pid, executable, nil, nil, argv, environ) == 0 else {
+            throw BenchError("cannot start \(executable)")
+        }
+        var status: Int32 = 0
+        var usage = rusage()
+        wait4(pid, &status, 0, &usage)
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        return ((status >> 8) & 0xff, seconds, usage.ru_maxrss)
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,1 +1,0 @@
-@main struct Bench { static func main() {} }
