@@ -28,7 +28,8 @@ let package = Package(
                 "ChangeLog", "Bundle", "Transport", "CSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
-        .executableTarget(name: "sqsync-bench", dependencies: ["ChangeLog", "Bundle", "CSQLite"], path: "Benchmarks/sqsync-bench"),
+        .executableTarget(
+            name: "sqsync-bench", dependencies: ["ChangeLog", "Bundle", "Transport", "CSQLite"], path: "Benchmarks/sqsync-bench"),
         .testTarget(name: "ChangeLogTests", dependencies: ["ChangeLog", "CSQLite"]),
         .testTarget(name: "BundleTests", dependencies: ["Bundle", "ChangeLog"]),
         .testTarget(name: "TransportTests", dependencies: ["Transport", "Bundle"]),

@@ -24,6 +24,7 @@ struct Bench {
         let session = try sessionExtension(folder: folder, keys: keys)
         try bundles(folder: folder, keys: keys, session: session)
         try metadata(folder: folder, keys: keys)
+        try SSHRound.run(folder: folder, changes: 10_000)
         if largeRows > 0 { try largeImport(folder: folder) }
     }
 
@@ -252,14 +253,19 @@ struct Bench {
                      bundle.rows, Double(bundle.bytes) / 1e6, seconds, Double(bundle.rows) / seconds, Double(maxRSS) / 1024, status))
     }
 
-    static func spawnMeasured(_ executable: String, _ arguments: [String]) throws -> (Int32, Double, Int) {
+    static func spawn(_ executable: String, _ arguments: [String]) throws -> pid_t {
         var pid: pid_t = 0
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
-        let start = DispatchTime.now().uptimeNanoseconds
         guard posix_spawn(&pid, executable, nil, nil, argv, environ) == 0 else {
             throw BenchError("cannot start \(executable)")
         }
+        return pid
+    }
+
+    static func spawnMeasured(_ executable: String, _ arguments: [String]) throws -> (Int32, Double, Int) {
+        let start = DispatchTime.now().uptimeNanoseconds
+        let pid = try spawn(executable, arguments)
         var status: Int32 = 0
         var usage = rusage()
         wait4(pid, &status, 0, &usage)

@@ -64,7 +64,8 @@ public enum BundleExchange {
     /// Verifies a bundle completely, then merges it in one transaction. A schema the
     /// replica lacks holds the bundle (copied beside the database) instead of failing.
     public static func importBundle(
-        path: String, into replica: Replica, trust: AllowedSigners, dryRun: Bool = false
+        path: String, into replica: Replica, trust: AllowedSigners, dryRun: Bool = false,
+        progress: ((Int) -> Void)? = nil
     ) throws -> ImportResult {
         let reader = try BundleReader(path: path)
         let signer = try reader.verify(trust: trust)
@@ -74,7 +75,12 @@ public enum BundleExchange {
         do {
             result.summary = try replica.database.inTransaction(commit: !dryRun) {
                 let applier = try ChangeApplier(replica: replica, header: reader.header)
-                try reader.forEachChange { try applier.apply($0) }
+                var applied = 0
+                try reader.forEachChange { change in
+                    try applier.apply(change)
+                    applied += 1
+                    if applied % 10_000 == 0 { progress?(applied) }
+                }
                 return try applier.finish()
             }
         } catch let error as ChangeLogError where error.kind == .schemaMismatch {

@@ -13,7 +13,8 @@ public struct Peer: Sendable, Equatable {
 
 extension Replica {
     /// What this replica holds: its own sequence number and, for every other site, the
-    /// highest sequence number of that site's changes it has applied.
+    /// highest sequence number of that site's changes it has applied. Local changes count
+    /// once numbered (``numberPendingChanges()``).
     public func knowledge() throws -> Knowledge {
         var seqs: [String: Int64] = [:]
         for row in try database.rows(

@@ -36,6 +36,7 @@ public final class Mailbox {
         let scratch = try ScratchDirectory()
         var report = SyncReport()
         let me = replica.knowledgeID
+        try replica.numberPendingChanges()
         try transport.makeDirectories("\(Self.outbox)/\(me)")
         try transport.makeDirectories("\(Self.acks)/\(me)")
 

@@ -109,6 +109,37 @@ final class MergeCLITests: XCTestCase {
         XCTAssertEqual(try knowledge(c)[aID], try knowledge(a)[aID], "C's knowledge of A comes through B")
     }
 
+    // MARK: identity
+
+    /// A replica whose clock moved on by importing (no local write since) exports again: that is one
+    /// replica moving forward, not two databases sharing a knowledge ID.
+    func testReExportAfterImportIsNotMistakenForACopy() throws {
+        try h.send((a, "A"), to: (b, "B"))
+        try h.sqlite(b, "UPDATE t SET a = 'b-write' WHERE id = '1';")
+        try h.send((b, "B"), to: (a, "A"))              // pushes A's clock, A's own seq stays
+        let again = try h.export(a, as: "A")
+        let result = try h.sqsync(["import", b, again], key: "B")
+        XCTAssertEqual(result.status, 0, "a second bundle from the same replica was refused: \(result.stderr)")
+        XCTAssertEqual(try rows(b), try rows(a))
+    }
+
+    func testCopiedFileIsRefusedNotMerged() throws {
+        try h.send((a, "A"), to: (b, "B"))
+        let copy = try h.copyFile(a, to: "A-copy.db")
+        try h.sqlite(a, "UPDATE t SET a = 'original' WHERE id = '1';")
+        tick()
+        try h.sqlite(copy, "UPDATE t SET a = 'copy' WHERE id = '1';")
+        try h.send((a, "A"), to: (b, "B"))
+        let before = try rows(b)
+        let copied = try h.export(copy, as: "A")
+        let result = try h.sqsync(["import", b, copied], key: "B")
+        XCTAssertNotEqual(result.status, 0, "two databases with one knowledge ID must be refused")
+        XCTAssertEqual(result.stderrLines.count, 1, result.stderr)
+        XCTAssertTrue(result.stderr.contains("clone"), result.stderr)
+        XCTAssertEqual(try rows(b), before)
+        XCTAssertEqual(try rows(b).split(separator: "\n").first, "'1'|'original'|'b1'")
+    }
+
     // MARK: idempotence and order
 
     func testDuplicateAndOutOfOrderImportsKeepNewestValues() throws {

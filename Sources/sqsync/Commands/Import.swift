@@ -32,7 +32,9 @@ extension SQSync {
             var results: [ImportResult] = []
             if !dryRun { results += try BundleExchange.retryHeld(replica: replica, trust: trust) }
             for file in files {
-                results.append(try BundleExchange.importBundle(path: file, into: replica, trust: trust, dryRun: dryRun))
+                results.append(try BundleExchange.importBundle(
+                    path: file, into: replica, trust: trust, dryRun: dryRun, progress: global.progress("importing \(file)")))
+                global.endProgress()
             }
             report(results)
         }
