@@ -8,6 +8,9 @@ public struct SyncReport: Sendable {
     public var imported: [ImportResult] = []
     /// Bundles refused (bad signature, untrusted, damaged): name and reason.
     public var rejected: [(name: String, reason: String)] = []
+    /// Bundles verified but refused by the merge (a copied replica, a sender that forgot
+    /// deletions this replica still needs): name and reason, with the way out.
+    public var refused: [(name: String, reason: String)] = []
     public var exported: ExportResult?
     public var removed = 0
 
@@ -50,7 +53,8 @@ public final class Mailbox {
             }
         }
         let seen = try replica.seenBundles()
-        for bundle in bundles where bundle.sender != me && seen[bundle.name] == nil {
+        let retired = Set(try replica.peers().filter(\.retired).map(\.knowledgeID))
+        for bundle in bundles where bundle.sender != me && seen[bundle.name] == nil && !retired.contains(bundle.sender) {
             let local = scratch.path + "/" + bundle.name
             try transport.readFile("\(Self.outbox)/\(bundle.sender)/\(bundle.name)", to: local)
             do {
@@ -59,7 +63,9 @@ public final class Mailbox {
                 let header = try BundleReader(path: local).header
                 try replica.markSeen(bundle: bundle.name, knowledge: Knowledge(Dictionary(uniqueKeysWithValues: zip(header.sites, header.knowledge))))
             } catch let error as BundleError where error.kind != .io {
-                report.rejected.append((bundle.name, error.description))
+                report.rejected.append((bundle.name, naming(error.description, local, bundle)))
+            } catch let error as ChangeLogError where [.identityClash, .staleReplica, .retiredPeer].contains(error.kind) {
+                report.refused.append((bundle.name, naming(error.description, local, bundle)))
             }
             try? FileManager.default.removeItem(atPath: local)
         }
@@ -93,6 +99,11 @@ public final class Mailbox {
         }
         report.removed += try removeBundlesEveryReaderHolds(bundles.filter { $0.sender != me }, readers: readers, me: me, knowledge: knowledge, seen: try replica.seenBundles())
         return report
+    }
+
+    /// A message about the downloaded copy, made to name the bundle where the user sees it.
+    private func naming(_ message: String, _ local: String, _ bundle: (sender: String, name: String)) -> String {
+        message.replacingOccurrences(of: local, with: "\(transport.displayName)/\(Self.outbox)/\(bundle.sender)/\(bundle.name)")
     }
 
     /// Same knowledge and base give the same name, so an unchanged replica does not

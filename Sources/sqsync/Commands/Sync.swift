@@ -46,6 +46,7 @@ extension SQSync {
             let report = try Mailbox(transport: transport).sync(replica: replica, key: key, trust: trust)
             withExtendedLifetime(lock) {}
             emit(report, target: transport.displayName)
+            if !report.refused.isEmpty { throw ExitCode(Failure.failed) }
             if !report.rejected.isEmpty { throw ExitCode(Failure.rejectedBundle) }
         }
 
@@ -54,13 +55,14 @@ extension SQSync {
             let held = report.imported.count - applied.count
             let changesIn = applied.reduce(0) { $0 + $1.summary.changes }
             let conflicts = applied.reduce(0) { $0 + $1.summary.conflicts }
-            for rejected in report.rejected {
-                FileHandle.standardError.write(Data("sqsync: \(target): rejected \(rejected.reason)\n".utf8))
+            for problem in report.rejected + report.refused {
+                FileHandle.standardError.write(Data("sqsync: \(target): \(problem.reason)\n".utf8))
             }
             if global.json {
                 global.emitJSON([
                     "target": target, "bundles_in": applied.count, "changes_in": changesIn, "conflicts": conflicts,
                     "held": held, "rejected": report.rejected.map { ["name": $0.name, "reason": $0.reason] },
+                    "refused": report.refused.map { ["name": $0.name, "reason": $0.reason] },
                     "bundle_out": report.exported.map { URL(fileURLWithPath: $0.path).lastPathComponent } as Any,
                     "rows_out": report.exported?.rows ?? 0, "removed": report.removed,
                 ])
