@@ -64,14 +64,7 @@ public final class BundleReader {
         let headerSource = ArraySource(try input.readBytes(headerLength), path: path)
         (header, createdAt) = try Self.decodeHeader(headerSource)
         guard headerSource.isAtEnd else { throw headerSource.corrupt("unexpected bytes after the header") }
-        // Version 1 knows no capability, so the list that passed above is empty: one byte.
-        recordsOffset = BundleCodec.magic.count + 1 + 1 + Self.varintLength(headerLength) + headerLength
-    }
-
-    private static func varintLength(_ value: Int) -> Int {
-        var bytes: [UInt8] = []
-        BundleCodec.appendVarint(value, to: &bytes)
-        return bytes.count
+        recordsOffset = input.consumed
     }
 
     private static func read(_ path: String, range: Range<Int>) throws -> [UInt8] {
@@ -128,10 +121,11 @@ public final class BundleReader {
     /// `sqsync` namespace. Returns the signer's principal name.
     @discardableResult
     public func verify(trust: AllowedSigners) throws -> String {
+        guard signature.namespace == BundleCodec.signatureNamespace else {
+            throw BundleError(.untrusted, "\(path): signed for namespace \(signature.namespace.debugDescription), not \"sqsync\"")
+        }
         let digest = try payloadDigest()
-        guard signature.namespace == BundleCodec.signatureNamespace,
-              signature.isValid(messageDigest: digest, namespace: BundleCodec.signatureNamespace)
-        else {
+        guard signature.isValid(messageDigest: digest, namespace: BundleCodec.signatureNamespace) else {
             throw BundleError(.untrusted, "\(path): bad signature: the bundle was altered after it was signed")
         }
         guard let principal = trust.principal(for: signature.publicKey, namespace: BundleCodec.signatureNamespace) else {

@@ -81,6 +81,7 @@ final class HashingFileInput {
     private var position = 0
     private var filled = 0
     private var fileOffset: Int
+    private let start: Int
     private let end: Int
     private var hasher = SHA512()
 
@@ -91,6 +92,7 @@ final class HashingFileInput {
             throw BundleError(.io, "\(path): cannot open: \(String(cString: strerror(errno)))")
         }
         fileOffset = range.lowerBound
+        start = range.lowerBound
         end = range.upperBound
         buffer = [UInt8](repeating: 0, count: 1 << 18)
     }
@@ -98,6 +100,9 @@ final class HashingFileInput {
     deinit { close(descriptor) }
 
     var isAtEnd: Bool { position == filled && fileOffset >= end }
+
+    /// Bytes handed out so far, counted from the start of the range.
+    var consumed: Int { fileOffset - (filled - position) - start }
 
     private func refill() throws -> Bool {
         guard fileOffset < end else { return false }

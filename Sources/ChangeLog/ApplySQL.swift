@@ -53,7 +53,7 @@ enum ApplySQL {
         """
 
     static func compositeKey(columns: Int) -> String {
-        "SELECT " + (1...columns).map { "quote(?\($0))" }.joined(separator: " || ',' || ")
+        "SELECT " + TriggerSQL.storedKey((1...columns).map { "?\($0)" })
     }
 
     static func keyCondition(_ columns: [ColumnInfo], firstParameter: Int) -> String {

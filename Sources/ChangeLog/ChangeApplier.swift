@@ -123,9 +123,10 @@ public final class ChangeApplier {
         }
         if let reportedSeq = senderRow?[1].int64Value, let reportedHLC = senderRow?[2].int64Value {
             let seq = header.senderSeq, hlc = header.senderHLC
-            let consistent = (seq == reportedSeq && hlc == reportedHLC) || (seq > reportedSeq && hlc > reportedHLC)
-                || (seq < reportedSeq && hlc < reportedHLC)
-            if !consistent {
+            // One replica's clock never goes back and imports may push it forward with no new
+            // change, so more changes never come with an earlier clock, nor fewer with a later one.
+            let impossible = (seq > reportedSeq && hlc < reportedHLC) || (seq < reportedSeq && hlc > reportedHLC)
+            if impossible {
                 throw ChangeLogError(.identityClash,
                     "\(path): two databases claim knowledge ID \(header.sender) (\(header.senderName)): its clock went \(reportedSeq)@\(reportedHLC) → \(seq)@\(hlc), which one replica never does. One was copied instead of cloned; retire that ID with `sqsync peers retire` and re-create the copies with `sqsync clone`")
             }
@@ -338,6 +339,11 @@ public final class ChangeApplier {
             let theirs = local(incoming.stamp)
             let ours = cells[column.cid] ?? rowStamp
             if theirs == ours { continue }
+            if theirs.site == ours.site {
+                // One replica's own history: its later change supersedes, nothing conflicts.
+                if theirs.seq > ours.seq { winners.append((incoming, column, theirs)) }
+                continue
+            }
             if isLater(theirs, than: ours) {
                 winners.append((incoming, column, theirs))
                 if !knownToSender(ours) && !knownHere(theirs) { displaced.append((column, ours, theirs)) }

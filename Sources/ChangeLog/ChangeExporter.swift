@@ -1,7 +1,7 @@
 /// Reads the changes a peer lacks out of a replica, row by row, without holding them all.
 ///
-/// Run it inside one read transaction (``Replica/readSnapshot(_:)``) so that the header's
-/// knowledge and the rows describe the same moment.
+/// Use ``snapshot(of:since:_:)``: it numbers pending local changes, then reads inside one
+/// transaction so that the header's knowledge and the rows describe the same moment.
 public final class ChangeExporter {
     public let header: ChangeSetHeader
     private let replica: Replica
@@ -9,7 +9,15 @@ public final class ChangeExporter {
     private let siteIndex: [Int: Int]
     private let baseBySite: [Int: Int64]
 
-    /// `base` is what the receiver already holds; an empty knowledge exports every change.
+    /// Numbers pending local changes, then calls `body` with an exporter inside one read
+    /// transaction. `base` is what the receiver already holds; empty exports every change.
+    public static func snapshot<T>(of replica: Replica, since base: Knowledge, _ body: (ChangeExporter) throws -> T) throws -> T {
+        try replica.numberPendingChanges()
+        return try replica.readSnapshot { try body(try ChangeExporter(replica: replica, since: base)) }
+    }
+
+    /// Prefer ``snapshot(of:since:_:)``; this reads only changes already numbered, and must
+    /// run inside ``Replica/readSnapshot(_:)``.
     public init(replica: Replica, since base: Knowledge) throws {
         self.replica = replica
         let database = replica.database
@@ -69,8 +77,9 @@ public final class ChangeExporter {
 
     private func isNeeded(site: Int64, seq: Int64) -> Bool { seq > (baseBySite[Int(site)] ?? 0) }
 
-    /// Calls `body` with each row that has a change the receiver lacks: tables in header
-    /// order (parents before children), live rows first, then deletions.
+    /// Calls `body` with each row that has a change the receiver lacks: live rows table by
+    /// table, parents before children, then deletions, children before parents, so an
+    /// importer that enforces foreign keys is never stuck.
     public func forEachChange(_ body: (RowChange) throws -> Void) throws {
         let database = replica.database
         for (tableIndex, table) in tables.enumerated() {
@@ -101,11 +110,14 @@ public final class ChangeExporter {
                     table: tableIndex, key: keyPositions.map { live.value(at: 5 + $0) },
                     causalLength: live.int64(at: 0), rowStamp: rowNeeded ? rowStamp : nil, columns: columns))
             }
+        }
+        for (tableIndex, table) in tables.enumerated().reversed() {
+            let keyCount = table.primaryKey.count
             let deleted = try database.cached(ExportSQL.deletedRows)
             try deleted.bind([.integer(Int64(table.tid))])
             while try deleted.step() {
                 guard isNeeded(site: deleted.int64(at: 3), seq: deleted.int64(at: 4)),
-                      let key = KeyCodec.decode(deleted.value(at: 0), columns: keyPositions.count)
+                      let key = KeyCodec.decode(deleted.value(at: 0), columns: keyCount)
                 else { continue }
                 try body(RowChange(
                     table: tableIndex, key: key, causalLength: deleted.int64(at: 1),

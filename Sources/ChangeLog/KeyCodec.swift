@@ -1,6 +1,6 @@
-/// Reads back the keys that the triggers store for composite primary keys:
-/// `quote(a) || ',' || quote(b)`, SQLite's own literal syntax, which is exact for every
-/// storage class (REAL included: quote() falls back to 20 digits when 15 do not round-trip).
+/// Reads back the keys that the triggers store for composite primary keys
+/// (``TriggerSQL/storedKey(_:)``): SQL literals joined by commas, REAL parts written with
+/// 21 significant digits so they read back bit for bit.
 enum KeyCodec {
     static func decode(_ stored: SQLValue, columns: Int) -> [SQLValue]? {
         guard columns > 1 else { return [stored] }

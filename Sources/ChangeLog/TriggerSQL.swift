@@ -24,9 +24,16 @@ struct TriggerSQL {
 
     /// The key stored in `_sqsync_rows.pk` for the row `alias` (NEW or OLD).
     func keyExpression(_ alias: String) -> String {
-        let parts = table.primaryKey.map { "\(alias).\(quoteIdentifier($0.name))" }
+        Self.storedKey(table.primaryKey.map { "\(alias).\(quoteIdentifier($0.name))" })
+    }
+
+    /// One-column keys are stored as they are; composite keys as SQL literals joined by
+    /// commas. REAL parts use 21 significant digits, which round-trip every double
+    /// (SQLite 3.40's quote() keeps 15, which does not).
+    static func storedKey(_ parts: [String]) -> String {
         if parts.count == 1 { return parts[0] }
-        return parts.map { "quote(\($0))" }.joined(separator: " || ',' || ")
+        return parts.map { "CASE typeof(\($0)) WHEN 'real' THEN printf('%!.20e', \($0)) ELSE quote(\($0)) END" }
+            .joined(separator: " || ',' || ")
     }
 
     private static let clock = #"max("hlc" + 1, \#(MetadataSQL.wallClockMilliseconds))"#

@@ -157,6 +157,23 @@ final class MergeTests: XCTestCase {
         try assertSameRows(r, table: "items")
     }
 
+    /// Two change sets from b with the same sequence number but different clocks (b imported
+    /// in between), delivered newest first: the older one is a late delivery, not a copy.
+    func testLateChangeSetWithSameSequenceNumberIsAccepted() throws {
+        let r = try items(["a", "b"]), a = r[0], b = r[1]
+        try b.database.execute("UPDATE items SET note = 'b' WHERE id = 'a'")
+        let older = try changeSet(from: b, for: a)
+        try runFast(a)
+        try a.database.execute("UPDATE items SET name = 'a' WHERE id = 'a'")
+        try sync(from: a, to: b)
+        let newer = try changeSet(from: b, for: a)
+        XCTAssertEqual(newer.header.senderSeq, older.header.senderSeq)
+        XCTAssertGreaterThan(newer.header.senderHLC, older.header.senderHLC)
+        try apply(newer, to: a)
+        XCTAssertNoThrow(try apply(older, to: a), "a late duplicate from b")
+        try assertSameRows(r, table: "items")
+    }
+
     func testDuplicateImportChangesNothing() throws {
         let r = try items(["a", "b"]), a = r[0], b = r[1]
         try a.database.execute("""
@@ -330,6 +347,26 @@ final class MergeTests: XCTestCase {
         XCTAssertEqual(try b.database.rows("PRAGMA foreign_key_check"), [])
         try assertSameRows([a, b], table: "parent")
         try assertSameRows([a, b], table: "child")
+    }
+
+    /// A parent deleted on one replica while a child is added on another: the import does
+    /// not get stuck, both replicas agree, and the orphan is reported.
+    func testChildOfConcurrentlyDeletedParentIsReported() throws {
+        let a = try sandbox.replica("a", schema: familySchema, track: ["child", "parent"])
+        try a.database.execute("INSERT INTO parent VALUES ('p1', 1)")
+        let b = try sandbox.clone(a, "b")
+        try a.database.execute("DELETE FROM parent")
+        try b.database.execute("INSERT INTO child VALUES ('c1', 'p1', 'x')")
+        try syncBoth(a, b)
+        try syncUntilQuiet([a, b])
+        for replica in [a, b] {
+            XCTAssertEqual(try rows(of: replica, table: "parent"), [])
+            XCTAssertEqual(try rows(of: replica, table: "child"), [[.text("c1"), .text("p1"), .text("x")]])
+            XCTAssertEqual(try replica.orphans().map(\.table), ["child"])
+            XCTAssertEqual(try replica.orphans().map(\.parent), ["parent"])
+            let problems = try replica.doctor()
+            XCTAssertTrue(problems.contains { $0.contains("child") && $0.contains("parent") }, "\(problems)")
+        }
     }
 
     /// Deleting a family in one change set: with foreign keys enforced on the importing

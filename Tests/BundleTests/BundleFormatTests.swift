@@ -1,0 +1,317 @@
+import Crypto
+import Foundation
+import XCTest
+
+@testable import Bundle
+@testable import ChangeLog
+
+/// The bundle file end to end: a signed bundle read back gives exactly the exporter's row
+/// changes; every damaged, truncated, untrusted or unknown-format file is refused and leaves
+/// the receiving replica untouched; a large bundle streams.
+final class BundleFormatTests: XCTestCase {
+    private var directory: String!
+    private let key = SigningKey.generate(comment: "alice@site-a")
+    private let otherKey = SigningKey.generate(comment: "mallory@elsewhere")
+    private var trust: AllowedSigners!
+
+    private static let schema = """
+        CREATE TABLE vals (id TEXT PRIMARY KEY, v, note TEXT);
+        CREATE TABLE pairs (a TEXT, b BLOB, c REAL, v, PRIMARY KEY (a, b, c)) WITHOUT ROWID;
+        """
+
+    override func setUpWithError() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqsync-bundle-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        trust = try AllowedSigners(text: AllowedSigners.line(principal: "alice", key: key.publicKey) + "\n")
+    }
+
+    override func tearDown() {
+        if let directory { try? FileManager.default.removeItem(atPath: directory) }
+    }
+
+    private func path(_ name: String) -> String { directory + "/" + name }
+
+    // MARK: Replicas
+
+    private func replica(_ name: String, rows: Bool) throws -> Replica {
+        let replica = try Replica.initialize(path: path(name + ".db"), name: name).replica
+        try replica.database.execute(Self.schema)
+        try replica.track(["vals", "pairs"], allowIntegerPrimaryKey: false)
+        guard rows else { return replica }
+        let values: [SQLValue] = [
+            .null, .integer(Int64.min), .integer(Int64.max), .integer(0), .real(-0.0), .real(Double("1e-310")!),
+            .real(0.1 + 0.2), .real(Double.greatestFiniteMagnitude), .real(-.infinity), .text(""), .text("emoji 🧪 ünï 中文"),
+            .blob([]), .blob((0..<300).map { UInt8($0 % 256) }),
+        ]
+        for (index, value) in values.enumerated() {
+            try replica.database.run("INSERT INTO vals VALUES (?, ?, ?)", .text("v\(index)"), value, .text("n\(index)"))
+        }
+        try replica.database.execute("""
+            UPDATE vals SET note = 'updated' WHERE id IN ('v1', 'v5');
+            UPDATE vals SET v = x'DEADBEEF' WHERE id = 'v2';
+            DELETE FROM vals WHERE id = 'v3';
+            INSERT INTO pairs VALUES ('a,''b', x'002C27', 1.5, 1), ('', x'', -0.25, NULL), ('x', x'FF', 1e300, 'gone');
+            DELETE FROM pairs WHERE a = 'x';
+            UPDATE pairs SET v = 2 WHERE a = '';
+            """)
+        return replica
+    }
+
+    /// Every user row and every row of sqsync's own tables, for "nothing changed" checks.
+    private func snapshot(_ replica: Replica) throws -> [String: [String]] {
+        var result: [String: [String]] = [:]
+        for name in try replica.database.rows("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").compactMap({ $0[0].stringValue }) {
+            result[name] = try replica.database.rows("SELECT * FROM \(quoteIdentifier(name))").map { "\($0)" }.sorted()
+        }
+        return result
+    }
+
+    private func rows(_ replica: Replica, _ table: String) throws -> [[SQLValue]] {
+        try replica.database.rows("SELECT * FROM \(quoteIdentifier(table)) ORDER BY 1, 2")
+    }
+
+    private func exporterChanges(_ replica: Replica) throws -> (ChangeSetHeader, [RowChange]) {
+        try replica.numberPendingChanges()
+        return try replica.readSnapshot {
+            let exporter = try ChangeExporter(replica: replica, since: Knowledge())
+            var changes: [RowChange] = []
+            try exporter.forEachChange { changes.append($0) }
+            return (exporter.header, changes)
+        }
+    }
+
+    private func export(_ replica: Replica, _ name: String, key: SigningKey? = nil) throws -> String {
+        try BundleExchange.export(replica: replica, since: Knowledge(), key: key ?? self.key, to: path(name), intoDirectory: false).path
+    }
+
+    // MARK: Round trip
+
+    func testBundleReadsBackExactlyWhatTheExporterProduced() throws {
+        let source = try replica("source", rows: true)
+        try source.database.run("INSERT INTO vals VALUES ('big', ?, NULL)", .blob((0..<(1 << 20)).map { _ in UInt8.random(in: 0...255) }))
+        let file = try export(source, "all.sqsb")
+        let (header, expected) = try exporterChanges(source)
+        XCTAssertEqual(expected.filter(\.isDelete).count, 2)
+        XCTAssertTrue(expected.contains { change in change.columns.contains { $0.stamp != change.rowStamp } }, "some cells carry their own stamps")
+
+        let reader = try BundleReader(path: file)
+        XCTAssertEqual(try reader.verify(trust: trust), "alice")
+        XCTAssertEqual(reader.header, header)
+        var read: [RowChange] = []
+        try reader.forEachChange { read.append($0) }
+        XCTAssertEqual(read, expected)
+
+        // And it imports into a replica that never saw any of it, twice without effect.
+        let receiver = try replica("receiver", rows: false)
+        let result = try BundleExchange.importBundle(path: file, into: receiver, trust: trust)
+        XCTAssertEqual(result.outcome, .applied)
+        XCTAssertEqual(result.signer, "alice")
+        for table in ["vals", "pairs"] { XCTAssertEqual(try rows(receiver, table), try rows(source, table), table) }
+        let once = try snapshot(receiver).filter { $0.key != "_sqsync_sites" && $0.key != "_sqsync_acks" }
+        XCTAssertEqual(try BundleExchange.importBundle(path: file, into: receiver, trust: trust).summary.changes, 0)
+        XCTAssertEqual(try snapshot(receiver).filter { $0.key != "_sqsync_sites" && $0.key != "_sqsync_acks" }, once)
+    }
+
+    // MARK: Corruption corpus
+
+    /// The ways a bundle can be refused: every one must throw a BundleError from the reader,
+    /// `verify` or `forEachChange`, and an import must leave the replica exactly as it was.
+    private func assertRefused(_ bytes: [UInt8], _ what: String, kinds: Set<BundleError.Kind> = [.corrupt, .untrusted],
+                               into receiver: Replica, line: UInt = #line) throws {
+        let file = path("case-\(UUID().uuidString.prefix(8)).sqsb")
+        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data(bytes)))
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        do {
+            let reader = try BundleReader(path: file)
+            try reader.verify(trust: trust)
+            var count = 0
+            try reader.forEachChange { _ in count += 1 }
+            XCTFail("\(what): accepted (\(count) rows)", line: line)
+        } catch let error as BundleError {
+            XCTAssertTrue(kinds.contains(error.kind), "\(what): \(error.kind) \(error)", line: line)
+        } catch {
+            XCTFail("\(what): threw \(type(of: error)) instead of a BundleError: \(error)", line: line)
+        }
+        let before = try snapshot(receiver)
+        XCTAssertThrowsError(try BundleExchange.importBundle(path: file, into: receiver, trust: trust), "\(what): imported", line: line) {
+            XCTAssertTrue(($0 as? BundleError).map { kinds.contains($0.kind) } ?? false, "\(what): \($0)", line: line)
+        }
+        XCTAssertEqual(try snapshot(receiver), before, "\(what): the import changed the replica", line: line)
+    }
+
+    private func receiver() throws -> Replica {
+        let receiver = try replica("fresh-\(UUID().uuidString.prefix(4))", rows: false)
+        try receiver.database.execute("INSERT INTO vals VALUES ('local', 1, 'mine')")
+        try receiver.numberPendingChanges()
+        return receiver
+    }
+
+    func testDamagedFilesAreRefusedAndChangeNothing() throws {
+        let source = try replica("source", rows: true)
+        let good = Array(try Data(contentsOf: URL(fileURLWithPath: try export(source, "good.sqsb"))))
+        let payloadLength = try BundleReader(path: path("good.sqsb")).payloadLength
+        let fresh = try receiver()
+
+        // Single bit flips: every region (magic, version, header, records, end, signature,
+        // length, trailer magic), the rest spread evenly.
+        var positions: Set<Int> = [0, 7, 8, 9, 10, 11, 20, payloadLength - 2, payloadLength - 1, payloadLength,
+                                   payloadLength + 20, good.count - 60, good.count - 16, good.count - 15, good.count - 12, good.count - 1]
+        for step in 0..<26 { positions.insert(step * (good.count - 1) / 25) }
+        XCTAssertGreaterThanOrEqual(positions.count, 38)
+        for position in positions.sorted() {
+            var bytes = good
+            bytes[position] ^= UInt8(1 << (position % 8))
+            try assertRefused(bytes, "bit \(position % 8) of byte \(position) of \(good.count) flipped", into: fresh)
+        }
+        for length in [0, 1, 8, 20, payloadLength / 2, payloadLength - 1, payloadLength, payloadLength + 1,
+                       good.count - 16, good.count - 11, good.count - 1] {
+            try assertRefused(Array(good.prefix(length)), "truncated to \(length) of \(good.count) bytes", into: fresh)
+        }
+        try assertRefused(good + [0], "one trailing byte", into: fresh)
+        try assertRefused(good + Array("SQSYNC-SIG\n".utf8), "a second trailer", into: fresh)
+        try assertRefused([], "empty file", into: fresh)
+        var random = SystemRandomNumberGenerator()
+        try assertRefused((0..<4096).map { _ in UInt8.random(in: 0...255, using: &random) }, "random bytes", into: fresh)
+        try assertRefused(Array("SQSYNCB\0".utf8) + (0..<100).map { _ in UInt8.random(in: 0...255, using: &random) } + Array("SQSYNC-SIG\n".utf8),
+                          "magic, noise and a trailer", into: fresh)
+
+        // Well formed, but signed by a key the receiver does not trust.
+        let untrusted = Array(try Data(contentsOf: URL(fileURLWithPath: try export(source, "other.sqsb", key: otherKey))))
+        try assertRefused(untrusted, "untrusted signer", kinds: [.untrusted], into: fresh)
+        // The trusted key, but a signature made for another purpose.
+        let payload = Array(good.prefix(payloadLength))
+        try assertRefused(try signed(payload, namespace: "git"), "signature in namespace git", kinds: [.untrusted], into: fresh)
+        try assertRefused(try signed(payload, namespace: "sqsync", key: otherKey), "payload re-signed by an untrusted key",
+                          kinds: [.untrusted], into: fresh)
+        // A bundle with the signature cut off and the payload alone.
+        try assertRefused(payload, "unsigned payload", into: fresh)
+        let heldFolder = directory + "/." + URL(fileURLWithPath: fresh.path).lastPathComponent + "-sqsync-held"
+        XCTAssertFalse(FileManager.default.fileExists(atPath: heldFolder), "nothing was held")
+    }
+
+    /// Payload + SSHSIG trailer, as BundleWriter lays it out.
+    private func signed(_ payload: [UInt8], namespace: String = "sqsync", key: SigningKey? = nil) throws -> [UInt8] {
+        let blob = try SSHSignature.sign(messageDigest: SHA512.hash(data: payload), namespace: namespace, key: key ?? self.key).blob
+        let length = UInt32(blob.count)
+        return payload + blob + [UInt8(length >> 24), UInt8(length >> 16 & 0xff), UInt8(length >> 8 & 0xff), UInt8(length & 0xff)]
+            + Array("SQSYNC-SIG\n".utf8)
+    }
+
+    private func varint(_ value: Int) -> [UInt8] {
+        var bytes: [UInt8] = [], rest = UInt64(value)
+        while rest >= 0x80 { bytes.append(UInt8(rest & 0x7f) | 0x80); rest >>= 7 }
+        return bytes + [UInt8(rest)]
+    }
+
+    /// Validly signed by a trusted key, but not a bundle this reader understands: the reader
+    /// must still refuse, and an import that got as far as applying rows must roll back.
+    func testValidlySignedButMalformedPayloadsAreRefused() throws {
+        let source = try replica("source", rows: true)
+        let file = try export(source, "good.sqsb")
+        let reader = try BundleReader(path: file)
+        let payload = Array(try Data(contentsOf: URL(fileURLWithPath: file)).prefix(reader.payloadLength))
+        var count = 0
+        try reader.forEachChange { _ in count += 1 }
+        XCTAssertLessThan(count, 128, "the end record's count is one byte here")
+        XCTAssertEqual(Array(payload.suffix(2)), [0, UInt8(count)])
+        XCTAssertEqual(payload[9], 0, "version 1 bundles name no capability")
+        let fresh = try receiver()
+
+        // Control: the same payload re-signed here is accepted, so the cases below are refused
+        // for what they change and not for how they were signed.
+        let control = path("control.sqsb")
+        XCTAssertTrue(FileManager.default.createFile(atPath: control, contents: Data(try signed(payload))))
+        let controlReader = try BundleReader(path: control)
+        XCTAssertEqual(try controlReader.verify(trust: trust), "alice")
+        var controlCount = 0
+        try controlReader.forEachChange { _ in controlCount += 1 }
+        XCTAssertEqual(controlCount, count)
+
+        var version2 = payload
+        version2[8] = 2
+        try assertRefused(try signed(version2), "format version 2", kinds: [.corrupt], into: fresh)
+
+        var capability = payload
+        capability.replaceSubrange(9...9, with: [1] + varint(15) + Array("zstd-compressed".utf8))
+        try assertRefused(try signed(capability), "unknown capability", kinds: [.corrupt], into: fresh)
+
+        var moreRecords = payload
+        moreRecords[moreRecords.count - 1] = UInt8(count + 1)
+        try assertRefused(try signed(moreRecords), "end count one too high", kinds: [.corrupt], into: fresh)
+        var fewerRecords = payload
+        fewerRecords[fewerRecords.count - 1] = UInt8(count - 1)
+        try assertRefused(try signed(fewerRecords), "end count one too low", kinds: [.corrupt], into: fresh)
+        try assertRefused(try signed(payload + [0]), "a byte after the end record", kinds: [.corrupt], into: fresh)
+        try assertRefused(try signed(Array(payload.dropLast(2))), "no end record", kinds: [.corrupt], into: fresh)
+
+        // Unknown record flag bits in the first record.
+        var headerLength = 0, shift = 0, offset = 10
+        while true {
+            let byte = payload[offset]
+            headerLength |= Int(byte & 0x7f) << shift
+            offset += 1
+            if byte & 0x80 == 0 { break }
+            shift += 7
+        }
+        let firstRecord = offset + headerLength
+        for bit in [0x20, 0x40, 0x80] as [UInt8] {
+            var flagged = payload
+            flagged[firstRecord] |= bit
+            try assertRefused(try signed(flagged), "record flag \(bit)", kinds: [.corrupt], into: fresh)
+        }
+        var notARecord = payload
+        notARecord[firstRecord] &= ~0x01
+        if notARecord[firstRecord] != 0 {
+            try assertRefused(try signed(notARecord), "record without the row bit", kinds: [.corrupt], into: fresh)
+        }
+
+        // The header's length written in a longer (non-canonical) varint: either refused, or
+        // read exactly as the canonical form.
+        var padded = payload
+        let canonical = varint(headerLength)
+        var long = canonical
+        long[long.count - 1] |= 0x80
+        long.append(0)
+        padded.replaceSubrange(10..<(10 + canonical.count), with: long)
+        let paddedFile = path("padded.sqsb")
+        XCTAssertTrue(FileManager.default.createFile(atPath: paddedFile, contents: Data(try signed(padded))))
+        var original: [RowChange] = []
+        try reader.forEachChange { original.append($0) }
+        do {
+            let paddedReader = try BundleReader(path: paddedFile)
+            try paddedReader.verify(trust: trust)
+            var read: [RowChange] = []
+            try paddedReader.forEachChange { read.append($0) }
+            XCTAssertEqual(read, original, "a padded header length must not shift the records")
+        } catch let error as BundleError {
+            XCTAssertEqual(error.kind, .corrupt)
+        }
+    }
+
+    // MARK: Streaming
+
+    func testLargeBundleStreams() throws {
+        let source = try Replica.initialize(path: path("large.db"), name: "large").replica
+        try source.database.execute("""
+            CREATE TABLE big (id TEXT PRIMARY KEY, n INTEGER, t TEXT);
+            WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 200000)
+            INSERT INTO big SELECT printf('row-%06d', i), i, 'text ' || i FROM c;
+            """)
+        XCTAssertEqual(try source.track(["big"], allowIntegerPrimaryKey: false).map(\.rows), [200_000])
+        let result = try BundleExchange.export(replica: source, since: Knowledge(), key: key, to: path("large.sqsb"), intoDirectory: false)
+        XCTAssertEqual(result.rows, 200_000)
+
+        let reader = try BundleReader(path: result.path)
+        try reader.verify(trust: trust)
+        var count = 0, sum: Int64 = 0
+        var last: SQLValue = .null
+        try reader.forEachChange { change in
+            count += 1
+            if case .integer(let n)? = change.columns.first?.value { sum += n }
+            last = change.key[0]
+        }
+        XCTAssertEqual(count, 200_000)
+        XCTAssertEqual(sum, 200_000 * 200_001 / 2, "every row's value arrived")
+        XCTAssertNotEqual(last, .null)
+    }
+}
