@@ -98,9 +98,17 @@ public enum BundleExchange {
     /// Imports every bundle a replica holds, in case a migration now lets them apply.
     public static func retryHeld(replica: Replica, trust: AllowedSigners) throws -> [ImportResult] {
         var results: [ImportResult] = []
-        for held in try HeldBundles(replica: replica).all() {
-            let result = try importBundle(path: held.path, into: replica, trust: trust)
-            if result.outcome == .applied { results.append(result) }
+        let heldBundles = HeldBundles(replica: replica)
+        for held in try heldBundles.all() {
+            do {
+                let result = try importBundle(path: held.path, into: replica, trust: trust)
+                if result.outcome == .applied { results.append(result) }
+            } catch let error as BundleError {
+                // Gone or no longer trusted: it can never apply, so it must not block the rest.
+                try heldBundles.forget(path: held.path, because: error.description)
+            } catch let error as ChangeLogError where [.retiredPeer, .identityClash, .staleReplica].contains(error.kind) {
+                try heldBundles.forget(path: held.path, because: error.description)
+            }
         }
         return results
     }

@@ -43,6 +43,13 @@ struct HeldBundles {
         try replica.database.run(#"DELETE FROM "_sqsync_held" WHERE "digest" = ?"#, .text(digest))
     }
 
+    /// Drops a held bundle that can never apply, leaving the reason in the conflict log.
+    func forget(path: String, because reason: String) throws {
+        try replica.database.run(#"DELETE FROM "_sqsync_held" WHERE "path" = ?"#, .text(path))
+        try? FileManager.default.removeItem(atPath: path)
+        try replica.recordDroppedBundle(path: path, reason: reason)
+    }
+
     func all() throws -> [(path: String, reason: String)] {
         try replica.database.rows(#"SELECT "path", "reason" FROM "_sqsync_held" ORDER BY "held_at""#).map {
             ($0[0].stringValue ?? "", $0[1].stringValue ?? "")

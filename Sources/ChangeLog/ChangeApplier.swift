@@ -172,6 +172,13 @@ public final class ChangeApplier {
         var senderKnows: [Int: Int64] = [:]
         for (index, site) in localSite.enumerated() { senderKnows[site] = header.knowledge[index] }
         self.senderKnows = senderKnows
+        for row in try database.rows(#"SELECT "site", "forgotten_seq", coalesce("name", "knowledge_id") FROM "_sqsync_sites" WHERE "forgotten_seq" > 0"#) {
+            let site = Int(row[0].int64Value ?? 0), forgotten = row[1].int64Value ?? 0
+            if site != replica.site && (senderKnows[site] ?? 0) < forgotten {
+                throw ChangeLogError(.staleReplica,
+                    "\(path): the bundle comes from \(header.senderName), which lacks deletions of \(row[2].stringValue ?? "?") that this replica has already purged, so it may still hold deleted rows; replace that replica with `sqsync clone` of a current one")
+            }
+        }
         highestClock = header.senderHLC
         statements = try Statements(database)
         try database.execute(ApplySQL.startApplying)
@@ -191,6 +198,12 @@ public final class ChangeApplier {
         return a.seq > b.seq
     }
 
+    private func copiedReplica(_ site: Int, seq: Int64) -> ChangeLogError {
+        let id = siteIDs[site] ?? "?"
+        return ChangeLogError(.identityClash,
+            "\(replica.path): two databases claim knowledge ID \(id): the bundle's change \(seq) of it differs from the one held here. One was copied instead of cloned; retire that ID with `sqsync peers retire` and re-create the copies with `sqsync clone`")
+    }
+
     private func knownHere(_ stamp: LocalStamp) -> Bool { (knownBefore[stamp.site] ?? 0) >= stamp.seq }
     private func knownToSender(_ stamp: LocalStamp) -> Bool { (senderKnows[stamp.site] ?? 0) >= stamp.seq }
 
@@ -203,6 +216,11 @@ public final class ChangeApplier {
         for column in change.columns { highestClock = max(highestClock, column.stamp.hlc) }
 
         let entry = try rowEntry(tid: target.info.tid, key: key)
+        if entry == nil, let rowStamp = change.rowStamp.map(local), knownHere(rowStamp) {
+            // This replica claims to hold that change, yet has never seen the row.
+            throw ChangeLogError(.staleReplica,
+                "\(replica.path): the bundle carries change \(rowStamp.seq) of \(siteIDs[rowStamp.site] ?? "?"), which this replica holds differently or has purged: the sender is a copied database or older than what was purged here; re-create it with `sqsync clone` of a current replica")
+        }
         let localLength = entry?.cl ?? 0
         if change.causalLength < localLength {
             try recordStale(change, target: target, localIsDeleted: localLength % 2 == 0)
@@ -341,6 +359,13 @@ public final class ChangeApplier {
             if theirs == ours { continue }
             if theirs.site == ours.site {
                 // One replica's own history: its later change supersedes, nothing conflicts.
+                // A sequence number names one change, so the same number with another clock,
+                // or a later change this replica already claims to hold but does not, can
+                // only come from a copy of that replica.
+                let sameNumberOtherChange = theirs.seq == ours.seq && theirs.hlc != ours.hlc
+                if sameNumberOtherChange || (theirs.seq > ours.seq && knownHere(theirs)) {
+                    throw copiedReplica(theirs.site, seq: theirs.seq)
+                }
                 if theirs.seq > ours.seq { winners.append((incoming, column, theirs)) }
                 continue
             }

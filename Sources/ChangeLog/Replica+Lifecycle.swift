@@ -88,3 +88,13 @@ enum LifecycleSQL {
         FROM "_sqsync_conflicts" ORDER BY "id"
         """
 }
+
+extension Replica {
+    /// Notes in the conflict log that a held bundle was dropped, so the user can see why
+    /// its changes never arrived.
+    public func recordDroppedBundle(path: String, reason: String) throws {
+        try database.run(
+            #"INSERT INTO "_sqsync_conflicts" ("kind", "table_name", "pk", "lost_row", "lost_site", "lost_hlc") VALUES ('held bundle dropped', '', '', ?, '', 0)"#,
+            .text(path + ": " + reason))
+    }
+}

@@ -262,8 +262,14 @@ public final class Replica {
                 guard let declared = try DeclaredTable.read(name, in: database) else {
                     throw ChangeLogError(.schemaMismatch, "\(path): tracked table \(name) no longer exists; run `sqsync untrack \(path) \(name)`")
                 }
+                let tid = try database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name))?.int64Value ?? 0
+                let known = Set(try columnIDs(tid: Int(tid)).keys)
                 let info = try register(declared)
                 try installTriggers(for: info)
+                for column in info.columns where !known.contains(column.name) {
+                    let defaultSQL = declared.columns.first { $0.name == column.name }?.defaultSQL
+                    try database.execute(TriggerSQL(table: info).backfill(column, defaultSQL: defaultSQL))
+                }
                 refreshed.append(name)
             }
             return refreshed

@@ -27,6 +27,8 @@ struct DeclaredTable {
         var name: String
         var declaredType: String
         var primaryKeyPosition: Int
+        /// The DEFAULT expression as written in the schema, if any.
+        var defaultSQL: String?
     }
 
     var name: String
@@ -48,13 +50,13 @@ struct DeclaredTable {
             "SELECT wr FROM pragma_table_list WHERE schema = 'main' AND type = 'table' AND name = ?",
             .text(name))?.int64Value
         else { return nil }
-        let statement = try database.prepare("SELECT name, type, pk FROM pragma_table_info(?)")
+        let statement = try database.prepare("SELECT name, type, pk, dflt_value FROM pragma_table_info(?)")
         try statement.bind([.text(name)])
         var columns: [Column] = []
         while try statement.step() {
             columns.append(Column(
                 name: statement.string(at: 0) ?? "", declaredType: statement.string(at: 1) ?? "",
-                primaryKeyPosition: Int(statement.int64(at: 2))))
+                primaryKeyPosition: Int(statement.int64(at: 2)), defaultSQL: statement.string(at: 3)))
         }
         return DeclaredTable(name: name, columns: columns, isWithoutRowID: withoutRowID != 0)
     }

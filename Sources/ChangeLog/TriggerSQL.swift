@@ -113,6 +113,24 @@ struct TriggerSQL {
             """
     }
 
+    /// Records, as local changes, the values a column added by a migration got before
+    /// `refresh` installed its trigger (a migration that fills it, say). Values equal to the
+    /// column's default are left out: every replica that migrates gets those by itself.
+    func backfill(_ column: ColumnInfo, defaultSQL: String?) -> String {
+        let alias = quoteIdentifier("_sqsync_t")
+        let key = keyExpression(alias)
+        return """
+            INSERT INTO "_sqsync_cells" ("tid", "pk", "cid", "hlc", "site", "seq")
+              SELECT \(table.tid), \(key), \(column.cid),
+                     max(\(Self.clock), coalesce((SELECT r."hlc" + 1 FROM "_sqsync_rows" r WHERE r."tid" = \(table.tid) AND r."pk" = \(key)), 0)),
+                     "site", 0
+              FROM \(quotedTable) AS \(alias), "_sqsync_replica"
+              WHERE \(alias).\(quoteIdentifier(column.name)) IS NOT (\(defaultSQL ?? "NULL"))
+              ON CONFLICT ("tid", "pk", "cid") DO UPDATE SET
+                "hlc" = max(excluded."hlc", "hlc" + 1), "site" = excluded."site", "seq" = 0
+            """
+    }
+
     /// Every trigger for the table, by name (unquoted) → CREATE statement.
     var all: [(name: String, sql: String)] {
         var result = [

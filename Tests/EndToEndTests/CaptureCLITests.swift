@@ -241,7 +241,7 @@ final class CaptureCLITests: XCTestCase {
         let commands: [[String]] = [
             ["status", missing], ["track", missing, "--all"], ["untrack", missing, "t"], ["doctor", missing],
             ["refresh", missing], ["conflicts", missing], ["peers", missing], ["export", missing, "-o", h.path("x.sqsb")],
-            ["clone", missing, h.path("copy.db")],
+            ["clone", missing, h.path("copy.db")], ["import", missing, h.path("nothing.sqsb")],
         ]
         for command in commands {
             let result = try h.sqsync(command, key: "A")

@@ -117,11 +117,19 @@ final class CorruptBundleCLITests: XCTestCase {
         // Same signer, same length class: the signature trailer of one bundle on the body of another.
         try h.sqlite(source, "UPDATE t SET a = 'other' WHERE id = '3';")
         let other = h.fileBytes(try h.export(source, as: "A"))
-        let marker = Data("-----BEGIN SSH SIGNATURE-----".utf8)
-        guard let mine = good.range(of: marker), let theirs = other.range(of: marker) else {
-            throw XCTSkip("bundle signature is not an armored trailer; splice not applicable")
+        // Layout (Sources/Bundle/BundleWriter.swift): payload, signature, 4-byte big-endian length, "SQSYNC-SIG\n".
+        func trailerLength(_ data: Data) -> Int? {
+            let magic = Data("SQSYNC-SIG\n".utf8)
+            guard data.count > magic.count + 4, data.suffix(magic.count) == magic else { return nil }
+            let lengthBytes = Array(data.dropLast(magic.count).suffix(4))
+            let signature = lengthBytes.reduce(0) { $0 << 8 | Int($1) }
+            return signature + 4 + magic.count < data.count ? signature + 4 + magic.count : nil
         }
-        let spliced = good.prefix(upTo: mine.lowerBound) + other.suffix(from: theirs.lowerBound)
+        guard let mine = trailerLength(good), let theirs = trailerLength(other) else {
+            throw XCTSkip("bundle trailer layout changed; splice not applicable")
+        }
+        let spliced = good.prefix(good.count - mine) + other.suffix(theirs)
+        XCTAssertNotEqual(spliced, good)
         try assertRejected(try write(spliced, "spliced-signature.sqsb"))
     }
 

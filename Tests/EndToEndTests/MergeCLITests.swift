@@ -85,6 +85,9 @@ final class MergeCLITests: XCTestCase {
         try h.sqlite(b, "UPDATE t SET a = 'late-update', b = 'late' WHERE id = '3';")
         try meshSync()
         try assertAllEqual("'1'|'a1'|'b1'\n'2'|'a2'|'b2'\n")
+        let logged = try h.conflicts(b)
+        XCTAssertTrue(logged.contains { $0["pk"] as? String == "'3'" && $0["lost_value"] as? String == "late-update" },
+                      "the update that lost to the delete is logged: \(logged)")
         try meshSync()
         try assertAllEqual("'1'|'a1'|'b1'\n'2'|'a2'|'b2'\n")
     }
