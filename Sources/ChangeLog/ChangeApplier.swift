@@ -29,14 +29,14 @@ public struct ApplySummary: Sendable, Equatable {
 /// The caller owns the transaction: create the applier, ``apply(_:)`` every row change,
 /// then ``finish()``, all inside one transaction, so a failure leaves nothing half-applied.
 public final class ChangeApplier {
-    private struct LocalStamp: Equatable {
+    struct LocalStamp: Equatable {
         var hlc: Int64
         var site: Int
         var seq: Int64
     }
 
     /// A table the change set touches, with its statements prepared once.
-    private final class Target {
+    final class Target {
         let info: TableInfo
         /// Change-set column index → local column.
         let columns: [ColumnInfo]
@@ -70,15 +70,15 @@ public final class ChangeApplier {
         }
     }
 
-    private let replica: Replica
-    private let database: Database
+    let replica: Replica
+    let database: Database
     private let header: ChangeSetHeader
     private let localSite: [Int]
-    private var siteIDs: [Int: String]
+    var siteIDs: [Int: String]
     private let knownBefore: [Int: Int64]
     private let senderKnows: [Int: Int64]
     private let targets: [Target]
-    private var highestClock: Int64
+    var highestClock: Int64
     private let statements: Statements
 
     /// The statements every row change runs, prepared once per import.
@@ -186,12 +186,12 @@ public final class ChangeApplier {
 
     // MARK: Stamps
 
-    private func local(_ stamp: Stamp) -> LocalStamp {
+    func local(_ stamp: Stamp) -> LocalStamp {
         LocalStamp(hlc: stamp.hlc, site: localSite[stamp.site], seq: stamp.seq)
     }
 
     /// Later wins: greater clock, ties broken by knowledge ID.
-    private func isLater(_ a: LocalStamp, than b: LocalStamp) -> Bool {
+    func isLater(_ a: LocalStamp, than b: LocalStamp) -> Bool {
         if a.hlc != b.hlc { return a.hlc > b.hlc }
         let idA = siteIDs[a.site] ?? "", idB = siteIDs[b.site] ?? ""
         if idA != idB { return idA > idB }
@@ -204,8 +204,8 @@ public final class ChangeApplier {
             "\(replica.path): two databases claim knowledge ID \(id): the bundle's change \(seq) of it differs from the one held here. One was copied instead of cloned; retire that ID with `sqsync peers retire` and re-create the copies with `sqsync clone`")
     }
 
-    private func knownHere(_ stamp: LocalStamp) -> Bool { (knownBefore[stamp.site] ?? 0) >= stamp.seq }
-    private func knownToSender(_ stamp: LocalStamp) -> Bool { (senderKnows[stamp.site] ?? 0) >= stamp.seq }
+    func knownHere(_ stamp: LocalStamp) -> Bool { (knownBefore[stamp.site] ?? 0) >= stamp.seq }
+    func knownToSender(_ stamp: LocalStamp) -> Bool { (senderKnows[stamp.site] ?? 0) >= stamp.seq }
 
     // MARK: Applying
 
@@ -248,7 +248,7 @@ public final class ChangeApplier {
         }
     }
 
-    private func rowEntry(tid: Int, key: SQLValue) throws -> (cl: Int64, stamp: LocalStamp)? {
+    func rowEntry(tid: Int, key: SQLValue) throws -> (cl: Int64, stamp: LocalStamp)? {
         let statement = statements.rowEntry
         try statement.bind([.integer(Int64(tid)), key])
         defer { statement.reset() }
@@ -257,7 +257,7 @@ public final class ChangeApplier {
                 LocalStamp(hlc: statement.int64(at: 1), site: Int(statement.int64(at: 2)), seq: statement.int64(at: 3)))
     }
 
-    private func storedKey(_ values: [SQLValue]) throws -> SQLValue {
+    func storedKey(_ values: [SQLValue]) throws -> SQLValue {
         if values.count == 1 { return values[0] }
         let statement = try database.cached(ApplySQL.compositeKey(columns: values.count))
         try statement.bind(values)
@@ -266,7 +266,7 @@ public final class ChangeApplier {
         return statement.value(at: 0)
     }
 
-    private func writeRowEntry(tid: Int, key: SQLValue, cl: Int64, stamp: LocalStamp) throws {
+    func writeRowEntry(tid: Int, key: SQLValue, cl: Int64, stamp: LocalStamp) throws {
         try statements.upsertRowEntry.bind([.integer(Int64(tid)), key, .integer(cl), .integer(stamp.hlc),
                                             .integer(Int64(stamp.site)), .integer(stamp.seq)])
         try statements.upsertRowEntry.run()
@@ -278,12 +278,12 @@ public final class ChangeApplier {
         try statements.upsertCell.run()
     }
 
-    private func deleteCells(tid: Int, key: SQLValue) throws {
+    func deleteCells(tid: Int, key: SQLValue) throws {
         try statements.deleteCells.bind([.integer(Int64(tid)), key])
         try statements.deleteCells.run()
     }
 
-    private func localCells(tid: Int, key: SQLValue) throws -> [Int: LocalStamp] {
+    func localCells(tid: Int, key: SQLValue) throws -> [Int: LocalStamp] {
         let statement = statements.cellsOfRow
         try statement.bind([.integer(Int64(tid)), key])
         var cells: [Int: LocalStamp] = [:]
@@ -422,124 +422,8 @@ public final class ChangeApplier {
         try statement.run()
     }
 
-    private func currentValues(target: Target, names: [String], keyValues: [SQLValue]) throws -> [SQLValue]? {
+    func currentValues(target: Target, names: [String], keyValues: [SQLValue]) throws -> [SQLValue]? {
         try database.rows(ApplySQL.selectRow(target.info.name, columns: names, key: target.info.primaryKey), keyValues).first
-    }
-
-    // MARK: UNIQUE clashes
-
-    /// Runs a write; when it breaks a UNIQUE constraint against another row, the row whose
-    /// life began later loses on every replica alike: it is removed, kept whole in the
-    /// conflict log and deleted for peers too. Returns false when the incoming row lost.
-    private func writeSettlingUniqueClashes(
-        target: Target, keyValues: [SQLValue], writing: () -> [String: SQLValue], lifeStamp: LocalStamp, cl: Int64,
-        _ write: () throws -> Void
-    ) throws -> Bool {
-        for _ in 0..<16 {
-            do {
-                try write()
-                return true
-            } catch let error as SQLiteError where error.isUniqueConstraint {
-                guard let other = try clashingRow(target: target, keyValues: keyValues, writing: writing()) else { throw error }
-                let otherKey = try storedKey(other.key)
-                let otherEntry = try rowEntry(tid: target.info.tid, key: otherKey)
-                let otherStamp = otherEntry?.stamp ?? LocalStamp(hlc: Int64.max, site: 0, seq: 0)
-                if isLater(lifeStamp, than: otherStamp) {
-                    try removeLosingRow(target: target, keyValues: keyValues, row: other.incoming, cl: cl, lost: lifeStamp, won: otherStamp)
-                    return false
-                }
-                try removeLosingRow(target: target, keyValues: other.key, row: other.row, cl: otherEntry?.cl ?? 1,
-                                    lost: otherStamp, won: lifeStamp)
-            }
-        }
-        throw ChangeLogError(.schemaMismatch, "\(replica.path): could not settle UNIQUE clashes in table \(target.info.name)")
-    }
-
-    /// The other row that holds the unique values the failed write wanted, found by trying
-    /// each UNIQUE index with the values the row would have had.
-    private func clashingRow(target: Target, keyValues: [SQLValue], writing: [String: SQLValue])
-        throws -> (key: [SQLValue], row: [String: SQLValue], incoming: [String: SQLValue])?
-    {
-        let names = target.info.columns.map(\.name)
-        var wanted: [String: SQLValue] = [:]
-        if let current = try currentValues(target: target, names: names, keyValues: keyValues) {
-            for (index, name) in names.enumerated() { wanted[name] = current[index] }
-        }
-        for (index, column) in target.info.primaryKey.enumerated() { wanted[column.name] = keyValues[index] }
-        wanted.merge(writing) { _, new in new }
-        for index in try database.rows(ApplySQL.uniqueIndexes, .text(target.info.name)) {
-            let columns = (index[1].stringValue ?? "").split(separator: "\u{1F}").map(String.init)
-            let values = columns.map { wanted[$0] ?? .null }
-            if values.contains(.null) { continue }
-            let condition = columns.enumerated().map { "\(quoteIdentifier($0.element)) = ?\($0.offset + 1)" }.joined(separator: " AND ")
-            let sql = "SELECT \(names.map(quoteIdentifier).joined(separator: ", ")) FROM \(quoteIdentifier(target.info.name)) WHERE \(condition)"
-            for row in try database.rows(sql, values) {
-                var byName: [String: SQLValue] = [:]
-                for (position, name) in names.enumerated() { byName[name] = row[position] }
-                let key = target.info.primaryKey.map { byName[$0.name] ?? .null }
-                if key != keyValues { return (key, byName, wanted) }
-            }
-        }
-        return nil
-    }
-
-    private func removeLosingRow(target: Target, keyValues: [SQLValue], row: [String: SQLValue], cl: Int64,
-                                 lost: LocalStamp, won: LocalStamp) throws {
-        try recordConflict(kind: "unique clash", table: target.info.name, keyValues: keyValues, column: nil,
-                           value: .null, row: row, lost: lost, won: won)
-        try database.run(ApplySQL.deleteRow(target.info.name, key: target.info.primaryKey), keyValues)
-        try database.run(ApplySQL.observeClock, .integer(highestClock))
-        let tick = try database.rows(ApplySQL.tick)[0]
-        let stamp = LocalStamp(hlc: tick[2].int64Value ?? 0, site: Int(tick[0].int64Value ?? 0), seq: tick[1].int64Value ?? 0)
-        let key = try storedKey(keyValues)
-        let deadLength = cl % 2 == 1 ? cl + 1 : cl
-        try writeRowEntry(tid: target.info.tid, key: key, cl: deadLength, stamp: stamp)
-        try database.run(ApplySQL.deleteCellsOfRow, .integer(Int64(target.info.tid)), key)
-        target.counts.conflicts += 1
-    }
-
-    // MARK: Conflict log
-
-    /// Columns changed here that the sender never saw, about to be lost to its delete.
-    private func recordLocalLosses(target: Target, key: SQLValue, values: [SQLValue], kind: String) throws {
-        let cells = try localCells(tid: target.info.tid, key: key).filter { !knownToSender($0.value) }
-        guard !cells.isEmpty else { return }
-        let columns = target.info.columns.filter { cells[$0.cid] != nil }
-        let current = try currentValues(target: target, names: columns.map(\.name), keyValues: values)
-        for (index, column) in columns.enumerated() {
-            try recordConflict(kind: kind, table: target.info.name, keyValues: values, column: column.name,
-                               value: current?[index] ?? .null, row: nil, lost: cells[column.cid]!, won: nil)
-        }
-        target.counts.conflicts += columns.count
-    }
-
-    /// Changes from a life of the row that already ended here.
-    private func recordStale(_ change: RowChange, target: Target, localIsDeleted: Bool) throws {
-        let fresh = change.columns.filter { !knownHere(local($0.stamp)) }
-        if let rowStamp = change.rowStamp.map(local), !change.isDelete, !knownHere(rowStamp) {
-            var row: [String: SQLValue] = [:]
-            for (index, column) in target.key.enumerated() { row[column.name] = change.key[index] }
-            for column in change.columns { row[target.columns[column.column].name] = column.value }
-            try recordConflict(kind: "insert lost to delete", table: target.info.name, keyValues: change.key, column: nil,
-                               value: .null, row: row, lost: rowStamp, won: nil)
-            target.counts.conflicts += 1
-            return
-        }
-        for column in fresh {
-            try recordConflict(kind: localIsDeleted ? "update lost to delete" : "update lost to re-insert",
-                               table: target.info.name, keyValues: change.key, column: target.columns[column.column].name,
-                               value: column.value, row: nil, lost: local(column.stamp), won: nil)
-        }
-        target.counts.conflicts += fresh.count
-    }
-
-    private func recordConflict(kind: String, table: String, keyValues: [SQLValue], column: String?, value: SQLValue,
-                                row: [String: SQLValue]?, lost: LocalStamp, won: LocalStamp?) throws {
-        try database.run(
-            ApplySQL.recordConflict, .text(kind), .text(table), .text(keyValues.map(\.literal).joined(separator: ", ")),
-            column.map(SQLValue.text) ?? .null, value, row.map { .text(JSONText.object($0)) } ?? .null,
-            .text(siteIDs[lost.site] ?? ""), .integer(lost.hlc),
-            won.map { .text(siteIDs[$0.site] ?? "") } ?? .null, won.map { .integer($0.hlc) } ?? .null)
     }
 
     // MARK: Finishing

@@ -10,8 +10,8 @@ extension Replica {
     /// it forgot them: a replica that knows less than that is refused later (it could still
     /// hold rows deleted here) instead of being merged into wrong data.
     public func purge(dryRun: Bool) throws -> PurgeResult {
-        try numberPendingChanges()
-        return try database.inTransaction(commit: !dryRun) {
+        try database.inTransaction(commit: !dryRun) {
+            try numberPendingChanges()
             try database.run(LifecycleSQL.rememberForgotten, .integer(Int64(site)))
             try database.run(LifecycleSQL.purgeTombstones, .integer(Int64(site)))
             let purged = database.changes
