@@ -30,9 +30,10 @@ let package = Package(
             ]),
         .executableTarget(
             name: "sqsync-bench", dependencies: ["ChangeLog", "Bundle", "Transport", "CSQLite"], path: "Benchmarks/sqsync-bench"),
-        .testTarget(name: "ChangeLogTests", dependencies: ["ChangeLog", "CSQLite"]),
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "ChangeLogTests", dependencies: ["ChangeLog", "CSQLite", "TestSupport"]),
         .testTarget(name: "BundleTests", dependencies: ["Bundle", "ChangeLog"]),
-        .testTarget(name: "TransportTests", dependencies: ["Transport", "Bundle"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["sqsync", "ChangeLog"]),
+        .testTarget(name: "TransportTests", dependencies: ["Transport", "Bundle", "TestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["sqsync", "ChangeLog", "TestSupport"]),
     ]
 )

@@ -36,7 +36,8 @@ public final class Mailbox {
     }
 
     public func sync(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {
-        let scratch = try ScratchDirectory()
+        ScratchDirectory.clearLeftovers(beside: replica.path)
+        let scratch = try ScratchDirectory(beside: replica.path)
         var report = SyncReport()
         let me = replica.knowledgeID
         try replica.numberPendingChanges()
@@ -56,7 +57,7 @@ public final class Mailbox {
         let retired = Set(try replica.peers().filter(\.retired).map(\.knowledgeID))
         for bundle in bundles where bundle.sender != me && seen[bundle.name] == nil && !retired.contains(bundle.sender) {
             let local = scratch.path + "/" + bundle.name
-            try transport.readFile("\(Self.outbox)/\(bundle.sender)/\(bundle.name)", to: local)
+            guard try fetch("\(Self.outbox)/\(bundle.sender)", bundle.name, to: local) else { continue }
             do {
                 let result = try BundleExchange.importBundle(path: local, into: replica, trust: trust)
                 report.imported.append(result)
@@ -73,7 +74,7 @@ public final class Mailbox {
 
         let knowledge = try replica.knowledge()
         try writeAcknowledgement(knowledge, of: me, scratch: scratch)
-        let readers = try readerKnowledge(excluding: me, replica: replica)
+        let readers = try readerKnowledge(excluding: me, replica: replica, scratch: scratch)
         for (reader, held) in readers { try replica.acknowledge(peer: reader, holds: held) }
 
         let mine = try transport.listFiles(in: "\(Self.outbox)/\(me)").filter(BundleExchange.isBundleFileName)
@@ -101,6 +102,18 @@ public final class Mailbox {
         return report
     }
 
+    /// Copies a file out of the mailbox; false when another replica removed or replaced it
+    /// since the listing (it wrote a newer one, which the next sync picks up).
+    private func fetch(_ folder: String, _ name: String, to local: String) throws -> Bool {
+        do {
+            try transport.readFile("\(folder)/\(name)", to: local)
+            return true
+        } catch let error as TransportError where error.kind == .io {
+            if try transport.listFiles(in: folder).contains(name) { throw error }
+            return false
+        }
+    }
+
     /// A message about the downloaded copy, made to name the bundle where the user sees it.
     private func naming(_ message: String, _ local: String, _ bundle: (sender: String, name: String)) -> String {
         message.replacingOccurrences(of: local, with: "\(transport.displayName)/\(Self.outbox)/\(bundle.sender)/\(bundle.name)")
@@ -126,14 +139,13 @@ public final class Mailbox {
     }
 
     /// The newest acknowledgement of every other replica that left one here.
-    private func readerKnowledge(excluding me: String, replica: Replica) throws -> [String: Knowledge] {
-        let scratch = try ScratchDirectory()
+    private func readerKnowledge(excluding me: String, replica: Replica, scratch: ScratchDirectory) throws -> [String: Knowledge] {
         let retired = Set(try replica.peers().filter(\.retired).map(\.knowledgeID))
         var readers: [String: Knowledge] = [:]
         for reader in try transport.listDirectories(in: Self.acks) where reader != me && !retired.contains(reader) {
             guard let newest = try transport.listFiles(in: "\(Self.acks)/\(reader)").filter({ $0.hasSuffix(".ack") }).max() else { continue }
             let local = scratch.path + "/" + newest
-            try transport.readFile("\(Self.acks)/\(reader)/\(newest)", to: local)
+            guard try fetch("\(Self.acks)/\(reader)", newest, to: local) else { continue }
             var seqs: [String: Int64] = [:]
             for line in (try String(contentsOfFile: local, encoding: .utf8)).split(separator: "\n") {
                 let fields = line.split(separator: " ")
@@ -163,17 +175,38 @@ public final class Mailbox {
     }
 }
 
-/// A private temporary folder, removed with everything in it when released.
+/// A private temporary folder beside the database, removed with everything in it when
+/// released. A sync killed half-way leaves it behind; the next sync (which holds the lock)
+/// clears what earlier runs left.
 final class ScratchDirectory {
     let path: String
 
-    init() throws {
-        var template = Array((NSTemporaryDirectory() + "/sqsync.XXXXXX").utf8CString)
+    static func parent(of database: String) -> String {
+        let url = URL(fileURLWithPath: database)
+        return url.deletingLastPathComponent().path + "/." + url.lastPathComponent + "-sqsync-tmp"
+    }
+
+    /// Removes what syncs killed half-way left; call only while holding the sync lock.
+    static func clearLeftovers(beside database: String) {
+        try? FileManager.default.removeItem(atPath: parent(of: database))
+    }
+
+    init(beside database: String) throws {
+        let parent = Self.parent(of: database)
+        do {
+            try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
+        } catch {
+            throw TransportError(.io, "\(parent): cannot create a temporary folder: \(error.localizedDescription)")
+        }
+        var template = Array((parent + "/XXXXXX").utf8CString)
         guard let created = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw TransportError(.io, "cannot create a temporary folder: \(String(cString: strerror(errno)))")
+            throw TransportError(.io, "\(parent): cannot create a temporary folder: \(String(cString: strerror(errno)))")
         }
         path = String(cString: created)
     }
 
-    deinit { try? FileManager.default.removeItem(atPath: path) }
+    deinit {
+        try? FileManager.default.removeItem(atPath: path)
+        rmdir(URL(fileURLWithPath: path).deletingLastPathComponent().path)
+    }
 }

@@ -341,7 +341,8 @@ final class SFTPSession {
 /// Expands a leading `~/` with the home folder, as a shell would have.
 func expandTilde(_ path: String) -> String {
     guard path == "~" || path.hasPrefix("~/") else { return path }
-    return FileManager.default.homeDirectoryForCurrentUser.path + path.dropFirst()
+    let home = ProcessInfo.processInfo.environment["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path
+    return home + path.dropFirst()
 }
 
 /// Cuts the connection when one libssh call waits longer than the timeout.

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import XCTest
 
 /// The convergence property, through the CLI: three replicas take random writes from the `sqlite3`
@@ -9,23 +10,6 @@ import XCTest
 /// Two seeds by default; `SQSYNC_PROPERTY_SEEDS=N` runs seeds 1...N. `SQSYNC_PROPERTY_STEPS`
 /// changes the number of random steps per seed (default 70).
 final class ConvergenceCLITests: XCTestCase {
-    /// SplitMix64 (Steele, Lea, Flood 2014): tiny, seedable, same sequence on every platform.
-    struct SplitMix64 {
-        var state: UInt64
-        init(seed: UInt64) { state = seed }
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        /// Uniform-enough in 0..<n for small n.
-        mutating func int(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-        mutating func chance(_ percent: Int) -> Bool { int(100) < percent }
-        mutating func pick<T>(_ items: [T]) -> T { items[int(items.count)] }
-    }
-
     static let schema = """
         CREATE TABLE items(id TEXT PRIMARY KEY, a TEXT, b INTEGER, c REAL, d BLOB);
         INSERT INTO items VALUES ('k0', 'seed', 0, 0.5, x'00'), ('k1', 'seed', 1, 1.5, NULL), ('k2', NULL, 2, NULL, x'ff');

@@ -8,34 +8,34 @@ import XCTest
 /// A throwaway OpenSSH server on 127.0.0.1, with its own host key, client key, authorized_keys
 /// and known_hosts in a temporary folder; no system configuration is read or changed.
 ///
-/// Self-contained (Foundation and XCTest only) so other test targets can copy this file.
+/// Shared by the transport and end-to-end tests through the TestSupport target.
 /// Create it in a test (it throws `XCTSkip` when sshd is missing, or fails the test when the
 /// `CI` environment variable is set), use ``url(path:)``, ``clientKeyPath`` and
 /// ``knownHostsPath``, and let it go: `deinit` stops the server and removes the folder.
 ///
 /// Not Sendable on purpose: one test owns one server.
-final class SSHServerFixture {
-    static let sshdPath = "/usr/sbin/sshd"
-    static let keygenPath = "/usr/bin/ssh-keygen"
+public final class SSHServerFixture {
+    public static let sshdPath = "/usr/sbin/sshd"
+    public static let keygenPath = "/usr/bin/ssh-keygen"
 
     /// Everything the server and the client use lives here.
-    let directory: URL
-    let port: Int
-    let userName: String
-    let clientKeyPath: String
+    public let directory: URL
+    public let port: Int
+    public let userName: String
+    public let clientKeyPath: String
     /// Holds the server's real key for `[127.0.0.1]:port`.
-    let knownHostsPath: String
+    public let knownHostsPath: String
     /// `ssh-ed25519 AAAA…` of the server's host key.
-    let hostPublicKey: String
+    public let hostPublicKey: String
     /// A folder the tests can point the client at and inspect directly (the "remote" side).
-    let remoteDirectory: String
+    public let remoteDirectory: String
     /// The sshd listener, started with posix_spawn: Foundation's `Process` cannot be used for
     /// sshd, because sshd closes every inherited descriptor, including the one `Process`
     /// watches, after which `Process` blocks in `waitpid` on it and never notices any other
     /// child exiting (later `ssh-keygen` runs then hang).
     private var serverPID: pid_t?
 
-    init(file: StaticString = #filePath, line: UInt = #line) throws {
+    public init(file: StaticString = #filePath, line: UInt = #line) throws {
         for tool in [Self.sshdPath, Self.keygenPath] where !FileManager.default.isExecutableFile(atPath: tool) {
             let message = "\(tool) is missing (apt-get install openssh-server openssh-client)"
             if ProcessInfo.processInfo.environment["CI"] != nil {
@@ -83,15 +83,15 @@ final class SSHServerFixture {
     }
 
     /// `ssh://user@127.0.0.1:port/path`.
-    func url(path: String) -> String {
+    public func url(path: String) -> String {
         "ssh://\(userName)@127.0.0.1:\(port)\(path.hasPrefix("/") ? "" : "/")\(path)"
     }
 
     /// The known_hosts line for this server's real key.
-    var knownHostsLine: String { "[127.0.0.1]:\(port) \(hostPublicKey)" }
+    public var knownHostsLine: String { "[127.0.0.1]:\(port) \(hostPublicKey)" }
 
     /// Stops the server and any session processes it forked (SIGTERM, then waits).
-    func stop() {
+    public func stop() {
         guard let pid = serverPID else { return }
         serverPID = nil
         for session in descendants(of: pid) {
@@ -104,19 +104,19 @@ final class SSHServerFixture {
 
     /// Freezes every session process (not the listener): the server then accepts TCP and
     /// stays silent, like a host that hangs in the middle of a transfer.
-    func pauseSessions() {
+    public func pauseSessions() {
         guard let serverPID else { return }
         for pid in descendants(of: serverPID) { kill(pid, SIGSTOP) }
     }
 
-    func resumeSessions() {
+    public func resumeSessions() {
         guard let serverPID else { return }
         for pid in descendants(of: serverPID) { kill(pid, SIGCONT) }
     }
 
     /// A new key pair in `folder`; returns the private key path and the public key
     /// (`ssh-ed25519 AAAA…`).
-    static func makeKeyPair(
+    public static func makeKeyPair(
         in folder: URL, named name: String, type: String = "ed25519"
     ) throws -> (privateKey: String, publicKey: String) {
         let path = folder.appendingPathComponent(name).path
@@ -125,7 +125,7 @@ final class SSHServerFixture {
     }
 
     /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then closed).
-    static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let (fd, port) = try listeningSocket()
         close(fd)
         return port
@@ -133,7 +133,7 @@ final class SSHServerFixture {
 
     /// A socket listening on 127.0.0.1 that never accepts or writes: the kernel completes the
     /// TCP handshake, so a client sees a host that answers and then says nothing.
-    static func listeningSocket() throws -> (fd: Int32, port: Int) {
+    public static func listeningSocket() throws -> (fd: Int32, port: Int) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw FixtureError("socket failed: errno \(errno)") }
         var address = sockaddr_in()
@@ -266,7 +266,7 @@ final class SSHServerFixture {
     }
 }
 
-struct FixtureError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+public struct FixtureError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }
