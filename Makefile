@@ -22,8 +22,7 @@ demo: build
 	scripts/demo.sh
 
 test: deps
-	$(SWIFT) build --build-tests
-	$(SWIFT) test
+	SWIFT=$(SWIFT) scripts/test.sh
 
 bench: deps
 	$(SWIFT) build -c release --product sqsync

@@ -51,8 +51,10 @@ struct Bench {
         try database.inTransaction {
             let insert = try database.cached("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?)")
             for (index, key) in keys.enumerated() {
-                try insert.bind([.text(key), .text("item \(index)"), .integer(Int64(index % 100)), .real(Double(index) * 0.25),
-                                 .text("note for \(index)"), .integer(1_700_000_000 + Int64(index))])
+                try insert.bind([
+                    .text(key), .text("item \(index)"), .integer(Int64(index % 100)), .real(Double(index) * 0.25),
+                    .text("note for \(index)"), .integer(1_700_000_000 + Int64(index)),
+                ])
                 try insert.run()
             }
         }
@@ -86,7 +88,9 @@ struct Bench {
     }
 
     static func line(_ label: String, _ plain: String, _ other: String, _ ratio: Double, _ ratioLabel: String) {
-        print(label.padding(toLength: 30, withPad: " ", startingAt: 0) + plain + "  " + other + String(format: "   %5.2fx %@", ratio, ratioLabel))
+        print(
+            label.padding(toLength: 30, withPad: " ", startingAt: 0) + plain + "  " + other
+                + String(format: "   %5.2fx %@", ratio, ratioLabel))
     }
 
     // MARK: Capture
@@ -104,7 +108,9 @@ struct Bench {
         for (name, phase) in phases {
             let plainTime = try time { try phase(plain) }
             let trackedTime = try time { try phase(tracked) }
-            line("  \(keys.count) \(name)", rate(keys.count, plainTime), rate(keys.count, trackedTime), trackedTime / plainTime, "")
+            line(
+                "  \(keys.count) \(name)", rate(keys.count, plainTime), rate(keys.count, trackedTime), trackedTime / plainTime, ""
+            )
         }
         print("")
     }
@@ -138,8 +144,9 @@ struct Bench {
     static func apply(_ changeset: [UInt8], to database: Database) throws {
         var bytes = changeset
         let rc = bytes.withUnsafeMutableBytes { raw in
-            sqlite3changeset_apply(database.sqliteHandle, Int32(raw.count), raw.baseAddress, nil,
-                                   { _, _, _ in SQLITE_CHANGESET_REPLACE }, nil)
+            sqlite3changeset_apply(
+                database.sqliteHandle, Int32(raw.count), raw.baseAddress, nil,
+                { _, _, _ in SQLITE_CHANGESET_REPLACE }, nil)
         }
         guard rc == SQLITE_OK else { throw BenchError("sqlite3changeset_apply failed") }
     }
@@ -151,8 +158,9 @@ struct Bench {
         let insertApply = try time { try apply(inserts, to: target) }
         let updates = try changeset(source) { try updateAll(source, keys: keys) }
         let updateApply = try time { try apply(updates, to: target) }
-        return SessionFigures(insertBytes: inserts.count, insertApplySeconds: insertApply,
-                              updateBytes: updates.count, updateApplySeconds: updateApply)
+        return SessionFigures(
+            insertBytes: inserts.count, insertApplySeconds: insertApply,
+            updateBytes: updates.count, updateApplySeconds: updateApply)
     }
 
     // MARK: Bundles
@@ -167,28 +175,40 @@ struct Bench {
         print("Bundles (import includes signature check)   session ext.     sqsync   sqsync/session")
         var insertBundle: ExportResult!
         let exportInserts = try time {
-            insertBundle = try BundleExchange.export(replica: source, since: try target.knowledge(), key: key,
-                                                     to: folder + "/inserts.sqsb", intoDirectory: false)
+            insertBundle = try BundleExchange.export(
+                replica: source, since: try target.knowledge(), key: key,
+                to: folder + "/inserts.sqsb", intoDirectory: false)
         }
         let importInserts = try time { _ = try BundleExchange.importBundle(path: insertBundle.path, into: target, trust: trust) }
         try updateAll(source.database, keys: keys)
         var updateBundle: ExportResult!
         let exportUpdates = try time {
-            updateBundle = try BundleExchange.export(replica: source, since: try target.knowledge(), key: key,
-                                                     to: folder + "/updates.sqsb", intoDirectory: false)
+            updateBundle = try BundleExchange.export(
+                replica: source, since: try target.knowledge(), key: key,
+                to: folder + "/updates.sqsb", intoDirectory: false)
         }
         let importUpdates = try time { _ = try BundleExchange.importBundle(path: updateBundle.path, into: target, trust: trust) }
         let count = keys.count
-        print("  export \(count) inserts".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      " + rate(count, exportInserts))
-        line("  import \(count) inserts", rate(count, session.insertApplySeconds), rate(count, importInserts),
-             (Double(count) / importInserts) / (Double(count) / session.insertApplySeconds), "of session apply rate")
-        print("  export \(count) updates".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      " + rate(count, exportUpdates))
-        line("  import \(count) updates", rate(count, session.updateApplySeconds), rate(count, importUpdates),
-             (Double(count) / importUpdates) / (Double(count) / session.updateApplySeconds), "of session apply rate")
+        print(
+            "  export \(count) inserts".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      "
+                + rate(count, exportInserts))
+        line(
+            "  import \(count) inserts", rate(count, session.insertApplySeconds), rate(count, importInserts),
+            (Double(count) / importInserts) / (Double(count) / session.insertApplySeconds), "of session apply rate")
+        print(
+            "  export \(count) updates".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      "
+                + rate(count, exportUpdates))
+        line(
+            "  import \(count) updates", rate(count, session.updateApplySeconds), rate(count, importUpdates),
+            (Double(count) / importUpdates) / (Double(count) / session.updateApplySeconds), "of session apply rate")
         let perInsert = Double(insertBundle.bytes) / Double(count), perInsertSession = Double(session.insertBytes) / Double(count)
         let perUpdate = Double(updateBundle.bytes) / Double(count), perUpdateSession = Double(session.updateBytes) / Double(count)
-        line("  bytes per insert", String(format: "%11.1f", perInsertSession), String(format: "%9.1f", perInsert), perInsert / perInsertSession, "of changeset size")
-        line("  bytes per update", String(format: "%11.1f", perUpdateSession), String(format: "%9.1f", perUpdate), perUpdate / perUpdateSession, "of changeset size")
+        line(
+            "  bytes per insert", String(format: "%11.1f", perInsertSession), String(format: "%9.1f", perInsert),
+            perInsert / perInsertSession, "of changeset size")
+        line(
+            "  bytes per update", String(format: "%11.1f", perUpdateSession), String(format: "%9.1f", perUpdate),
+            perUpdate / perUpdateSession, "of changeset size")
         print("")
     }
 
@@ -226,9 +246,12 @@ struct Bench {
         let after = try sizes(replica.database)
         print("Metadata (10 rounds of updates, 10% deleted)    table bytes/row   metadata bytes/row   metadata/table")
         for (label, figures) in [("  before purge", before), ("  after full purge", after)] {
-            print(label.padding(toLength: 34, withPad: " ", startingAt: 0)
-                  + String(format: "%16.1f %20.1f %15.0f%%", Double(figures.data) / Double(live), Double(figures.metadata) / Double(live),
-                           100 * Double(figures.metadata) / Double(figures.data)))
+            print(
+                label.padding(toLength: 34, withPad: " ", startingAt: 0)
+                    + String(
+                        format: "%16.1f %20.1f %15.0f%%", Double(figures.data) / Double(live),
+                        Double(figures.metadata) / Double(live),
+                        100 * Double(figures.metadata) / Double(figures.data)))
         }
         print("")
     }
@@ -240,17 +263,23 @@ struct Bench {
         let keyPath = folder + "/large.key"
         try key.write(privateKeyPath: keyPath)
         let trustPath = folder + "/large.allowed_signers"
-        try (AllowedSigners.line(principal: "bench", key: key.publicKey) + "\n").write(toFile: trustPath, atomically: true, encoding: .utf8)
+        try (AllowedSigners.line(principal: "bench", key: key.publicKey) + "\n").write(
+            toFile: trustPath, atomically: true, encoding: .utf8)
         let source = try tracked(folder + "/large-source.db", name: "large")
         let target = try source.clone(to: folder + "/large-target.db", name: "large-target")
         _ = target
         try insertAll(source.database, keys: (0..<largeRows).map { _ in UUID().uuidString.lowercased() })
-        let bundle = try BundleExchange.export(replica: source, since: Knowledge(), key: key, to: folder + "/large.sqsb", intoDirectory: false)
-        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sqsync").path
-        let (status, seconds, maxRSS) = try spawnMeasured(binary, ["import", folder + "/large-target.db", bundle.path, "--trust", trustPath, "-q"])
+        let bundle = try BundleExchange.export(
+            replica: source, since: Knowledge(), key: key, to: folder + "/large.sqsb", intoDirectory: false)
+        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sqsync")
+            .path
+        let (status, seconds, maxRSS) = try spawnMeasured(
+            binary, ["import", folder + "/large-target.db", bundle.path, "--trust", trustPath, "-q"])
         print("Large import (child process: sqsync import)")
-        print(String(format: "  %d changes, %.1f MB bundle: %.1f s, %.0f changes/s, peak memory %.1f MB (exit %d)",
-                     bundle.rows, Double(bundle.bytes) / 1e6, seconds, Double(bundle.rows) / seconds, Double(maxRSS) / 1024, status))
+        print(
+            String(
+                format: "  %d changes, %.1f MB bundle: %.1f s, %.0f changes/s, peak memory %.1f MB (exit %d)",
+                bundle.rows, Double(bundle.bytes) / 1e6, seconds, Double(bundle.rows) / seconds, Double(maxRSS) / 1024, status))
     }
 
     static func spawn(_ executable: String, _ arguments: [String]) throws -> pid_t {

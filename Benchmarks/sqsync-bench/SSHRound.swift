@@ -18,23 +18,24 @@ enum SSHRound {
         }
         try FileManager.default.copyItem(atPath: "\(dir)/client.pub", toPath: "\(dir)/authorized_keys")
         let port = 20_000 + Int(getpid() % 20_000)
-        let hostKey = try String(contentsOfFile: "\(dir)/host.pub", encoding: .utf8).split(separator: " ").prefix(2).joined(separator: " ")
+        let hostKey = try String(contentsOfFile: "\(dir)/host.pub", encoding: .utf8).split(separator: " ").prefix(2).joined(
+            separator: " ")
         try "[127.0.0.1]:\(port) \(hostKey)\n".write(toFile: "\(dir)/known_hosts", atomically: true, encoding: .utf8)
         try """
-            Port \(port)
-            ListenAddress 127.0.0.1
-            HostKey \(dir)/host
-            PidFile \(dir)/sshd.pid
-            AuthorizedKeysFile \(dir)/authorized_keys
-            StrictModes no
-            UsePAM no
-            PermitRootLogin prohibit-password
-            PubkeyAuthentication yes
-            PasswordAuthentication no
-            KbdInteractiveAuthentication no
-            Subsystem sftp internal-sftp
+        Port \(port)
+        ListenAddress 127.0.0.1
+        HostKey \(dir)/host
+        PidFile \(dir)/sshd.pid
+        AuthorizedKeysFile \(dir)/authorized_keys
+        StrictModes no
+        UsePAM no
+        PermitRootLogin prohibit-password
+        PubkeyAuthentication yes
+        PasswordAuthentication no
+        KbdInteractiveAuthentication no
+        Subsystem sftp internal-sftp
 
-            """.write(toFile: "\(dir)/sshd_config", atomically: true, encoding: .utf8)
+        """.write(toFile: "\(dir)/sshd_config", atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(atPath: "/run/sshd", withIntermediateDirectories: true)
         let pid = try Bench.spawn("/usr/sbin/sshd", ["-D", "-e", "-f", "\(dir)/sshd_config"])
         defer {
@@ -60,12 +61,16 @@ enum SSHRound {
         receiveRound = try Bench.time { _ = try Mailbox(transport: receiver).sync(replica: target, key: key, trust: trust) }
         let applied = try target.database.scalar("SELECT count(*) FROM items")?.int64Value ?? 0
 
-        let bundle = try BundleExchange.export(replica: source, since: Knowledge(), key: key, to: folder + "/ssh.sqsb", intoDirectory: false)
+        let bundle = try BundleExchange.export(
+            replica: source, since: Knowledge(), key: key, to: folder + "/ssh.sqsb", intoDirectory: false)
         let upload = try Bench.time { try sender.writeFile(from: bundle.path, to: "transfer-probe.sqsb") }
         let download = try Bench.time { try receiver.readFile("transfer-probe.sqsb", to: folder + "/ssh-probe.sqsb") }
         print("SSH sync round over loopback (\(changes) inserted rows, \(bundle.bytes / 1000) kB bundle, libssh SFTP)")
-        print(String(format: "  connect + auth %.2f s; sender sync %.2f s (upload %.2f s); receiver sync %.2f s (download %.2f s); %d rows arrived",
-                     connect, sendRound, upload, receiveRound, download, applied))
+        print(
+            String(
+                format:
+                    "  connect + auth %.2f s; sender sync %.2f s (upload %.2f s); receiver sync %.2f s (download %.2f s); %d rows arrived",
+                connect, sendRound, upload, receiveRound, download, applied))
         print(String(format: "  transfer is %.0f%% of the two syncs\n", 100 * (upload + download) / (sendRound + receiveRound)))
     }
 }

@@ -37,7 +37,8 @@ public enum BundleExchange {
         try ChangeExporter.snapshot(of: replica, since: base) { exporter in
             let header = exporter.header
             let path = intoDirectory ? destination + "/" + fileName(for: header, suffix: nameSuffix) : destination
-            let writer = try BundleWriter(destination: path, header: header, createdAt: Int64(Date().timeIntervalSince1970 * 1000))
+            let writer = try BundleWriter(
+                destination: path, header: header, createdAt: Int64(Date().timeIntervalSince1970 * 1000))
             try exporter.forEachChange { change in
                 try writer.write(change)
                 if writer.recordCount % 10_000 == 0 { progress?(writer.recordCount) }

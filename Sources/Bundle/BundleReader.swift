@@ -30,7 +30,8 @@ public final class BundleReader {
         }
         let tail = try Self.read(path, range: (fileSize - BundleCodec.trailerMagic.count)..<fileSize)
         guard tail == BundleCodec.trailerMagic else {
-            throw BundleError(.corrupt, "\(path): not a complete bundle (no signature trailer at the end: truncated, or bytes appended)")
+            throw BundleError(
+                .corrupt, "\(path): not a complete bundle (no signature trailer at the end: truncated, or bytes appended)")
         }
         let magicStart = fileSize - BundleCodec.trailerMagic.count
         let lengthBytes = try Self.read(path, range: (magicStart - 4)..<magicStart)
@@ -51,13 +52,19 @@ public final class BundleReader {
         }
         let version = try input.readByte()
         guard version == BundleCodec.version else {
-            throw BundleError(.corrupt, "\(path): bundle format version \(version) is not supported (this sqsync reads version \(BundleCodec.version)); upgrade sqsync")
+            throw BundleError(
+                .corrupt,
+                "\(path): bundle format version \(version) is not supported (this sqsync reads version \(BundleCodec.version)); upgrade sqsync"
+            )
         }
         let capabilityCount = try input.readCount(limit: 64)
         for _ in 0..<capabilityCount {
             let capability = try input.readString()
             guard BundleCodec.knownCapabilities.contains(capability) else {
-                throw BundleError(.corrupt, "\(path): the bundle needs capability \(capability.debugDescription), which this sqsync lacks; upgrade sqsync")
+                throw BundleError(
+                    .corrupt,
+                    "\(path): the bundle needs capability \(capability.debugDescription), which this sqsync lacks; upgrade sqsync"
+                )
             }
         }
         let headerLength = try input.readCount(limit: payloadLength)
@@ -100,7 +107,9 @@ public final class BundleReader {
             var columns: [String] = []
             for _ in 0..<(try source.readCount(limit: 1 << 16)) { columns.append(try source.readString()) }
             var key: [Int] = []
-            for _ in 0..<(try source.readCount(limit: columns.count)) { key.append(try source.readIndex(below: columns.count, "key column")) }
+            for _ in 0..<(try source.readCount(limit: columns.count)) {
+                key.append(try source.readIndex(below: columns.count, "key column"))
+            }
             guard !key.isEmpty else { throw source.corrupt("table \(name) without a key") }
             tables.append(TableSchema(name: name, columns: columns, primaryKey: key))
         }
@@ -129,7 +138,10 @@ public final class BundleReader {
             throw BundleError(.untrusted, "\(path): bad signature: the bundle was altered after it was signed")
         }
         guard let principal = trust.principal(for: signature.publicKey, namespace: BundleCodec.signatureNamespace) else {
-            throw BundleError(.untrusted, "\(path): signed by an untrusted key \(signature.publicKey.fingerprint); add the signer's line to allowed_signers to trust it")
+            throw BundleError(
+                .untrusted,
+                "\(path): signed by an untrusted key \(signature.publicKey.fingerprint); add the signer's line to allowed_signers to trust it"
+            )
         }
         verifiedDigest = digest
         return principal
@@ -182,14 +194,17 @@ public final class BundleReader {
             let causalLength = try input.readInt64()
             guard causalLength > 0 else { throw input.corrupt("causal length 0") }
             let rowStamp = flags.contains(.hasRowStamp) ? try readStamp() : nil
-            guard rowStamp != nil || !flags.contains(.columnsShareRowStamp) else { throw input.corrupt("shared stamp without a row stamp") }
+            guard rowStamp != nil || !flags.contains(.columnsShareRowStamp) else {
+                throw input.corrupt("shared stamp without a row stamp")
+            }
             var key: [SQLValue] = []
             for _ in table.primaryKey { key.append(try input.readValue()) }
             var columns: [ColumnChange] = []
             let inOrder = flags.contains(.allColumnsInOrder)
             let columnCount = inOrder ? nonKeyColumns[tableIndex].count : try input.readCount(limit: table.columns.count)
             for position in 0..<columnCount {
-                let column = inOrder ? nonKeyColumns[tableIndex][position] : try input.readIndex(below: table.columns.count, "column")
+                let column =
+                    inOrder ? nonKeyColumns[tableIndex][position] : try input.readIndex(below: table.columns.count, "column")
                 let value = try input.readValue()
                 if flags.contains(.columnsShareRowStamp), let rowStamp {
                     columns.append(ColumnChange(column: column, value: value, stamp: rowStamp))

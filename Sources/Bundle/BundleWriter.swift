@@ -84,7 +84,8 @@ public final class BundleWriter {
         var flags: BundleCodec.RowFlags = .row
         if change.rowStamp != nil { flags.insert(.hasRowStamp) }
         if change.table == previousTable { flags.insert(.sameTable) }
-        let allInOrder = change.columns.count == nonKeyColumns[change.table].count
+        let allInOrder =
+            change.columns.count == nonKeyColumns[change.table].count
             && change.columns.map(\.column) == nonKeyColumns[change.table]
         if allInOrder { flags.insert(.allColumnsInOrder) }
         let shareRowStamp = change.rowStamp != nil && change.columns.allSatisfy { $0.stamp == change.rowStamp }
@@ -119,16 +120,20 @@ public final class BundleWriter {
         BundleCodec.appendVarint(recordCount, to: &end)
         try output.write(end)
         let digest = try output.digest()
-        let signature = try SSHSignature.sign(messageDigest: digest, namespace: BundleCodec.signatureNamespace, key: signingKey).blob
+        let signature = try SSHSignature.sign(messageDigest: digest, namespace: BundleCodec.signatureNamespace, key: signingKey)
+            .blob
         output.hashing = false
         var trailer = signature
         let length = UInt32(signature.count)
-        trailer.append(contentsOf: [UInt8(length >> 24), UInt8(length >> 16 & 0xff), UInt8(length >> 8 & 0xff), UInt8(length & 0xff)])
+        trailer.append(contentsOf: [
+            UInt8(length >> 24), UInt8(length >> 16 & 0xff), UInt8(length >> 8 & 0xff), UInt8(length & 0xff),
+        ])
         trailer.append(contentsOf: BundleCodec.trailerMagic)
         try output.write(trailer)
         try output.sync()
         if rename(output.path, destination) != 0 {
-            throw BundleError(.io, "\(destination): cannot rename the finished bundle into place: \(String(cString: strerror(errno)))")
+            throw BundleError(
+                .io, "\(destination): cannot rename the finished bundle into place: \(String(cString: strerror(errno)))")
         }
         finished = true
         let directory = URL(fileURLWithPath: destination).deletingLastPathComponent().path

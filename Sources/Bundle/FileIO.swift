@@ -54,7 +54,9 @@ final class HashingFileOutput {
         var offset = 0
         while offset < buffer.count {
             let written = try buffer.withUnsafeBytes { raw in
-                try POSIX.check(POSIX.retrying { Foundation.write(descriptor, raw.baseAddress! + offset, raw.count - offset) }, "write", path: path)
+                try POSIX.check(
+                    POSIX.retrying { Foundation.write(descriptor, raw.baseAddress! + offset, raw.count - offset) }, "write",
+                    path: path)
             }
             offset += written
         }

@@ -20,11 +20,13 @@ extension ChangeApplier {
                 let otherEntry = try rowEntry(tid: target.info.tid, key: otherKey)
                 let otherStamp = otherEntry?.stamp ?? LocalStamp(hlc: Int64.max, site: 0, seq: 0)
                 if isLater(lifeStamp, than: otherStamp) {
-                    try removeLosingRow(target: target, keyValues: keyValues, row: other.incoming, cl: cl, lost: lifeStamp, won: otherStamp)
+                    try removeLosingRow(
+                        target: target, keyValues: keyValues, row: other.incoming, cl: cl, lost: lifeStamp, won: otherStamp)
                     return false
                 }
-                try removeLosingRow(target: target, keyValues: other.key, row: other.row, cl: otherEntry?.cl ?? 1,
-                                    lost: otherStamp, won: lifeStamp)
+                try removeLosingRow(
+                    target: target, keyValues: other.key, row: other.row, cl: otherEntry?.cl ?? 1,
+                    lost: otherStamp, won: lifeStamp)
             }
         }
         throw ChangeLogError(.schemaMismatch, "\(replica.path): could not settle UNIQUE clashes in table \(target.info.name)")
@@ -32,7 +34,9 @@ extension ChangeApplier {
 
     /// The other row that holds the unique values the failed write wanted, found by trying
     /// each UNIQUE index with the values the row would have had.
-    func clashingRow(target: Target, keyValues: [SQLValue], writing: [String: SQLValue])
+    func clashingRow(
+        target: Target, keyValues: [SQLValue], writing: [String: SQLValue]
+    )
         throws -> (key: [SQLValue], row: [String: SQLValue], incoming: [String: SQLValue])?
     {
         let names = target.info.columns.map(\.name)
@@ -46,8 +50,10 @@ extension ChangeApplier {
             let columns = (index[1].stringValue ?? "").split(separator: "\u{1F}").map(String.init)
             let values = columns.map { wanted[$0] ?? .null }
             if values.contains(.null) { continue }
-            let condition = columns.enumerated().map { "\(quoteIdentifier($0.element)) = ?\($0.offset + 1)" }.joined(separator: " AND ")
-            let sql = "SELECT \(names.map(quoteIdentifier).joined(separator: ", ")) FROM \(quoteIdentifier(target.info.name)) WHERE \(condition)"
+            let condition = columns.enumerated().map { "\(quoteIdentifier($0.element)) = ?\($0.offset + 1)" }.joined(
+                separator: " AND ")
+            let sql =
+                "SELECT \(names.map(quoteIdentifier).joined(separator: ", ")) FROM \(quoteIdentifier(target.info.name)) WHERE \(condition)"
             for row in try database.rows(sql, values) {
                 var byName: [String: SQLValue] = [:]
                 for (position, name) in names.enumerated() { byName[name] = row[position] }
@@ -58,10 +64,13 @@ extension ChangeApplier {
         return nil
     }
 
-    func removeLosingRow(target: Target, keyValues: [SQLValue], row: [String: SQLValue], cl: Int64,
-                                 lost: LocalStamp, won: LocalStamp) throws {
-        try recordConflict(kind: "unique clash", table: target.info.name, keyValues: keyValues, column: nil,
-                           value: .null, row: row, lost: lost, won: won)
+    func removeLosingRow(
+        target: Target, keyValues: [SQLValue], row: [String: SQLValue], cl: Int64,
+        lost: LocalStamp, won: LocalStamp
+    ) throws {
+        try recordConflict(
+            kind: "unique clash", table: target.info.name, keyValues: keyValues, column: nil,
+            value: .null, row: row, lost: lost, won: won)
         try database.run(ApplySQL.deleteRow(target.info.name, key: target.info.primaryKey), keyValues)
         try database.run(ApplySQL.observeClock, .integer(highestClock))
         let tick = try database.rows(ApplySQL.tick)[0]
@@ -82,8 +91,9 @@ extension ChangeApplier {
         let columns = target.info.columns.filter { cells[$0.cid] != nil }
         let current = try currentValues(target: target, names: columns.map(\.name), keyValues: values)
         for (index, column) in columns.enumerated() {
-            try recordConflict(kind: kind, table: target.info.name, keyValues: values, column: column.name,
-                               value: current?[index] ?? .null, row: nil, lost: cells[column.cid]!, won: nil)
+            try recordConflict(
+                kind: kind, table: target.info.name, keyValues: values, column: column.name,
+                value: current?[index] ?? .null, row: nil, lost: cells[column.cid]!, won: nil)
         }
         target.counts.conflicts += columns.count
     }
@@ -95,21 +105,25 @@ extension ChangeApplier {
             var row: [String: SQLValue] = [:]
             for (index, column) in target.key.enumerated() { row[column.name] = change.key[index] }
             for column in change.columns { row[target.columns[column.column].name] = column.value }
-            try recordConflict(kind: "insert lost to delete", table: target.info.name, keyValues: change.key, column: nil,
-                               value: .null, row: row, lost: rowStamp, won: nil)
+            try recordConflict(
+                kind: "insert lost to delete", table: target.info.name, keyValues: change.key, column: nil,
+                value: .null, row: row, lost: rowStamp, won: nil)
             target.counts.conflicts += 1
             return
         }
         for column in fresh {
-            try recordConflict(kind: localIsDeleted ? "update lost to delete" : "update lost to re-insert",
-                               table: target.info.name, keyValues: change.key, column: target.columns[column.column].name,
-                               value: column.value, row: nil, lost: local(column.stamp), won: nil)
+            try recordConflict(
+                kind: localIsDeleted ? "update lost to delete" : "update lost to re-insert",
+                table: target.info.name, keyValues: change.key, column: target.columns[column.column].name,
+                value: column.value, row: nil, lost: local(column.stamp), won: nil)
         }
         target.counts.conflicts += fresh.count
     }
 
-    func recordConflict(kind: String, table: String, keyValues: [SQLValue], column: String?, value: SQLValue,
-                                row: [String: SQLValue]?, lost: LocalStamp, won: LocalStamp?) throws {
+    func recordConflict(
+        kind: String, table: String, keyValues: [SQLValue], column: String?, value: SQLValue,
+        row: [String: SQLValue]?, lost: LocalStamp, won: LocalStamp?
+    ) throws {
         try database.run(
             ApplySQL.recordConflict, .text(kind), .text(table), .text(keyValues.map(\.literal).joined(separator: ", ")),
             column.map(SQLValue.text) ?? .null, value, row.map { .text(JSONText.object($0)) } ?? .null,

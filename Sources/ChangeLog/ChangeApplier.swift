@@ -107,19 +107,28 @@ public final class ChangeApplier {
         self.header = header
         let path = replica.path
         if header.sender == replica.knowledgeID {
-            throw ChangeLogError(.identityClash,
-                "\(path): the bundle comes from a replica with this replica's own knowledge ID \(replica.knowledgeID): one database was copied instead of cloned; keep one copy and make others with `sqsync clone`")
+            throw ChangeLogError(
+                .identityClash,
+                "\(path): the bundle comes from a replica with this replica's own knowledge ID \(replica.knowledgeID): one database was copied instead of cloned; keep one copy and make others with `sqsync clone`"
+            )
         }
         if let ownIndex = header.sites.firstIndex(of: replica.knowledgeID),
-           header.knowledge[ownIndex] > (try database.scalar(#"SELECT "seq" FROM "_sqsync_replica""#)?.int64Value ?? 0) {
-            throw ChangeLogError(.identityClash,
-                "\(path): the sender holds changes \(header.knowledge[ownIndex]) of this replica's knowledge ID, which it never made: this file is a copy of another replica, or a restored backup; replace it with `sqsync clone` of a current replica")
+            header.knowledge[ownIndex] > (try database.scalar(#"SELECT "seq" FROM "_sqsync_replica""#)?.int64Value ?? 0)
+        {
+            throw ChangeLogError(
+                .identityClash,
+                "\(path): the sender holds changes \(header.knowledge[ownIndex]) of this replica's knowledge ID, which it never made: this file is a copy of another replica, or a restored backup; replace it with `sqsync clone` of a current replica"
+            )
         }
         let senderRow = try database.rows(
-            #"SELECT "retired", "reported_seq", "reported_hlc" FROM "_sqsync_sites" WHERE "knowledge_id" = ?"#, .text(header.sender)).first
+            #"SELECT "retired", "reported_seq", "reported_hlc" FROM "_sqsync_sites" WHERE "knowledge_id" = ?"#,
+            .text(header.sender)
+        ).first
         if senderRow?[0].int64Value == 1 {
-            throw ChangeLogError(.retiredPeer,
-                "\(path): the bundle comes from \(header.senderName) (\(header.sender)), a retired peer; refusing it. If that site is back, give it a fresh copy with `sqsync clone`")
+            throw ChangeLogError(
+                .retiredPeer,
+                "\(path): the bundle comes from \(header.senderName) (\(header.sender)), a retired peer; refusing it. If that site is back, give it a fresh copy with `sqsync clone`"
+            )
         }
         if let reportedSeq = senderRow?[1].int64Value, let reportedHLC = senderRow?[2].int64Value {
             let seq = header.senderSeq, hlc = header.senderHLC
@@ -127,8 +136,10 @@ public final class ChangeApplier {
             // change, so more changes never come with an earlier clock, nor fewer with a later one.
             let impossible = (seq > reportedSeq && hlc < reportedHLC) || (seq < reportedSeq && hlc > reportedHLC)
             if impossible {
-                throw ChangeLogError(.identityClash,
-                    "\(path): two databases claim knowledge ID \(header.sender) (\(header.senderName)): its clock went \(reportedSeq)@\(reportedHLC) → \(seq)@\(hlc), which one replica never does. One was copied instead of cloned; retire that ID with `sqsync peers retire` and re-create the copies with `sqsync clone`")
+                throw ChangeLogError(
+                    .identityClash,
+                    "\(path): two databases claim knowledge ID \(header.sender) (\(header.senderName)): its clock went \(reportedSeq)@\(reportedHLC) → \(seq)@\(hlc), which one replica never does. One was copied instead of cloned; retire that ID with `sqsync peers retire` and re-create the copies with `sqsync clone`"
+                )
             }
         }
 
@@ -137,13 +148,16 @@ public final class ChangeApplier {
         let tracked = Dictionary(uniqueKeysWithValues: try replica.trackedTables().map { ($0.name, $0) })
         for schema in header.tables {
             guard let info = tracked[schema.name] else {
-                throw ChangeLogError(.schemaMismatch, "\(path): the bundle carries table \(schema.name), which is not tracked here")
+                throw ChangeLogError(
+                    .schemaMismatch, "\(path): the bundle carries table \(schema.name), which is not tracked here")
             }
             var columns: [ColumnInfo] = []
             for name in schema.columns {
                 guard let column = info.column(named: name) else {
-                    throw ChangeLogError(.schemaMismatch,
-                        "\(path): the bundle carries column \(schema.name).\(name), which this replica lacks; migrate the schema, run `sqsync refresh`, then import again")
+                    throw ChangeLogError(
+                        .schemaMismatch,
+                        "\(path): the bundle carries column \(schema.name).\(name), which this replica lacks; migrate the schema, run `sqsync refresh`, then import again"
+                    )
                 }
                 columns.append(column)
             }
@@ -166,17 +180,23 @@ public final class ChangeApplier {
         for (site, id) in siteIDs { knownBefore[site] = knowledge[id] }
         self.knownBefore = knownBefore
         for (index, site) in localSite.enumerated() where header.forgotten[index] > (knownBefore[site] ?? 0) {
-            throw ChangeLogError(.staleReplica,
-                "\(path): this replica is older than what \(header.senderName) has purged (it lacks deletions of \(header.siteNames[index].isEmpty ? header.sites[index] : header.siteNames[index]) up to \(header.forgotten[index])) and may still hold rows deleted since; replace it with `sqsync clone` of a current replica")
+            throw ChangeLogError(
+                .staleReplica,
+                "\(path): this replica is older than what \(header.senderName) has purged (it lacks deletions of \(header.siteNames[index].isEmpty ? header.sites[index] : header.siteNames[index]) up to \(header.forgotten[index])) and may still hold rows deleted since; replace it with `sqsync clone` of a current replica"
+            )
         }
         var senderKnows: [Int: Int64] = [:]
         for (index, site) in localSite.enumerated() { senderKnows[site] = header.knowledge[index] }
         self.senderKnows = senderKnows
-        for row in try database.rows(#"SELECT "site", "forgotten_seq", coalesce("name", "knowledge_id") FROM "_sqsync_sites" WHERE "forgotten_seq" > 0"#) {
+        for row in try database.rows(
+            #"SELECT "site", "forgotten_seq", coalesce("name", "knowledge_id") FROM "_sqsync_sites" WHERE "forgotten_seq" > 0"#)
+        {
             let site = Int(row[0].int64Value ?? 0), forgotten = row[1].int64Value ?? 0
             if site != replica.site && (senderKnows[site] ?? 0) < forgotten {
-                throw ChangeLogError(.staleReplica,
-                    "\(path): the bundle comes from \(header.senderName), which lacks deletions of \(row[2].stringValue ?? "?") that this replica has already purged, so it may still hold deleted rows; replace that replica with `sqsync clone` of a current one")
+                throw ChangeLogError(
+                    .staleReplica,
+                    "\(path): the bundle comes from \(header.senderName), which lacks deletions of \(row[2].stringValue ?? "?") that this replica has already purged, so it may still hold deleted rows; replace that replica with `sqsync clone` of a current one"
+                )
             }
         }
         highestClock = header.senderHLC
@@ -200,8 +220,10 @@ public final class ChangeApplier {
 
     private func copiedReplica(_ site: Int, seq: Int64) -> ChangeLogError {
         let id = siteIDs[site] ?? "?"
-        return ChangeLogError(.identityClash,
-            "\(replica.path): two databases claim knowledge ID \(id): the bundle's change \(seq) of it differs from the one held here. One was copied instead of cloned; retire that ID with `sqsync peers retire` and re-create the copies with `sqsync clone`")
+        return ChangeLogError(
+            .identityClash,
+            "\(replica.path): two databases claim knowledge ID \(id): the bundle's change \(seq) of it differs from the one held here. One was copied instead of cloned; retire that ID with `sqsync peers retire` and re-create the copies with `sqsync clone`"
+        )
     }
 
     func knownHere(_ stamp: LocalStamp) -> Bool { (knownBefore[stamp.site] ?? 0) >= stamp.seq }
@@ -218,8 +240,10 @@ public final class ChangeApplier {
         let entry = try rowEntry(tid: target.info.tid, key: key)
         if entry == nil, let rowStamp = change.rowStamp.map(local), knownHere(rowStamp) {
             // This replica claims to hold that change, yet has never seen the row.
-            throw ChangeLogError(.staleReplica,
-                "\(replica.path): the bundle carries change \(rowStamp.seq) of \(siteIDs[rowStamp.site] ?? "?"), which this replica holds differently or has purged: the sender is a copied database or older than what was purged here; re-create it with `sqsync clone` of a current replica")
+            throw ChangeLogError(
+                .staleReplica,
+                "\(replica.path): the bundle carries change \(rowStamp.seq) of \(siteIDs[rowStamp.site] ?? "?"), which this replica holds differently or has purged: the sender is a copied database or older than what was purged here; re-create it with `sqsync clone` of a current replica"
+            )
         }
         let localLength = entry?.cl ?? 0
         if change.causalLength < localLength {
@@ -235,8 +259,9 @@ public final class ChangeApplier {
             if change.isDelete {
                 try endLife(change, target: target, key: key, stamp: rowStamp, liveHere: localLength % 2 == 1)
             } else {
-                try startLife(change, target: target, key: key, stamp: rowStamp, known: entry != nil,
-                              liveHere: localLength % 2 == 1)
+                try startLife(
+                    change, target: target, key: key, stamp: rowStamp, known: entry != nil,
+                    liveHere: localLength % 2 == 1)
             }
         } else if change.isDelete {
             target.counts.unchanged += 1
@@ -253,8 +278,10 @@ public final class ChangeApplier {
         try statement.bind([.integer(Int64(tid)), key])
         defer { statement.reset() }
         guard try statement.step() else { return nil }
-        return (statement.int64(at: 0),
-                LocalStamp(hlc: statement.int64(at: 1), site: Int(statement.int64(at: 2)), seq: statement.int64(at: 3)))
+        return (
+            statement.int64(at: 0),
+            LocalStamp(hlc: statement.int64(at: 1), site: Int(statement.int64(at: 2)), seq: statement.int64(at: 3))
+        )
     }
 
     func storedKey(_ values: [SQLValue]) throws -> SQLValue {
@@ -267,14 +294,18 @@ public final class ChangeApplier {
     }
 
     func writeRowEntry(tid: Int, key: SQLValue, cl: Int64, stamp: LocalStamp) throws {
-        try statements.upsertRowEntry.bind([.integer(Int64(tid)), key, .integer(cl), .integer(stamp.hlc),
-                                            .integer(Int64(stamp.site)), .integer(stamp.seq)])
+        try statements.upsertRowEntry.bind([
+            .integer(Int64(tid)), key, .integer(cl), .integer(stamp.hlc),
+            .integer(Int64(stamp.site)), .integer(stamp.seq),
+        ])
         try statements.upsertRowEntry.run()
     }
 
     private func writeCell(tid: Int, key: SQLValue, cid: Int, stamp: LocalStamp) throws {
-        try statements.upsertCell.bind([.integer(Int64(tid)), key, .integer(Int64(cid)), .integer(stamp.hlc),
-                                        .integer(Int64(stamp.site)), .integer(stamp.seq)])
+        try statements.upsertCell.bind([
+            .integer(Int64(tid)), key, .integer(Int64(cid)), .integer(stamp.hlc),
+            .integer(Int64(stamp.site)), .integer(stamp.seq),
+        ])
         try statements.upsertCell.run()
     }
 
@@ -299,8 +330,10 @@ public final class ChangeApplier {
     }
 
     /// A new life for the row: insert it, or overwrite an older life that the sender saw end.
-    private func startLife(_ change: RowChange, target: Target, key: SQLValue, stamp: LocalStamp, known: Bool,
-                           liveHere: Bool) throws {
+    private func startLife(
+        _ change: RowChange, target: Target, key: SQLValue, stamp: LocalStamp, known: Bool,
+        liveHere: Bool
+    ) throws {
         let tid = target.info.tid
         if liveHere {
             try recordLocalLosses(target: target, key: key, values: change.key, kind: "update lost to delete")
@@ -325,7 +358,9 @@ public final class ChangeApplier {
         if known { try deleteCells(tid: tid, key: key) }
         for column in change.columns {
             let columnStamp = local(column.stamp)
-            if columnStamp != stamp { try writeCell(tid: tid, key: key, cid: target.columns[column.column].cid, stamp: columnStamp) }
+            if columnStamp != stamp {
+                try writeCell(tid: tid, key: key, cid: target.columns[column.column].cid, stamp: columnStamp)
+            }
         }
         if liveHere { target.counts.updated += 1 } else { target.counts.inserted += 1 }
     }
@@ -377,15 +412,17 @@ public final class ChangeApplier {
             }
         }
         for loser in losers {
-            try recordConflict(kind: "concurrent update", table: target.info.name, keyValues: change.key,
-                               column: loser.column.name, value: loser.value, row: nil, lost: loser.stamp, won: loser.winner)
+            try recordConflict(
+                kind: "concurrent update", table: target.info.name, keyValues: change.key,
+                column: loser.column.name, value: loser.value, row: nil, lost: loser.stamp, won: loser.winner)
         }
         if !displaced.isEmpty {
             let current = try currentValues(target: target, names: displaced.map(\.column.name), keyValues: change.key)
             for (index, entry) in displaced.enumerated() {
-                try recordConflict(kind: "concurrent update", table: target.info.name, keyValues: change.key,
-                                   column: entry.column.name, value: current?[index] ?? .null, row: nil,
-                                   lost: entry.stamp, won: entry.winner)
+                try recordConflict(
+                    kind: "concurrent update", table: target.info.name, keyValues: change.key,
+                    column: entry.column.name, value: current?[index] ?? .null, row: nil,
+                    lost: entry.stamp, won: entry.winner)
             }
         }
         target.counts.conflicts += losers.count + displaced.count
@@ -499,7 +536,11 @@ enum JSONText {
             case "\r": result += "\\r"
             case "\t": result += "\\t"
             default:
-                if scalar.value < 0x20 { result += String(format: "\\u%04x", scalar.value) } else { result.unicodeScalars.append(scalar) }
+                if scalar.value < 0x20 {
+                    result += String(format: "\\u%04x", scalar.value)
+                } else {
+                    result.unicodeScalars.append(scalar)
+                }
             }
         }
         return result + "\""

@@ -23,8 +23,11 @@ public final class ChangeExporter {
         let database = replica.database
         var sites: [(site: Int, id: String, name: String, known: Int64, forgotten: Int64)] = []
         for row in try database.rows(ExportSQL.sites) {
-            sites.append((Int(row[0].int64Value ?? 0), row[1].stringValue ?? "", row[2].stringValue ?? "",
-                          row[3].int64Value ?? 0, row[4].int64Value ?? 0))
+            sites.append(
+                (
+                    Int(row[0].int64Value ?? 0), row[1].stringValue ?? "", row[2].stringValue ?? "",
+                    row[3].int64Value ?? 0, row[4].int64Value ?? 0
+                ))
         }
         let clock = try database.rows(#"SELECT "seq", "hlc" FROM "_sqsync_replica""#)[0]
         var siteIndex: [Int: Int] = [:]
@@ -38,7 +41,9 @@ public final class ChangeExporter {
 
         var acknowledgements: [Int: [Int64]] = [:]
         for row in try database.rows(#"SELECT "peer", "site", "seq" FROM "_sqsync_acks""#) {
-            guard let peer = siteIndex[Int(row[0].int64Value ?? -1)], let site = siteIndex[Int(row[1].int64Value ?? -1)] else { continue }
+            guard let peer = siteIndex[Int(row[0].int64Value ?? -1)], let site = siteIndex[Int(row[1].int64Value ?? -1)] else {
+                continue
+            }
             acknowledgements[peer, default: Array(repeating: 0, count: sites.count)][site] = row[2].int64Value ?? 0
         }
 
@@ -54,8 +59,9 @@ public final class ChangeExporter {
             senderHLC: clock[1].int64Value ?? 0,
             acknowledgements: acknowledgements.sorted { $0.key < $1.key }.map { Acknowledgement(peer: $0.key, seqs: $0.value) },
             tables: touched.map { table in
-                TableSchema(name: table.name, columns: table.columns.map(\.name),
-                            primaryKey: table.primaryKey.map { key in table.columns.firstIndex { $0.cid == key.cid }! })
+                TableSchema(
+                    name: table.name, columns: table.columns.map(\.name),
+                    primaryKey: table.primaryKey.map { key in table.columns.firstIndex { $0.cid == key.cid }! })
             })
     }
 
@@ -63,7 +69,8 @@ public final class ChangeExporter {
         try database.execute(ExportSQL.createBaseTable)
         try database.execute(#"DELETE FROM temp."_sqsync_base""#)
         for (site, seq) in base where seq > 0 {
-            try database.run(#"INSERT INTO temp."_sqsync_base" ("site", "seq") VALUES (?, ?)"#, .integer(Int64(site)), .integer(seq))
+            try database.run(
+                #"INSERT INTO temp."_sqsync_base" ("site", "seq") VALUES (?, ?)"#, .integer(Int64(site)), .integer(seq))
         }
     }
 
@@ -103,12 +110,14 @@ public final class ChangeExporter {
                 guard rowNeeded || !cellNeeded.isEmpty else { continue }
                 let columns = nonKey.compactMap { column -> ColumnChange? in
                     guard rowNeeded || cellNeeded.contains(column.offset) else { return nil }
-                    return ColumnChange(column: column.offset, value: live.value(at: 5 + column.offset),
-                                        stamp: cellStamps[column.offset] ?? rowStamp)
+                    return ColumnChange(
+                        column: column.offset, value: live.value(at: 5 + column.offset),
+                        stamp: cellStamps[column.offset] ?? rowStamp)
                 }
-                try body(RowChange(
-                    table: tableIndex, key: keyPositions.map { live.value(at: 5 + $0) },
-                    causalLength: live.int64(at: 0), rowStamp: rowNeeded ? rowStamp : nil, columns: columns))
+                try body(
+                    RowChange(
+                        table: tableIndex, key: keyPositions.map { live.value(at: 5 + $0) },
+                        causalLength: live.int64(at: 0), rowStamp: rowNeeded ? rowStamp : nil, columns: columns))
             }
         }
         for (tableIndex, table) in tables.enumerated().reversed() {
@@ -117,12 +126,13 @@ public final class ChangeExporter {
             try deleted.bind([.integer(Int64(table.tid))])
             while try deleted.step() {
                 guard isNeeded(site: deleted.int64(at: 3), seq: deleted.int64(at: 4)),
-                      let key = KeyCodec.decode(deleted.value(at: 0), columns: keyCount)
+                    let key = KeyCodec.decode(deleted.value(at: 0), columns: keyCount)
                 else { continue }
-                try body(RowChange(
-                    table: tableIndex, key: key, causalLength: deleted.int64(at: 1),
-                    rowStamp: stamp(hlc: deleted.int64(at: 2), site: deleted.int64(at: 3), seq: deleted.int64(at: 4)),
-                    columns: []))
+                try body(
+                    RowChange(
+                        table: tableIndex, key: key, causalLength: deleted.int64(at: 1),
+                        rowStamp: stamp(hlc: deleted.int64(at: 2), site: deleted.int64(at: 3), seq: deleted.int64(at: 4)),
+                        columns: []))
             }
         }
     }

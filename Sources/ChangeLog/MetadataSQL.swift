@@ -2,126 +2,129 @@
 /// A migration that has shipped is never edited: a later change gets a new number.
 enum MetadataSQL {
     static let migrations: [(version: Int, sql: String)] = [
-        (1, """
-        CREATE TABLE "_sqsync_migrations" (
-            "version" INTEGER PRIMARY KEY,
-            "applied_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-        );
+        (
+            1,
+            """
+            CREATE TABLE "_sqsync_migrations" (
+                "version" INTEGER PRIMARY KEY,
+                "applied_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+            );
 
-        -- One row. "site" is this replica's row in _sqsync_sites, "seq" its last local
-        -- sequence number, "hlc" the hybrid logical clock (ms) last used or seen.
-        -- "applying" is 1 only inside sqsync's own import transaction, so that the
-        -- triggers stay silent for changes that came from peers.
-        CREATE TABLE "_sqsync_replica" (
-            "id" INTEGER PRIMARY KEY CHECK ("id" = 0),
-            "site" INTEGER NOT NULL,
-            "seq" INTEGER NOT NULL,
-            "hlc" INTEGER NOT NULL,
-            "applying" INTEGER NOT NULL DEFAULT 0
-        );
+            -- One row. "site" is this replica's row in _sqsync_sites, "seq" its last local
+            -- sequence number, "hlc" the hybrid logical clock (ms) last used or seen.
+            -- "applying" is 1 only inside sqsync's own import transaction, so that the
+            -- triggers stay silent for changes that came from peers.
+            CREATE TABLE "_sqsync_replica" (
+                "id" INTEGER PRIMARY KEY CHECK ("id" = 0),
+                "site" INTEGER NOT NULL,
+                "seq" INTEGER NOT NULL,
+                "hlc" INTEGER NOT NULL,
+                "applying" INTEGER NOT NULL DEFAULT 0
+            );
 
-        -- Every replica this one has heard of, itself included. "known_seq" is this
-        -- replica's knowledge of that site (its version vector entry). "reported_seq" and
-        -- "reported_hlc" are the site's own clock as it last reported it: a replica's own
-        -- clock never goes back, so a report that does means a copied file.
-        -- "forgotten_seq": deletions of that site up to this seq were purged here, so a
-        -- replica that knows less of that site cannot be brought up to date by a bundle.
-        CREATE TABLE "_sqsync_sites" (
-            "site" INTEGER PRIMARY KEY,
-            "knowledge_id" TEXT NOT NULL UNIQUE,
-            "name" TEXT,
-            "known_seq" INTEGER NOT NULL DEFAULT 0,
-            "forgotten_seq" INTEGER NOT NULL DEFAULT 0,
-            "last_heard" TEXT,
-            "reported_seq" INTEGER,
-            "reported_hlc" INTEGER,
-            "retired" INTEGER NOT NULL DEFAULT 0
-        );
+            -- Every replica this one has heard of, itself included. "known_seq" is this
+            -- replica's knowledge of that site (its version vector entry). "reported_seq" and
+            -- "reported_hlc" are the site's own clock as it last reported it: a replica's own
+            -- clock never goes back, so a report that does means a copied file.
+            -- "forgotten_seq": deletions of that site up to this seq were purged here, so a
+            -- replica that knows less of that site cannot be brought up to date by a bundle.
+            CREATE TABLE "_sqsync_sites" (
+                "site" INTEGER PRIMARY KEY,
+                "knowledge_id" TEXT NOT NULL UNIQUE,
+                "name" TEXT,
+                "known_seq" INTEGER NOT NULL DEFAULT 0,
+                "forgotten_seq" INTEGER NOT NULL DEFAULT 0,
+                "last_heard" TEXT,
+                "reported_seq" INTEGER,
+                "reported_hlc" INTEGER,
+                "retired" INTEGER NOT NULL DEFAULT 0
+            );
 
-        -- The last knowledge each peer acknowledged: peer holds site's changes up to seq.
-        CREATE TABLE "_sqsync_acks" (
-            "peer" INTEGER NOT NULL,
-            "site" INTEGER NOT NULL,
-            "seq" INTEGER NOT NULL,
-            PRIMARY KEY ("peer", "site")
-        ) WITHOUT ROWID;
+            -- The last knowledge each peer acknowledged: peer holds site's changes up to seq.
+            CREATE TABLE "_sqsync_acks" (
+                "peer" INTEGER NOT NULL,
+                "site" INTEGER NOT NULL,
+                "seq" INTEGER NOT NULL,
+                PRIMARY KEY ("peer", "site")
+            ) WITHOUT ROWID;
 
-        CREATE TABLE "_sqsync_tables" (
-            "tid" INTEGER PRIMARY KEY,
-            "name" TEXT NOT NULL UNIQUE
-        );
+            CREATE TABLE "_sqsync_tables" (
+                "tid" INTEGER PRIMARY KEY,
+                "name" TEXT NOT NULL UNIQUE
+            );
 
-        -- Stable column ids: triggers and cell clocks refer to "cid", so adding a column
-        -- never renumbers the others.
-        CREATE TABLE "_sqsync_columns" (
-            "tid" INTEGER NOT NULL,
-            "cid" INTEGER NOT NULL,
-            "name" TEXT NOT NULL,
-            "is_pk" INTEGER NOT NULL,
-            PRIMARY KEY ("tid", "cid"),
-            UNIQUE ("tid", "name")
-        );
+            -- Stable column ids: triggers and cell clocks refer to "cid", so adding a column
+            -- never renumbers the others.
+            CREATE TABLE "_sqsync_columns" (
+                "tid" INTEGER NOT NULL,
+                "cid" INTEGER NOT NULL,
+                "name" TEXT NOT NULL,
+                "is_pk" INTEGER NOT NULL,
+                PRIMARY KEY ("tid", "cid"),
+                UNIQUE ("tid", "name")
+            );
 
-        -- One entry per row ever seen, live or deleted: the row's causal length "cl"
-        -- (odd: alive, even: deleted) and the clock of the insert or delete that set it.
-        -- "pk" is the key value itself for one-column keys, quote(a)||','||quote(b)… for
-        -- composite keys.
-        CREATE TABLE "_sqsync_rows" (
-            "tid" INTEGER NOT NULL,
-            "pk" NOT NULL,
-            "cl" INTEGER NOT NULL,
-            "hlc" INTEGER NOT NULL,
-            "site" INTEGER NOT NULL,
-            "seq" INTEGER NOT NULL,
-            PRIMARY KEY ("tid", "pk")
-        ) WITHOUT ROWID;
+            -- One entry per row ever seen, live or deleted: the row's causal length "cl"
+            -- (odd: alive, even: deleted) and the clock of the insert or delete that set it.
+            -- "pk" is the key value itself for one-column keys, quote(a)||','||quote(b)… for
+            -- composite keys.
+            CREATE TABLE "_sqsync_rows" (
+                "tid" INTEGER NOT NULL,
+                "pk" NOT NULL,
+                "cl" INTEGER NOT NULL,
+                "hlc" INTEGER NOT NULL,
+                "site" INTEGER NOT NULL,
+                "seq" INTEGER NOT NULL,
+                PRIMARY KEY ("tid", "pk")
+            ) WITHOUT ROWID;
 
-        -- One entry per column value written after its row's insert. A column without an
-        -- entry carries the clock of the row's entry. Entries of deleted rows are removed.
-        CREATE TABLE "_sqsync_cells" (
-            "tid" INTEGER NOT NULL,
-            "pk" NOT NULL,
-            "cid" INTEGER NOT NULL,
-            "hlc" INTEGER NOT NULL,
-            "site" INTEGER NOT NULL,
-            "seq" INTEGER NOT NULL,
-            PRIMARY KEY ("tid", "pk", "cid")
-        ) WITHOUT ROWID;
+            -- One entry per column value written after its row's insert. A column without an
+            -- entry carries the clock of the row's entry. Entries of deleted rows are removed.
+            CREATE TABLE "_sqsync_cells" (
+                "tid" INTEGER NOT NULL,
+                "pk" NOT NULL,
+                "cid" INTEGER NOT NULL,
+                "hlc" INTEGER NOT NULL,
+                "site" INTEGER NOT NULL,
+                "seq" INTEGER NOT NULL,
+                PRIMARY KEY ("tid", "pk", "cid")
+            ) WITHOUT ROWID;
 
-        -- Every change that lost a conflict, kept for the user to read.
-        CREATE TABLE "_sqsync_conflicts" (
-            "id" INTEGER PRIMARY KEY,
-            "recorded_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-            "kind" TEXT NOT NULL,
-            "table_name" TEXT NOT NULL,
-            "pk" TEXT NOT NULL,
-            "column_name" TEXT,
-            "lost_value",
-            "lost_row" TEXT,
-            "lost_site" TEXT NOT NULL,
-            "lost_hlc" INTEGER NOT NULL,
-            "won_site" TEXT,
-            "won_hlc" INTEGER
-        );
+            -- Every change that lost a conflict, kept for the user to read.
+            CREATE TABLE "_sqsync_conflicts" (
+                "id" INTEGER PRIMARY KEY,
+                "recorded_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+                "kind" TEXT NOT NULL,
+                "table_name" TEXT NOT NULL,
+                "pk" TEXT NOT NULL,
+                "column_name" TEXT,
+                "lost_value",
+                "lost_row" TEXT,
+                "lost_site" TEXT NOT NULL,
+                "lost_hlc" INTEGER NOT NULL,
+                "won_site" TEXT,
+                "won_hlc" INTEGER
+            );
 
-        -- Bundles that could not be applied yet (a column or table this replica lacks),
-        -- kept by path and retried on every import until the schema catches up.
-        CREATE TABLE "_sqsync_held" (
-            "digest" TEXT PRIMARY KEY,
-            "path" TEXT NOT NULL,
-            "sender" TEXT NOT NULL,
-            "reason" TEXT NOT NULL,
-            "held_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-        );
+            -- Bundles that could not be applied yet (a column or table this replica lacks),
+            -- kept by path and retried on every import until the schema catches up.
+            CREATE TABLE "_sqsync_held" (
+                "digest" TEXT PRIMARY KEY,
+                "path" TEXT NOT NULL,
+                "sender" TEXT NOT NULL,
+                "reason" TEXT NOT NULL,
+                "held_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+            );
 
-        -- Bundle files already imported from a mailbox, with the knowledge they carried, so
-        -- a sync neither fetches them again nor keeps them once every reader holds them.
-        CREATE TABLE "_sqsync_seen_bundles" (
-            "name" TEXT PRIMARY KEY,
-            "knowledge" TEXT NOT NULL,
-            "seen_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-        );
-        """),
+            -- Bundle files already imported from a mailbox, with the knowledge they carried, so
+            -- a sync neither fetches them again nor keeps them once every reader holds them.
+            CREATE TABLE "_sqsync_seen_bundles" (
+                "name" TEXT PRIMARY KEY,
+                "knowledge" TEXT NOT NULL,
+                "seen_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+            );
+            """
+        )
     ]
 
     static let wallClockMilliseconds =

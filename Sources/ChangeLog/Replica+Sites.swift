@@ -18,8 +18,8 @@ extension Replica {
     public func knowledge() throws -> Knowledge {
         var seqs: [String: Int64] = [:]
         for row in try database.rows(
-            #"SELECT s."knowledge_id", CASE WHEN s."site" = r."site" THEN r."seq" ELSE s."known_seq" END FROM "_sqsync_sites" s, "_sqsync_replica" r"#)
-        {
+            #"SELECT s."knowledge_id", CASE WHEN s."site" = r."site" THEN r."seq" ELSE s."known_seq" END FROM "_sqsync_sites" s, "_sqsync_replica" r"#
+        ) {
             seqs[row[0].stringValue ?? ""] = row[1].int64Value ?? 0
         }
         return Knowledge(seqs)
@@ -36,14 +36,19 @@ extension Replica {
 
     /// The local number of a site, registering it when first heard of.
     func siteNumber(for knowledgeID: String, name: String?) throws -> Int {
-        if let site = try database.scalar(#"SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?"#, .text(knowledgeID))?.int64Value {
+        if let site = try database.scalar(#"SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?"#, .text(knowledgeID))?
+            .int64Value
+        {
             if let name, !name.isEmpty {
-                try database.run(#"UPDATE "_sqsync_sites" SET "name" = ? WHERE "site" = ? AND coalesce("name", '') = ''"#, .text(name), .integer(site))
+                try database.run(
+                    #"UPDATE "_sqsync_sites" SET "name" = ? WHERE "site" = ? AND coalesce("name", '') = ''"#, .text(name),
+                    .integer(site))
             }
             return Int(site)
         }
-        try database.run(#"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#,
-                         .text(knowledgeID), name.map(SQLValue.text) ?? .null)
+        try database.run(
+            #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#,
+            .text(knowledgeID), name.map(SQLValue.text) ?? .null)
         return Int(try database.scalar("SELECT last_insert_rowid()")?.int64Value ?? 0)
     }
 
@@ -51,8 +56,8 @@ extension Replica {
     public func peers() throws -> [Peer] {
         var acknowledged: [String: [String: Int64]] = [:]
         for row in try database.rows(
-            #"SELECT p."knowledge_id", s."knowledge_id", a."seq" FROM "_sqsync_acks" a JOIN "_sqsync_sites" p ON p."site" = a."peer" JOIN "_sqsync_sites" s ON s."site" = a."site""#)
-        {
+            #"SELECT p."knowledge_id", s."knowledge_id", a."seq" FROM "_sqsync_acks" a JOIN "_sqsync_sites" p ON p."site" = a."peer" JOIN "_sqsync_sites" s ON s."site" = a."site""#
+        ) {
             acknowledged[row[0].stringValue ?? "", default: [:]][row[1].stringValue ?? ""] = row[2].int64Value ?? 0
         }
         return try database.rows(
@@ -60,8 +65,9 @@ extension Replica {
             .integer(Int64(site))
         ).map { row in
             let id = row[0].stringValue ?? ""
-            return Peer(knowledgeID: id, name: row[1].stringValue ?? "", acknowledged: Knowledge(acknowledged[id] ?? [:]),
-                        lastHeard: row[2].stringValue, retired: row[3].int64Value == 1)
+            return Peer(
+                knowledgeID: id, name: row[1].stringValue ?? "", acknowledged: Knowledge(acknowledged[id] ?? [:]),
+                lastHeard: row[2].stringValue, retired: row[3].int64Value == 1)
         }
     }
 
@@ -71,9 +77,11 @@ extension Replica {
         let matches = all.filter { $0.knowledgeID == nameOrID.lowercased() || $0.name == nameOrID }
         let candidates = matches.isEmpty ? all.filter { $0.knowledgeID.hasPrefix(nameOrID.lowercased()) } : matches
         guard candidates.count == 1, let peer = candidates.first else {
-            throw ChangeLogError(.usage, candidates.isEmpty
-                ? "\(path): no peer named \(nameOrID) (see `sqsync peers \(path)`)"
-                : "\(path): \(nameOrID) names several peers; give the knowledge ID")
+            throw ChangeLogError(
+                .usage,
+                candidates.isEmpty
+                    ? "\(path): no peer named \(nameOrID) (see `sqsync peers \(path)`)"
+                    : "\(path): \(nameOrID) names several peers; give the knowledge ID")
         }
         return peer
     }
@@ -95,7 +103,10 @@ extension Replica {
         guard knowledgeID != self.knowledgeID else { return }
         try database.inTransaction {
             let peer = try siteNumber(for: knowledgeID, name: nil)
-            guard try database.scalar(#"SELECT "retired" FROM "_sqsync_sites" WHERE "site" = ?"#, .integer(Int64(peer)))?.int64Value == 0 else { return }
+            guard
+                try database.scalar(#"SELECT "retired" FROM "_sqsync_sites" WHERE "site" = ?"#, .integer(Int64(peer)))?.int64Value
+                    == 0
+            else { return }
             var seqs: [Int: Int64] = [:]
             for (id, seq) in knowledge.seqs { seqs[try siteNumber(for: id, name: nil)] = seq }
             try recordAcknowledgement(peer: peer, seqs)
@@ -112,8 +123,9 @@ extension Replica {
     }
 
     public func markSeen(bundle name: String, knowledge: Knowledge) throws {
-        try database.run(#"INSERT OR REPLACE INTO "_sqsync_seen_bundles" ("name", "knowledge") VALUES (?, ?)"#,
-                         .text(name), .text(knowledge.description))
+        try database.run(
+            #"INSERT OR REPLACE INTO "_sqsync_seen_bundles" ("name", "knowledge") VALUES (?, ?)"#,
+            .text(name), .text(knowledge.description))
     }
 
     /// Forgets names no longer in any mailbox listing, so the list stays small.

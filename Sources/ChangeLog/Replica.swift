@@ -26,11 +26,13 @@ public final class Replica {
         self.database = database
         self.path = database.path
         try Self.migrate(database)
-        guard let row = try database.rows(
-            """
-            SELECT r."site", s."knowledge_id", coalesce(s."name", '') FROM "_sqsync_replica" r
-            JOIN "_sqsync_sites" s ON s."site" = r."site"
-            """).first
+        guard
+            let row = try database.rows(
+                """
+                SELECT r."site", s."knowledge_id", coalesce(s."name", '') FROM "_sqsync_replica" r
+                JOIN "_sqsync_sites" s ON s."site" = r."site"
+                """
+            ).first
         else { throw ChangeLogError(.notAReplica, "\(database.path): sqsync metadata is damaged (no replica row)") }
         site = Int(row[0].int64Value ?? 0)
         knowledgeID = row[1].stringValue ?? ""
@@ -48,7 +50,8 @@ public final class Replica {
         if try isInitialized(database) {
             let replica = try Replica(database: database)
             if let name, name != replica.name {
-                try database.run(#"UPDATE "_sqsync_sites" SET "name" = ? WHERE "site" = ?"#, .text(name), .integer(Int64(replica.site)))
+                try database.run(
+                    #"UPDATE "_sqsync_sites" SET "name" = ? WHERE "site" = ?"#, .text(name), .integer(Int64(replica.site)))
                 replica.name = name
             }
             return (replica, false)
@@ -68,9 +71,11 @@ public final class Replica {
     static func newKnowledgeID() -> String { UUID().uuidString.lowercased() }
 
     static func migrate(_ database: Database) throws {
-        let hasTable = try database.scalar(
-            "SELECT count(*) FROM sqlite_schema WHERE name = '_sqsync_migrations'")?.int64Value == 1
-        let applied = hasTable
+        let hasTable =
+            try database.scalar(
+                "SELECT count(*) FROM sqlite_schema WHERE name = '_sqsync_migrations'")?.int64Value == 1
+        let applied =
+            hasTable
             ? Set(try database.rows(#"SELECT "version" FROM "_sqsync_migrations""#).compactMap { $0[0].int64Value })
             : []
         for migration in MetadataSQL.migrations where !applied.contains(Int64(migration.version)) {
@@ -89,7 +94,8 @@ public final class Replica {
             let tid = Int(row[0].int64Value ?? 0)
             let name = row[1].stringValue ?? ""
             guard let declared = try DeclaredTable.read(name, in: database) else {
-                throw ChangeLogError(.schemaMismatch, "\(path): tracked table \(name) no longer exists; run `sqsync untrack \(path) \(name)`")
+                throw ChangeLogError(
+                    .schemaMismatch, "\(path): tracked table \(name) no longer exists; run `sqsync untrack \(path) \(name)`")
             }
             let ids = try columnIDs(tid: tid)
             let columns = declared.columns.compactMap { column -> ColumnInfo? in
@@ -134,7 +140,8 @@ public final class Replica {
             SELECT name FROM sqlite_schema WHERE type = 'table'
               AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT LIKE '\\_sqsync\\_%' ESCAPE '\\'
             ORDER BY name
-            """).compactMap { $0[0].stringValue }
+            """
+        ).compactMap { $0[0].stringValue }
     }
 
     /// Installs capture triggers on `names`. Rows already in a table become this replica's
@@ -147,12 +154,16 @@ public final class Replica {
                 throw ChangeLogError(.noSuchTable, "\(path): no table named \(name)")
             }
             guard !table.primaryKey.isEmpty else {
-                throw ChangeLogError(.unsupportedTable,
-                    "\(path): table \(name) has no primary key; sqsync needs one to match rows across replicas (add a UUID TEXT PRIMARY KEY)")
+                throw ChangeLogError(
+                    .unsupportedTable,
+                    "\(path): table \(name) has no primary key; sqsync needs one to match rows across replicas (add a UUID TEXT PRIMARY KEY)"
+                )
             }
             if table.hasIntegerPrimaryKey && !allowIntegerPrimaryKey {
-                throw ChangeLogError(.unsupportedTable,
-                    "\(path): table \(name) has an INTEGER PRIMARY KEY, which replicas fill with the same local numbers; use UUIDv7 text keys, or pass --allow-integer-pk if every replica hands out distinct keys")
+                throw ChangeLogError(
+                    .unsupportedTable,
+                    "\(path): table \(name) has an INTEGER PRIMARY KEY, which replicas fill with the same local numbers; use UUIDv7 text keys, or pass --allow-integer-pk if every replica hands out distinct keys"
+                )
             }
             declared.append(table)
         }
@@ -170,7 +181,8 @@ public final class Replica {
     /// Records the table and gives new columns the next free ids.
     private func register(_ table: DeclaredTable) throws -> TableInfo {
         try database.run(#"INSERT INTO "_sqsync_tables" ("name") VALUES (?) ON CONFLICT DO NOTHING"#, .text(table.name))
-        let tid = Int(try database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(table.name))?.int64Value ?? 0)
+        let tid = Int(
+            try database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(table.name))?.int64Value ?? 0)
         var ids = try columnIDs(tid: tid)
         var nextID = (ids.values.max() ?? 0) + 1
         var columns: [ColumnInfo] = []
@@ -201,7 +213,8 @@ public final class Replica {
     private func dropTriggers(of tableName: String) throws {
         let names = try database.rows(
             "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = ? AND name LIKE '\\_sqsync\\_%' ESCAPE '\\'",
-            .text(tableName)).compactMap { $0[0].stringValue }
+            .text(tableName)
+        ).compactMap { $0[0].stringValue }
         for name in names { try database.execute("DROP TRIGGER \(quoteIdentifier(name))") }
         database.clearStatementCache()
     }
@@ -239,7 +252,9 @@ public final class Replica {
         }
         try database.inTransaction {
             for name in names {
-                guard let tid = try database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name)) else { continue }
+                guard let tid = try database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name)) else {
+                    continue
+                }
                 try dropTriggers(of: name)
                 for metadata in ["_sqsync_rows", "_sqsync_cells", "_sqsync_columns", "_sqsync_tables"] {
                     try database.run("DELETE FROM \(quoteIdentifier(metadata)) WHERE \"tid\" = ?", tid)
@@ -260,9 +275,11 @@ public final class Replica {
             var refreshed: [String] = []
             for name in try trackedTableNames() {
                 guard let declared = try DeclaredTable.read(name, in: database) else {
-                    throw ChangeLogError(.schemaMismatch, "\(path): tracked table \(name) no longer exists; run `sqsync untrack \(path) \(name)`")
+                    throw ChangeLogError(
+                        .schemaMismatch, "\(path): tracked table \(name) no longer exists; run `sqsync untrack \(path) \(name)`")
                 }
-                let tid = try database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name))?.int64Value ?? 0
+                let tid =
+                    try database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name))?.int64Value ?? 0
                 let known = Set(try columnIDs(tid: Int(tid)).keys)
                 let info = try register(declared)
                 try installTriggers(for: info)
@@ -284,11 +301,14 @@ public final class Replica {
                 problems.append("tracked table \(name) no longer exists; run `sqsync untrack \(path) \(name)`")
                 continue
             }
-            let tid = Int(try database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name))?.int64Value ?? 0)
+            let tid = Int(
+                try database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name))?.int64Value ?? 0)
             let ids = try columnIDs(tid: tid)
             let uncovered = declared.columns.map(\.name).filter { ids[$0] == nil }
             if !uncovered.isEmpty {
-                problems.append("table \(name) has columns the triggers do not capture (\(uncovered.joined(separator: ", "))); run `sqsync refresh \(path)`")
+                problems.append(
+                    "table \(name) has columns the triggers do not capture (\(uncovered.joined(separator: ", "))); run `sqsync refresh \(path)`"
+                )
             }
             let columns = declared.columns.compactMap { column in
                 ids[column.name].map { ColumnInfo(cid: $0, name: column.name, primaryKeyPosition: column.primaryKeyPosition) }
@@ -303,16 +323,22 @@ public final class Replica {
                     problems.append("trigger \(trigger.name) does not match table \(name)'s schema; run `sqsync refresh \(path)`")
                 }
             }
-            let liveEntries = try database.scalar(
-                #"SELECT count(*) FROM "_sqsync_rows" WHERE "tid" = ? AND "cl" % 2 = 1"#, .integer(Int64(tid)))?.int64Value ?? 0
+            let liveEntries =
+                try database.scalar(
+                    #"SELECT count(*) FROM "_sqsync_rows" WHERE "tid" = ? AND "cl" % 2 = 1"#, .integer(Int64(tid)))?.int64Value
+                ?? 0
             let rows = try database.scalar("SELECT count(*) FROM \(quoteIdentifier(name))")?.int64Value ?? 0
             if liveEntries != rows {
-                problems.append("table \(name) has \(rows) rows but sqsync records \(liveEntries) live rows; a write bypassed the triggers (for example INSERT OR REPLACE removing another row through a UNIQUE column)")
+                problems.append(
+                    "table \(name) has \(rows) rows but sqsync records \(liveEntries) live rows; a write bypassed the triggers (for example INSERT OR REPLACE removing another row through a UNIQUE column)"
+                )
             }
         }
         let orphans = try database.rows("SELECT \"table\", rowid, parent FROM pragma_foreign_key_check")
         for orphan in orphans.prefix(20) {
-            problems.append("row \(orphan[1].int64Value.map(String.init) ?? "?") of \(orphan[0].stringValue ?? "?") refers to a missing row of \(orphan[2].stringValue ?? "?") (a parent deleted concurrently)")
+            problems.append(
+                "row \(orphan[1].int64Value.map(String.init) ?? "?") of \(orphan[0].stringValue ?? "?") refers to a missing row of \(orphan[2].stringValue ?? "?") (a parent deleted concurrently)"
+            )
         }
         return problems
     }
@@ -332,9 +358,11 @@ public final class Replica {
         let cloneName = newName ?? URL(fileURLWithPath: destination).deletingPathExtension().lastPathComponent
         try copy.inTransaction {
             try copy.run(
-                #"UPDATE "_sqsync_sites" SET "known_seq" = (SELECT "seq" FROM "_sqsync_replica") WHERE "site" = (SELECT "site" FROM "_sqsync_replica")"#)
-            try copy.run(#"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#,
-                         .text(Self.newKnowledgeID()), .text(cloneName))
+                #"UPDATE "_sqsync_sites" SET "known_seq" = (SELECT "seq" FROM "_sqsync_replica") WHERE "site" = (SELECT "site" FROM "_sqsync_replica")"#
+            )
+            try copy.run(
+                #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#,
+                .text(Self.newKnowledgeID()), .text(cloneName))
             try copy.execute(#"UPDATE "_sqsync_replica" SET "site" = last_insert_rowid(), "seq" = 0, "applying" = 0"#)
             try copy.execute(#"DELETE FROM "_sqsync_held""#)
         }

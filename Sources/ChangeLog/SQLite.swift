@@ -265,13 +265,16 @@ public final class Statement {
         case .integer(let v): rc = sqlite3_bind_int64(handle, position, v)
         case .real(let v): rc = sqlite3_bind_double(handle, position, v)
         case .text(let v):
-            rc = v.utf8.withContiguousStorageIfAvailable { bytes in
-                bytes.withMemoryRebound(to: CChar.self) {
-                    sqsync_bind_text(handle, position, $0.baseAddress, Int32($0.count))
-                }
-            } ?? sqsync_bind_text(handle, position, v, -1)
+            rc =
+                v.utf8.withContiguousStorageIfAvailable { bytes in
+                    bytes.withMemoryRebound(to: CChar.self) {
+                        sqsync_bind_text(handle, position, $0.baseAddress, Int32($0.count))
+                    }
+                } ?? sqsync_bind_text(handle, position, v, -1)
         case .blob(let v):
-            rc = v.withUnsafeBytes { sqsync_bind_blob(handle, position, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count)) }
+            rc = v.withUnsafeBytes {
+                sqsync_bind_blob(handle, position, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count))
+            }
         }
         try database.check(rc, sql: sql)
     }

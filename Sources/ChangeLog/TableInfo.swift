@@ -46,17 +46,19 @@ struct DeclaredTable {
     }
 
     static func read(_ name: String, in database: Database) throws -> DeclaredTable? {
-        guard let withoutRowID = try database.scalar(
-            "SELECT wr FROM pragma_table_list WHERE schema = 'main' AND type = 'table' AND name = ?",
-            .text(name))?.int64Value
+        guard
+            let withoutRowID = try database.scalar(
+                "SELECT wr FROM pragma_table_list WHERE schema = 'main' AND type = 'table' AND name = ?",
+                .text(name))?.int64Value
         else { return nil }
         let statement = try database.prepare("SELECT name, type, pk, dflt_value FROM pragma_table_info(?)")
         try statement.bind([.text(name)])
         var columns: [Column] = []
         while try statement.step() {
-            columns.append(Column(
-                name: statement.string(at: 0) ?? "", declaredType: statement.string(at: 1) ?? "",
-                primaryKeyPosition: Int(statement.int64(at: 2)), defaultSQL: statement.string(at: 3)))
+            columns.append(
+                Column(
+                    name: statement.string(at: 0) ?? "", declaredType: statement.string(at: 1) ?? "",
+                    primaryKeyPosition: Int(statement.int64(at: 2)), defaultSQL: statement.string(at: 3)))
         }
         return DeclaredTable(name: name, columns: columns, isWithoutRowID: withoutRowID != 0)
     }

@@ -62,7 +62,9 @@ public final class Mailbox {
                 let result = try BundleExchange.importBundle(path: local, into: replica, trust: trust)
                 report.imported.append(result)
                 let header = try BundleReader(path: local).header
-                try replica.markSeen(bundle: bundle.name, knowledge: Knowledge(Dictionary(uniqueKeysWithValues: zip(header.sites, header.knowledge))))
+                try replica.markSeen(
+                    bundle: bundle.name,
+                    knowledge: Knowledge(Dictionary(uniqueKeysWithValues: zip(header.sites, header.knowledge))))
             } catch let error as BundleError where error.kind != .io {
                 report.rejected.append((bundle.name, naming(error.description, local, bundle)))
             } catch let error as ChangeLogError where [.identityClash, .staleReplica, .retiredPeer].contains(error.kind) {
@@ -98,7 +100,8 @@ public final class Mailbox {
             try transport.removeFile("\(Self.outbox)/\(me)/\(name)")
             report.removed += 1
         }
-        report.removed += try removeBundlesEveryReaderHolds(bundles.filter { $0.sender != me }, readers: readers, me: me, knowledge: knowledge, seen: try replica.seenBundles())
+        report.removed += try removeBundlesEveryReaderHolds(
+            bundles.filter { $0.sender != me }, readers: readers, me: me, knowledge: knowledge, seen: try replica.seenBundles())
         return report
     }
 
@@ -139,11 +142,14 @@ public final class Mailbox {
     }
 
     /// The newest acknowledgement of every other replica that left one here.
-    private func readerKnowledge(excluding me: String, replica: Replica, scratch: ScratchDirectory) throws -> [String: Knowledge] {
+    private func readerKnowledge(excluding me: String, replica: Replica, scratch: ScratchDirectory) throws -> [String: Knowledge]
+    {
         let retired = Set(try replica.peers().filter(\.retired).map(\.knowledgeID))
         var readers: [String: Knowledge] = [:]
         for reader in try transport.listDirectories(in: Self.acks) where reader != me && !retired.contains(reader) {
-            guard let newest = try transport.listFiles(in: "\(Self.acks)/\(reader)").filter({ $0.hasSuffix(".ack") }).max() else { continue }
+            guard let newest = try transport.listFiles(in: "\(Self.acks)/\(reader)").filter({ $0.hasSuffix(".ack") }).max() else {
+                continue
+            }
             let local = scratch.path + "/" + newest
             guard try fetch("\(Self.acks)/\(reader)", newest, to: local) else { continue }
             var seqs: [String: Int64] = [:]

@@ -23,7 +23,9 @@ public final class SyncLock {
             let busy = errno == EWOULDBLOCK
             let reason = String(cString: strerror(errno))
             close(descriptor)
-            if busy { throw SyncLockError(description: "\(path): another sqsync process is syncing this database; try again later") }
+            if busy {
+                throw SyncLockError(description: "\(path): another sqsync process is syncing this database; try again later")
+            }
             throw TransportError(.io, "\(lockPath): cannot take the sync lock: \(reason)")
         }
     }

@@ -48,7 +48,9 @@ struct GlobalOptions: ParsableArguments {
 
     /// Machine output: one JSON object on stdout. Readers must ignore fields they do not know.
     func emitJSON(_ object: [String: Any]) {
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        let data =
+            (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
+            ?? Data("{}".utf8)
         FileHandle.standardOutput.write(data + Data("\n".utf8))
     }
 
@@ -79,8 +81,10 @@ extension ApplySummary {
         [
             "changes": changes, "conflicts": conflicts, "knowledge_advanced": knowledgeAdvanced,
             "tables": tables.mapValues { counts in
-                ["inserted": counts.inserted, "updated": counts.updated, "deleted": counts.deleted,
-                 "unchanged": counts.unchanged, "conflicts": counts.conflicts]
+                [
+                    "inserted": counts.inserted, "updated": counts.updated, "deleted": counts.deleted,
+                    "unchanged": counts.unchanged, "conflicts": counts.conflicts,
+                ]
             },
         ]
     }

@@ -20,7 +20,8 @@ final class BundleFormatTests: XCTestCase {
         """
 
     override func setUpWithError() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqsync-bundle-\(UUID().uuidString.prefix(8))").path
+        directory =
+            FileManager.default.temporaryDirectory.appendingPathComponent("sqsync-bundle-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         trust = try AllowedSigners(text: AllowedSigners.line(principal: "alice", key: key.publicKey) + "\n")
     }
@@ -46,7 +47,8 @@ final class BundleFormatTests: XCTestCase {
         for (index, value) in values.enumerated() {
             try replica.database.run("INSERT INTO vals VALUES (?, ?, ?)", .text("v\(index)"), value, .text("n\(index)"))
         }
-        try replica.database.execute("""
+        try replica.database.execute(
+            """
             UPDATE vals SET note = 'updated' WHERE id IN ('v1', 'v5');
             UPDATE vals SET v = x'DEADBEEF' WHERE id = 'v2';
             DELETE FROM vals WHERE id = 'v3';
@@ -60,7 +62,9 @@ final class BundleFormatTests: XCTestCase {
     /// Every user row and every row of sqsync's own tables, for "nothing changed" checks.
     private func snapshot(_ replica: Replica) throws -> [String: [String]] {
         var result: [String: [String]] = [:]
-        for name in try replica.database.rows("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").compactMap({ $0[0].stringValue }) {
+        for name in try replica.database.rows("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").compactMap({
+            $0[0].stringValue
+        }) {
             result[name] = try replica.database.rows("SELECT * FROM \(quoteIdentifier(name))").map { "\($0)" }.sorted()
         }
         return result
@@ -81,18 +85,23 @@ final class BundleFormatTests: XCTestCase {
     }
 
     private func export(_ replica: Replica, _ name: String, key: SigningKey? = nil) throws -> String {
-        try BundleExchange.export(replica: replica, since: Knowledge(), key: key ?? self.key, to: path(name), intoDirectory: false).path
+        try BundleExchange.export(
+            replica: replica, since: Knowledge(), key: key ?? self.key, to: path(name), intoDirectory: false
+        ).path
     }
 
     // MARK: Round trip
 
     func testBundleReadsBackExactlyWhatTheExporterProduced() throws {
         let source = try replica("source", rows: true)
-        try source.database.run("INSERT INTO vals VALUES ('big', ?, NULL)", .blob((0..<(1 << 20)).map { _ in UInt8.random(in: 0...255) }))
+        try source.database.run(
+            "INSERT INTO vals VALUES ('big', ?, NULL)", .blob((0..<(1 << 20)).map { _ in UInt8.random(in: 0...255) }))
         let file = try export(source, "all.sqsb")
         let (header, expected) = try exporterChanges(source)
         XCTAssertEqual(expected.filter(\.isDelete).count, 2)
-        XCTAssertTrue(expected.contains { change in change.columns.contains { $0.stamp != change.rowStamp } }, "some cells carry their own stamps")
+        XCTAssertTrue(
+            expected.contains { change in change.columns.contains { $0.stamp != change.rowStamp } },
+            "some cells carry their own stamps")
 
         let reader = try BundleReader(path: file)
         XCTAssertEqual(try reader.verify(trust: trust), "alice")
@@ -116,8 +125,10 @@ final class BundleFormatTests: XCTestCase {
 
     /// The ways a bundle can be refused: every one must throw a BundleError from the reader,
     /// `verify` or `forEachChange`, and an import must leave the replica exactly as it was.
-    private func assertRefused(_ bytes: [UInt8], _ what: String, kinds: Set<BundleError.Kind> = [.corrupt, .untrusted],
-                               into receiver: Replica, line: UInt = #line) throws {
+    private func assertRefused(
+        _ bytes: [UInt8], _ what: String, kinds: Set<BundleError.Kind> = [.corrupt, .untrusted],
+        into receiver: Replica, line: UInt = #line
+    ) throws {
         let file = path("case-\(UUID().uuidString.prefix(8)).sqsb")
         XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data(bytes)))
         defer { try? FileManager.default.removeItem(atPath: file) }
@@ -133,7 +144,9 @@ final class BundleFormatTests: XCTestCase {
             XCTFail("\(what): threw \(type(of: error)) instead of a BundleError: \(error)", line: line)
         }
         let before = try snapshot(receiver)
-        XCTAssertThrowsError(try BundleExchange.importBundle(path: file, into: receiver, trust: trust), "\(what): imported", line: line) {
+        XCTAssertThrowsError(
+            try BundleExchange.importBundle(path: file, into: receiver, trust: trust), "\(what): imported", line: line
+        ) {
             XCTAssertTrue(($0 as? BundleError).map { kinds.contains($0.kind) } ?? false, "\(what): \($0)", line: line)
         }
         XCTAssertEqual(try snapshot(receiver), before, "\(what): the import changed the replica", line: line)
@@ -154,8 +167,10 @@ final class BundleFormatTests: XCTestCase {
 
         // Single bit flips: every region (magic, version, header, records, end, signature,
         // length, trailer magic), the rest spread evenly.
-        var positions: Set<Int> = [0, 7, 8, 9, 10, 11, 20, payloadLength - 2, payloadLength - 1, payloadLength,
-                                   payloadLength + 20, good.count - 60, good.count - 16, good.count - 15, good.count - 12, good.count - 1]
+        var positions: Set<Int> = [
+            0, 7, 8, 9, 10, 11, 20, payloadLength - 2, payloadLength - 1, payloadLength,
+            payloadLength + 20, good.count - 60, good.count - 16, good.count - 15, good.count - 12, good.count - 1,
+        ]
         for step in 0..<26 { positions.insert(step * (good.count - 1) / 25) }
         XCTAssertGreaterThanOrEqual(positions.count, 38)
         for position in positions.sorted() {
@@ -163,8 +178,10 @@ final class BundleFormatTests: XCTestCase {
             bytes[position] ^= UInt8(1 << (position % 8))
             try assertRefused(bytes, "bit \(position % 8) of byte \(position) of \(good.count) flipped", into: fresh)
         }
-        for length in [0, 1, 8, 20, payloadLength / 2, payloadLength - 1, payloadLength, payloadLength + 1,
-                       good.count - 16, good.count - 11, good.count - 1] {
+        for length in [
+            0, 1, 8, 20, payloadLength / 2, payloadLength - 1, payloadLength, payloadLength + 1,
+            good.count - 16, good.count - 11, good.count - 1,
+        ] {
             try assertRefused(Array(good.prefix(length)), "truncated to \(length) of \(good.count) bytes", into: fresh)
         }
         try assertRefused(good + [0], "one trailing byte", into: fresh)
@@ -172,8 +189,10 @@ final class BundleFormatTests: XCTestCase {
         try assertRefused([], "empty file", into: fresh)
         var random = SystemRandomNumberGenerator()
         try assertRefused((0..<4096).map { _ in UInt8.random(in: 0...255, using: &random) }, "random bytes", into: fresh)
-        try assertRefused(Array("SQSYNCB\0".utf8) + (0..<100).map { _ in UInt8.random(in: 0...255, using: &random) } + Array("SQSYNC-SIG\n".utf8),
-                          "magic, noise and a trailer", into: fresh)
+        try assertRefused(
+            Array("SQSYNCB\0".utf8) + (0..<100).map { _ in UInt8.random(in: 0...255, using: &random) }
+                + Array("SQSYNC-SIG\n".utf8),
+            "magic, noise and a trailer", into: fresh)
 
         // Well formed, but signed by a key the receiver does not trust.
         let untrusted = Array(try Data(contentsOf: URL(fileURLWithPath: try export(source, "other.sqsb", key: otherKey))))
@@ -181,8 +200,9 @@ final class BundleFormatTests: XCTestCase {
         // The trusted key, but a signature made for another purpose.
         let payload = Array(good.prefix(payloadLength))
         try assertRefused(try signed(payload, namespace: "git"), "signature in namespace git", kinds: [.untrusted], into: fresh)
-        try assertRefused(try signed(payload, namespace: "sqsync", key: otherKey), "payload re-signed by an untrusted key",
-                          kinds: [.untrusted], into: fresh)
+        try assertRefused(
+            try signed(payload, namespace: "sqsync", key: otherKey), "payload re-signed by an untrusted key",
+            kinds: [.untrusted], into: fresh)
         // A bundle with the signature cut off and the payload alone.
         try assertRefused(payload, "unsigned payload", into: fresh)
         let heldFolder = directory + "/." + URL(fileURLWithPath: fresh.path).lastPathComponent + "-sqsync-held"
@@ -191,9 +211,12 @@ final class BundleFormatTests: XCTestCase {
 
     /// Payload + SSHSIG trailer, as BundleWriter lays it out.
     private func signed(_ payload: [UInt8], namespace: String = "sqsync", key: SigningKey? = nil) throws -> [UInt8] {
-        let blob = try SSHSignature.sign(messageDigest: SHA512.hash(data: payload), namespace: namespace, key: key ?? self.key).blob
+        let blob = try SSHSignature.sign(messageDigest: SHA512.hash(data: payload), namespace: namespace, key: key ?? self.key)
+            .blob
         let length = UInt32(blob.count)
-        return payload + blob + [UInt8(length >> 24), UInt8(length >> 16 & 0xff), UInt8(length >> 8 & 0xff), UInt8(length & 0xff)]
+        return payload + blob + [
+            UInt8(length >> 24), UInt8(length >> 16 & 0xff), UInt8(length >> 8 & 0xff), UInt8(length & 0xff),
+        ]
             + Array("SQSYNC-SIG\n".utf8)
     }
 
@@ -292,13 +315,15 @@ final class BundleFormatTests: XCTestCase {
 
     func testLargeBundleStreams() throws {
         let source = try Replica.initialize(path: path("large.db"), name: "large").replica
-        try source.database.execute("""
+        try source.database.execute(
+            """
             CREATE TABLE big (id TEXT PRIMARY KEY, n INTEGER, t TEXT);
             WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 200000)
             INSERT INTO big SELECT printf('row-%06d', i), i, 'text ' || i FROM c;
             """)
         XCTAssertEqual(try source.track(["big"], allowIntegerPrimaryKey: false).map(\.rows), [200_000])
-        let result = try BundleExchange.export(replica: source, since: Knowledge(), key: key, to: path("large.sqsb"), intoDirectory: false)
+        let result = try BundleExchange.export(
+            replica: source, since: Knowledge(), key: key, to: path("large.sqsb"), intoDirectory: false)
         XCTAssertEqual(result.rows, 200_000)
 
         let reader = try BundleReader(path: result.path)

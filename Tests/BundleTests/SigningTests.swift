@@ -64,7 +64,9 @@ final class SigningTests: XCTestCase {
             stderr: try String(contentsOfFile: errPath, encoding: .utf8))
     }
 
-    private func makeKeyWithSSHKeygen(_ name: String, type: String = "ed25519", passphrase: String = "") throws
+    private func makeKeyWithSSHKeygen(
+        _ name: String, type: String = "ed25519", passphrase: String = ""
+    ) throws
         -> String
     {
         let keyPath = path(name)

@@ -20,14 +20,18 @@ final class CaptureTests: XCTestCase {
     }
 
     private func cid(_ replica: Replica, _ table: String, _ column: String) throws -> Int64 {
-        try XCTUnwrap(replica.database.scalar(
-            #"SELECT "cid" FROM "_sqsync_columns" WHERE "tid" = ? AND "name" = ?"#, .integer(tid(replica, table)), .text(column))?.int64Value)
+        try XCTUnwrap(
+            replica.database.scalar(
+                #"SELECT "cid" FROM "_sqsync_columns" WHERE "tid" = ? AND "name" = ?"#, .integer(tid(replica, table)),
+                .text(column))?.int64Value)
     }
 
     /// (cl, seq) of a row's entry, nil when there is none.
     private func rowEntry(_ replica: Replica, _ table: String, _ key: SQLValue) throws -> (cl: Int64, seq: Int64)? {
-        guard let row = try replica.database.rows(
-            #"SELECT "cl", "seq" FROM "_sqsync_rows" WHERE "tid" = ? AND "pk" = ?"#, .integer(tid(replica, table)), key).first
+        guard
+            let row = try replica.database.rows(
+                #"SELECT "cl", "seq" FROM "_sqsync_rows" WHERE "tid" = ? AND "pk" = ?"#, .integer(tid(replica, table)), key
+            ).first
         else { return nil }
         return (row[0].int64Value ?? -1, row[1].int64Value ?? -1)
     }
@@ -47,7 +51,8 @@ final class CaptureTests: XCTestCase {
 
     /// Runs the same script of writes through `write` and checks the metadata after each.
     private func checkCapture(_ replica: Replica, write: (String) throws -> Void) throws {
-        let name = try cid(replica, "items", "name"), qty = try cid(replica, "items", "qty"), note = try cid(replica, "items", "note")
+        let name = try cid(replica, "items", "name"), qty = try cid(replica, "items", "qty"),
+            note = try cid(replica, "items", "note")
         var seq = try clock(of: replica).seq
         func expectSeq(advancedBy count: Int64, _ what: String, line: UInt = #line) throws {
             let now = try clock(of: replica).seq
@@ -122,11 +127,13 @@ final class CaptureTests: XCTestCase {
         XCTAssertEqual(try rowEntry(replica, "items", .text("d"))?.cl, 1)
 
         XCTAssertEqual(try replica.doctor(), [])
-        XCTAssertEqual(try rows(of: replica, table: "items"), [
-            [.text("a"), .text("again"), .integer(3), .null],
-            [.text("c"), .text("cherry"), .integer(9), .text("r")],
-            [.text("d"), .text("date"), .integer(1), .null],
-        ])
+        XCTAssertEqual(
+            try rows(of: replica, table: "items"),
+            [
+                [.text("a"), .text("again"), .integer(3), .null],
+                [.text("c"), .text("cherry"), .integer(9), .text("r")],
+                [.text("d"), .text("date"), .integer(1), .null],
+            ])
 
         // What was captured is enough for a peer to rebuild the table.
         let peer = try sandbox.replica("peer-\(replica.name)", schema: itemsSchema, track: ["items"])
@@ -180,12 +187,14 @@ final class CaptureTests: XCTestCase {
     // MARK: track
 
     func testTrackRefusesUnsupportedTables() throws {
-        let replica = try sandbox.replica("refuse", schema: """
-            CREATE TABLE nokey (a TEXT, b TEXT);
-            CREATE TABLE intkey (id INTEGER PRIMARY KEY, v TEXT);
-            CREATE TABLE intkey2 (id integer primary key, v TEXT);
-            CREATE TABLE wr (id INTEGER PRIMARY KEY, v TEXT) WITHOUT ROWID;
-            """)
+        let replica = try sandbox.replica(
+            "refuse",
+            schema: """
+                CREATE TABLE nokey (a TEXT, b TEXT);
+                CREATE TABLE intkey (id INTEGER PRIMARY KEY, v TEXT);
+                CREATE TABLE intkey2 (id integer primary key, v TEXT);
+                CREATE TABLE wr (id INTEGER PRIMARY KEY, v TEXT) WITHOUT ROWID;
+                """)
         func kind(_ body: () throws -> Void) -> ChangeLogError.Kind? {
             do { try body(); return nil } catch let error as ChangeLogError { return error.kind } catch { return nil }
         }
@@ -206,15 +215,18 @@ final class CaptureTests: XCTestCase {
         let schema = itemsSchema
         let replica = try sandbox.replica("existing", schema: schema)
         for index in 0..<5 {
-            try replica.database.run("INSERT INTO items VALUES (?, ?, ?, NULL)", .text("k\(index)"), .text("n\(index)"), .integer(Int64(index)))
+            try replica.database.run(
+                "INSERT INTO items VALUES (?, ?, ?, NULL)", .text("k\(index)"), .text("n\(index)"), .integer(Int64(index)))
         }
         let captured = try replica.track(["items"], allowIntegerPrimaryKey: false)
         XCTAssertEqual(captured.map(\.table), ["items"])
         XCTAssertEqual(captured.map(\.rows), [5])
         XCTAssertEqual(try clock(of: replica).seq, 5)
-        XCTAssertEqual(try replica.database.rows(#"SELECT "cl", "seq" FROM "_sqsync_rows" ORDER BY "seq""#),
-                       (1...5).map { [.integer(1), .integer(Int64($0))] })
-        XCTAssertEqual(try replica.track(["items"], allowIntegerPrimaryKey: false).map(\.rows), [0], "tracking again captures nothing twice")
+        XCTAssertEqual(
+            try replica.database.rows(#"SELECT "cl", "seq" FROM "_sqsync_rows" ORDER BY "seq""#),
+            (1...5).map { [.integer(1), .integer(Int64($0))] })
+        XCTAssertEqual(
+            try replica.track(["items"], allowIntegerPrimaryKey: false).map(\.rows), [0], "tracking again captures nothing twice")
         XCTAssertEqual(try replica.doctor(), [])
 
         let peer = try sandbox.replica("existing-peer", schema: schema, track: ["items"])
@@ -231,12 +243,17 @@ final class CaptureTests: XCTestCase {
         let peer = try sandbox.clone(replica, "quoted-peer")
         XCTAssertEqual(try replica.doctor(), [])
         try replica.database.execute(#"INSERT INTO "order items" VALUES ('o1', 1, 'from'), ('o2', 2, 'where')"#)
-        try sqlite3Shell(replica.path, #"UPDATE "order items" SET """qty""" = 10 WHERE "id" = 'o1'; UPDATE "order items" SET "select" = 'x' WHERE "id" = 'o2';"#)
+        try sqlite3Shell(
+            replica.path,
+            #"UPDATE "order items" SET """qty""" = 10 WHERE "id" = 'o1'; UPDATE "order items" SET "select" = 'x' WHERE "id" = 'o2';"#
+        )
         XCTAssertEqual(try cells(replica, "order items", .text("o1")).keys.sorted(), [try cid(replica, "order items", "\"qty\"")])
         try sync(from: replica, to: peer)
-        XCTAssertEqual(try rows(of: peer, table: "order items"), [
-            [.text("o1"), .integer(10), .text("from")], [.text("o2"), .integer(2), .text("x")],
-        ])
+        XCTAssertEqual(
+            try rows(of: peer, table: "order items"),
+            [
+                [.text("o1"), .integer(10), .text("from")], [.text("o2"), .integer(2), .text("x")],
+            ])
         try peer.database.execute(#"DELETE FROM "order items" WHERE "id" = 'o1'; UPDATE "order items" SET """qty""" = 20"#)
         try sync(from: peer, to: replica)
         XCTAssertEqual(try rows(of: replica, table: "order items"), [[.text("o2"), .integer(20), .text("x")]])
@@ -279,7 +296,8 @@ final class CaptureTests: XCTestCase {
             """
         let replica = try sandbox.replica("wr", schema: schema, track: ["wr", "wr1"])
         let peer = try sandbox.clone(replica, "wr-peer")
-        try replica.database.execute("""
+        try replica.database.execute(
+            """
             INSERT INTO wr VALUES ('a', 1, 'x'), ('a', 2, 'y'), ('b', 1, NULL);
             INSERT INTO wr1 VALUES (10, 'ten'), (-3, 'minus three');
             UPDATE wr SET v = 'z' WHERE k = 'a' AND n = 2;
@@ -287,7 +305,8 @@ final class CaptureTests: XCTestCase {
             UPDATE wr1 SET id = 11 WHERE id = 10;
             """)
         try sync(from: replica, to: peer)
-        XCTAssertEqual(try rows(of: peer, table: "wr"), [[.text("a"), .integer(1), .text("x")], [.text("a"), .integer(2), .text("z")]])
+        XCTAssertEqual(
+            try rows(of: peer, table: "wr"), [[.text("a"), .integer(1), .text("x")], [.text("a"), .integer(2), .text("z")]])
         XCTAssertEqual(try rows(of: peer, table: "wr1"), [[.integer(-3), .text("minus three")], [.integer(11), .text("ten")]])
         XCTAssertEqual(try peer.doctor(), [])
     }

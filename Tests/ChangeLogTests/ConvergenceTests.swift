@@ -85,7 +85,8 @@ final class ConvergenceTests: XCTestCase {
                 var destination = history.below(count - 1)
                 if destination >= source { destination += 1 }
                 let full = history.chance(10)
-                let set = full
+                let set =
+                    full
                     ? try changeSet(from: replicas[source], since: Knowledge())
                     : try changeSet(from: replicas[source], for: replicas[destination])
                 let label = "step \(step): r\(source) → r\(destination)\(full ? " (full)" : "") \(set.changes.count) rows"
@@ -154,8 +155,9 @@ final class ConvergenceTests: XCTestCase {
         if present.isEmpty || (roll < 30 && !absent.isEmpty) {
             guard !absent.isEmpty else { return }
             let key = history.pick(absent)
-            try database.run("INSERT INTO notes VALUES (?, ?, ?, ?)", .text(key), .text("title \(history.below(50))"),
-                             .integer(Int64(history.below(1000))), history.value())
+            try database.run(
+                "INSERT INTO notes VALUES (?, ?, ?, ?)", .text(key), .text("title \(history.below(50))"),
+                .integer(Int64(history.below(1000))), history.value())
             history.note("r\(index): insert \(key)")
         } else if roll < 75 {
             let key = history.pick(present.sorted())
@@ -168,8 +170,9 @@ final class ConvergenceTests: XCTestCase {
                 default: return history.value()
                 }
             }
-            try database.run("UPDATE notes SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?",
-                             values + [.text(key)])
+            try database.run(
+                "UPDATE notes SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?",
+                values + [.text(key)])
             history.note("r\(index): update \(key) \(columns)")
         } else if roll < 92 || absent.isEmpty {
             let key = history.pick(present.sorted())

@@ -17,7 +17,8 @@ final class Sandbox {
     let directory: String
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory
+        directory =
+            FileManager.default.temporaryDirectory
             .appendingPathComponent("sqsync-changelog-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     }
@@ -27,8 +28,10 @@ final class Sandbox {
     func path(_ name: String) -> String { directory + "/" + name }
 
     /// A new replica named `name` whose schema is `schema`, with `track` tracked.
-    func replica(_ name: String, schema: String = "", track tables: [String] = [],
-                 allowIntegerPrimaryKey: Bool = false) throws -> Replica {
+    func replica(
+        _ name: String, schema: String = "", track tables: [String] = [],
+        allowIntegerPrimaryKey: Bool = false
+    ) throws -> Replica {
         let (replica, created) = try Replica.initialize(path: path(name + ".db"), name: name)
         XCTAssertTrue(created, "\(name) should be a new replica")
         if !schema.isEmpty { try replica.database.execute(schema) }
@@ -122,7 +125,9 @@ func rows(of replica: Replica, table: String) throws -> [[SQLValue]] {
 func metadata(of replica: Replica) throws -> [[SQLValue]] {
     try replica.database.rows(#"SELECT 'row', "tid", "pk", "cl", "hlc", "site", "seq" FROM "_sqsync_rows" ORDER BY 2, 3"#)
         + replica.database.rows(#"SELECT 'cell', "tid", "pk", "cid", "hlc", "site", "seq" FROM "_sqsync_cells" ORDER BY 2, 3, 4"#)
-        + replica.database.rows(#"SELECT 'conflict', "kind", "table_name", "pk", "column_name", "lost_value", "lost_row", "lost_site", "lost_hlc" FROM "_sqsync_conflicts" ORDER BY "id""#)
+        + replica.database.rows(
+            #"SELECT 'conflict', "kind", "table_name", "pk", "column_name", "lost_value", "lost_row", "lost_site", "lost_hlc" FROM "_sqsync_conflicts" ORDER BY "id""#
+        )
 }
 
 func conflictCount(_ replica: Replica) throws -> Int {
@@ -147,8 +152,9 @@ var nowMilliseconds: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 func assertSameRows(_ replicas: [Replica], table: String, file: StaticString = #filePath, line: UInt = #line) throws {
     let expected = try rows(of: replicas[0], table: table)
     for replica in replicas.dropFirst() {
-        XCTAssertEqual(try rows(of: replica, table: table), expected,
-                       "\(replica.name) differs from \(replicas[0].name) in \(table)", file: file, line: line)
+        XCTAssertEqual(
+            try rows(of: replica, table: table), expected,
+            "\(replica.name) differs from \(replicas[0].name) in \(table)", file: file, line: line)
     }
 }
 
@@ -179,4 +185,3 @@ func sqlite3Shell(_ path: String, _ sql: String) throws {
         throw ShellError(description: "sqlite3 exited \(process.terminationStatus): \(stderr)")
     }
 }
-

@@ -177,7 +177,8 @@ final class MergeTests: XCTestCase {
 
     func testDuplicateImportChangesNothing() throws {
         let r = try items(["a", "b"]), a = r[0], b = r[1]
-        try a.database.execute("""
+        try a.database.execute(
+            """
             UPDATE items SET qty = 10 WHERE id = 'a';
             INSERT INTO items VALUES ('b', 'banana', 2, NULL), ('c', 'cherry', 3, x'00');
             DELETE FROM items WHERE id = 'c';
@@ -273,7 +274,8 @@ final class MergeTests: XCTestCase {
             try a.database.run("UPDATE vals SET v = ? WHERE id = ?", values[(index + 1) % values.count], .text(id))
         }
         try sync(from: a, to: b)
-        XCTAssertEqual(try rows(of: b, table: "vals"), zip(ids, values.indices).map { [.text($0), values[($1 + 1) % values.count]] })
+        XCTAssertEqual(
+            try rows(of: b, table: "vals"), zip(ids, values.indices).map { [.text($0), values[($1 + 1) % values.count]] })
         try assertSameRows([a, b], table: "vals")
     }
 
@@ -310,8 +312,9 @@ final class MergeTests: XCTestCase {
             if earlierFirst { try syncBoth(a, b) } else { try syncBoth(b, a) }
             try syncUntilQuiet([a, b])
             for replica in [a, b] {
-                XCTAssertEqual(try rows(of: replica, table: "users"), [[.text("u-a"), .text("same@example.org"), .text("Ann")]],
-                               "\(replica.name), earlier first: \(earlierFirst)")
+                XCTAssertEqual(
+                    try rows(of: replica, table: "users"), [[.text("u-a"), .text("same@example.org"), .text("Ann")]],
+                    "\(replica.name), earlier first: \(earlierFirst)")
                 XCTAssertEqual(try replica.doctor(), [])
             }
             let logged = try conflicts(a) + conflicts(b)
@@ -338,7 +341,8 @@ final class MergeTests: XCTestCase {
         let a = try sandbox.replica("a", schema: familySchema, track: ["child", "parent"])
         let b = try sandbox.clone(a, "b")
         for replica in [a, b] { try replica.database.execute("PRAGMA foreign_keys = ON") }
-        try a.database.execute("""
+        try a.database.execute(
+            """
             INSERT INTO parent VALUES ('p1', 1), ('p2', 2);
             INSERT INTO child VALUES ('c1', 'p1', 'x'), ('c2', 'p2', 'y'), ('c3', 'p1', 'z');
             """)

@@ -9,8 +9,11 @@ final class CaptureCLITests: XCTestCase {
     override func tearDown() { h = nil }
 
     private func triggers(_ db: String, table: String) throws -> [String] {
-        try h.sqlite(db, "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = '\(table)' AND name LIKE '\\_sqsync\\_%' ESCAPE '\\' ORDER BY name;")
-            .split(separator: "\n").map(String.init)
+        try h.sqlite(
+            db,
+            "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = '\(table)' AND name LIKE '\\_sqsync\\_%' ESCAPE '\\' ORDER BY name;"
+        )
+        .split(separator: "\n").map(String.init)
     }
 
     private func trackedTables(_ db: String) throws -> [String: Int] {
@@ -80,7 +83,9 @@ final class CaptureCLITests: XCTestCase {
 
     func testTrackByNameThenAllCapturesExistingRows() throws {
         let db = h.path("app.db")
-        try h.sqlite(db, """
+        try h.sqlite(
+            db,
+            """
             CREATE TABLE a(id TEXT PRIMARY KEY, v TEXT);
             CREATE TABLE b(k1 TEXT, k2 INTEGER, v REAL, PRIMARY KEY (k1, k2));
             CREATE TABLE "odd name"(id TEXT PRIMARY KEY, v) WITHOUT ROWID;
@@ -101,7 +106,11 @@ final class CaptureCLITests: XCTestCase {
         XCTAssertEqual(try trackedTables(db), ["a": 2, "b": 1, "odd name": 0])
         XCTAssertFalse(try triggers(db, table: "b").isEmpty)
         XCTAssertFalse(try triggers(db, table: "odd name").isEmpty)
-        XCTAssertTrue(try h.sqlite(db, "SELECT count(*) FROM sqlite_schema WHERE name LIKE '\\_sqsync\\_%' ESCAPE '\\' AND tbl_name NOT LIKE '\\_sqsync\\_%' ESCAPE '\\' AND type = 'table';")
+        XCTAssertTrue(
+            try h.sqlite(
+                db,
+                "SELECT count(*) FROM sqlite_schema WHERE name LIKE '\\_sqsync\\_%' ESCAPE '\\' AND tbl_name NOT LIKE '\\_sqsync\\_%' ESCAPE '\\' AND type = 'table';"
+            )
             .hasPrefix("0"), "track --all must not track sqsync's own tables")
     }
 
@@ -150,16 +159,20 @@ final class CaptureCLITests: XCTestCase {
     // MARK: status, doctor, refresh
 
     func testStatusJSONCountsShellWrites() throws {
-        let db = try h.makeReplica("A", schema: """
-            CREATE TABLE notes(id TEXT PRIMARY KEY, body TEXT);
-            CREATE TABLE tags(note TEXT, tag TEXT, PRIMARY KEY (note, tag));
-            """)
+        let db = try h.makeReplica(
+            "A",
+            schema: """
+                CREATE TABLE notes(id TEXT PRIMARY KEY, body TEXT);
+                CREATE TABLE tags(note TEXT, tag TEXT, PRIMARY KEY (note, tag));
+                """)
         let id = try h.knowledgeID(db)
         let start = try h.okJSON(["status", db])
         let startSeq = (start["knowledge"] as? [String: Int])?[id] ?? 0
         XCTAssertEqual(start["name"] as? String, "A")
 
-        try h.sqlite(db, """
+        try h.sqlite(
+            db,
+            """
             INSERT INTO notes VALUES ('n1', 'one'), ('n2', 'two'), ('n3', 'three');
             INSERT INTO tags VALUES ('n1', 'red'), ('n1', 'blue');
             UPDATE notes SET body = 'TWO' WHERE id = 'n2';
@@ -167,9 +180,10 @@ final class CaptureCLITests: XCTestCase {
             """)
         let status = try h.okJSON(["status", db])
         XCTAssertEqual(status["knowledge_id"] as? String, id)
-        let tables = Dictionary(uniqueKeysWithValues: (status["tables"] as? [[String: Any]] ?? []).map {
-            ($0["name"] as? String ?? "?", $0["rows"] as? Int ?? -1)
-        })
+        let tables = Dictionary(
+            uniqueKeysWithValues: (status["tables"] as? [[String: Any]] ?? []).map {
+                ($0["name"] as? String ?? "?", $0["rows"] as? Int ?? -1)
+            })
         XCTAssertEqual(tables, ["notes": 2, "tags": 2])
         let seq = (status["knowledge"] as? [String: Int])?[id] ?? 0
         XCTAssertGreaterThan(seq, startSeq, "captured writes advance this replica's knowledge")
@@ -212,8 +226,9 @@ final class CaptureCLITests: XCTestCase {
         XCTAssertNotEqual(aID, bID, "a clone is a new replica")
         XCTAssertEqual(bStatus["name"] as? String, "B")
         XCTAssertEqual(try h.dump(b, table: "t", orderBy: "id"), try h.dump(a, table: "t", orderBy: "id"))
-        XCTAssertEqual((bStatus["knowledge"] as? [String: Int])?[aID], (aStatus["knowledge"] as? [String: Int])?[aID],
-                       "the clone knows everything its source knew")
+        XCTAssertEqual(
+            (bStatus["knowledge"] as? [String: Int])?[aID], (aStatus["knowledge"] as? [String: Int])?[aID],
+            "the clone knows everything its source knew")
         XCTAssertEqual(try h.knowledgeID(a), aID, "cloning must not change the source's identity")
         // The clone captures its own writes.
         try h.sqlite(b, "UPDATE t SET v = 'b' WHERE id = '2';")
@@ -221,7 +236,8 @@ final class CaptureCLITests: XCTestCase {
     }
 
     func testUntrackRemovesTriggers() throws {
-        let db = try h.makeReplica("A", schema: "CREATE TABLE keep(id TEXT PRIMARY KEY, v); CREATE TABLE drop_me(id TEXT PRIMARY KEY, v);")
+        let db = try h.makeReplica(
+            "A", schema: "CREATE TABLE keep(id TEXT PRIMARY KEY, v); CREATE TABLE drop_me(id TEXT PRIMARY KEY, v);")
         XCTAssertFalse(try triggers(db, table: "drop_me").isEmpty)
         try h.ok(["untrack", db, "drop_me"])
         XCTAssertEqual(try triggers(db, table: "drop_me"), [], "no _sqsync_ triggers may remain on an untracked table")
@@ -230,7 +246,9 @@ final class CaptureCLITests: XCTestCase {
         let id = try h.knowledgeID(db)
         let seq = (try h.okJSON(["status", db])["knowledge"] as? [String: Int])?[id]
         try h.sqlite(db, "INSERT INTO drop_me VALUES ('x', 1);")
-        XCTAssertEqual((try h.okJSON(["status", db])["knowledge"] as? [String: Int])?[id], seq, "writes to an untracked table are not captured")
+        XCTAssertEqual(
+            (try h.okJSON(["status", db])["knowledge"] as? [String: Int])?[id], seq,
+            "writes to an untracked table are not captured")
     }
 
     // MARK: bad input

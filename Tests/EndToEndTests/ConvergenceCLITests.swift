@@ -44,16 +44,21 @@ final class ConvergenceCLITests: XCTestCase {
         var pool: [Bundle] = []
         var problems: [String] = []
         var log: [String] = []
-        let slowClock = FileManager.default.isExecutableFile(atPath: "/usr/bin/faketime") ? ["/usr/bin/faketime", "-f", "-1d"] : []
+        let slowClock =
+            FileManager.default.isExecutableFile(atPath: "/usr/bin/faketime") ? ["/usr/bin/faketime", "-f", "-1d"] : []
         var counts = (writes: 0, exports: 0, lost: 0, imports: 0, duplicates: 0, late: 0)
 
         func importBundle(_ bundle: Bundle, into target: Int, step: String) throws {
             let result = try h.sqsync(["import", dbs[target], bundle.path], key: names[target])
-            log.append("\(step): import \(names[target]) <- \(URL(fileURLWithPath: bundle.path).lastPathComponent) exit \(result.status)")
+            log.append(
+                "\(step): import \(names[target]) <- \(URL(fileURLWithPath: bundle.path).lastPathComponent) exit \(result.status)"
+            )
             if result.status == 0 {
                 heard[target][bundle.sender] = true
             } else {
-                problems.append("seed \(seed) \(step): import into \(names[target]) of \(names[bundle.sender])'s bundle exited \(result.status): \(result.stderr.trimmingCharacters(in: .whitespacesAndNewlines))")
+                problems.append(
+                    "seed \(seed) \(step): import into \(names[target]) of \(names[bundle.sender])'s bundle exited \(result.status): \(result.stderr.trimmingCharacters(in: .whitespacesAndNewlines))"
+                )
             }
         }
 
@@ -62,7 +67,8 @@ final class ConvergenceCLITests: XCTestCase {
             let result = try h.sqsync(["export", dbs[from], "-o", file] + extra, key: names[from])
             log.append("\(step): export \(names[from]) \(extra.joined(separator: " ")) exit \(result.status)")
             guard result.status == 0 else {
-                problems.append("seed \(seed) \(step): export from \(names[from]) \(extra) exited \(result.status): \(result.stderr)")
+                problems.append(
+                    "seed \(seed) \(step): export from \(names[from]) \(extra) exited \(result.status): \(result.stderr)")
                 return nil
             }
             return Bundle(path: file, sender: from)
@@ -115,9 +121,14 @@ final class ConvergenceCLITests: XCTestCase {
         }
 
         let dumps = try dbs.map { try h.dump($0, table: "items", orderBy: "id") }
-        let context = "seed \(seed): \(counts.writes) write batches, \(counts.exports) exports (\(counts.lost) lost), \(counts.imports) imports (\(counts.duplicates) duplicated, \(counts.late) late)"
-        XCTAssertTrue(problems.isEmpty, "\(context)\n\(problems.count) failed commands, first: \(problems.prefix(3).joined(separator: "\n"))")
-        XCTAssertEqual(dumps[1], dumps[0], "\(context): B differs from A\nA:\n\(dumps[0])B:\n\(dumps[1])\nlog:\n\(log.suffix(25).joined(separator: "\n"))")
+        let context =
+            "seed \(seed): \(counts.writes) write batches, \(counts.exports) exports (\(counts.lost) lost), \(counts.imports) imports (\(counts.duplicates) duplicated, \(counts.late) late)"
+        XCTAssertTrue(
+            problems.isEmpty,
+            "\(context)\n\(problems.count) failed commands, first: \(problems.prefix(3).joined(separator: "\n"))")
+        XCTAssertEqual(
+            dumps[1], dumps[0],
+            "\(context): B differs from A\nA:\n\(dumps[0])B:\n\(dumps[1])\nlog:\n\(log.suffix(25).joined(separator: "\n"))")
         XCTAssertEqual(dumps[2], dumps[0], "\(context): C differs from A\nA:\n\(dumps[0])C:\n\(dumps[2])")
         XCTAssertGreaterThan(counts.writes, 5, context)
         XCTAssertGreaterThan(counts.imports, 3, context)
@@ -144,7 +155,8 @@ final class ConvergenceCLITests: XCTestCase {
 
     private func randomStatement(_ rng: inout SplitMix64) -> String {
         let key = "'\(rng.pick(Self.keys))'"
-        let row = "(\(key), \(randomValue(&rng, column: "a")), \(randomValue(&rng, column: "b")), \(randomValue(&rng, column: "c")), \(randomValue(&rng, column: "d")))"
+        let row =
+            "(\(key), \(randomValue(&rng, column: "a")), \(randomValue(&rng, column: "b")), \(randomValue(&rng, column: "c")), \(randomValue(&rng, column: "d")))"
         switch rng.int(100) {
         case 0..<25:
             return "INSERT OR IGNORE INTO items VALUES \(row);"

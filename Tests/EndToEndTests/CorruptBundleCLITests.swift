@@ -12,14 +12,18 @@ final class CorruptBundleCLITests: XCTestCase {
 
     override func setUpWithError() throws {
         h = try Harness()
-        source = try h.makeReplica("A", schema: """
-            CREATE TABLE t(id TEXT PRIMARY KEY, a TEXT, b BLOB, r REAL);
-            CREATE TABLE u(k1 TEXT, k2 INTEGER, v TEXT, PRIMARY KEY (k1, k2));
-            INSERT INTO t VALUES ('1', 'one', x'00', 1.0), ('2', 'two', NULL, 2.5);
-            """)
+        source = try h.makeReplica(
+            "A",
+            schema: """
+                CREATE TABLE t(id TEXT PRIMARY KEY, a TEXT, b BLOB, r REAL);
+                CREATE TABLE u(k1 TEXT, k2 INTEGER, v TEXT, PRIMARY KEY (k1, k2));
+                INSERT INTO t VALUES ('1', 'one', x'00', 1.0), ('2', 'two', NULL, 2.5);
+                """)
         target = try h.cloneReplica(source, as: "B")
         try h.sqlite(target, "UPDATE t SET a = 'local' WHERE id = '2';")
-        try h.sqlite(source, """
+        try h.sqlite(
+            source,
+            """
             INSERT INTO t VALUES ('3', 'three', x'deadbeef', -0.0), ('4', 'four', randomblob(64), 4.25);
             UPDATE t SET a = 'ONE' WHERE id = '1';
             DELETE FROM t WHERE id = '2';
@@ -39,13 +43,17 @@ final class CorruptBundleCLITests: XCTestCase {
     }
 
     /// Imports `file` into the target and checks the rejection contract.
-    private func assertRejected(_ file: String, extra: [String] = [], file src: StaticString = #filePath, line: UInt = #line) throws {
+    private func assertRejected(
+        _ file: String, extra: [String] = [], file src: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let name = URL(fileURLWithPath: file).lastPathComponent
         let before = try h.fullDump(target)
         let result = try h.sqsync(["import", target, file] + extra, key: "B")
-        XCTAssertEqual(result.status, 3, "\(name): expected exit 3, got \(result.status): \(result.stderr)", file: src, line: line)
+        XCTAssertEqual(
+            result.status, 3, "\(name): expected exit 3, got \(result.status): \(result.stderr)", file: src, line: line)
         XCTAssertEqual(result.stderrLines.count, 1, "\(name): expected one stderr line: \(result.stderr)", file: src, line: line)
-        XCTAssertTrue(result.stderr.contains(name), "\(name): stderr does not name the file: \(result.stderr)", file: src, line: line)
+        XCTAssertTrue(
+            result.stderr.contains(name), "\(name): stderr does not name the file: \(result.stderr)", file: src, line: line)
         XCTAssertEqual(try h.fullDump(target), before, "\(name): the target database changed", file: src, line: line)
     }
 

@@ -41,8 +41,10 @@ final class Harness {
 
     /// Runs a program and waits for it; stdin is closed unless `input` is given.
     @discardableResult
-    static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-                    input: String? = nil, currentDirectory: String? = nil) throws -> ProcessResult {
+    static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:],
+        input: String? = nil, currentDirectory: String? = nil
+    ) throws -> ProcessResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -60,21 +62,28 @@ final class Harness {
         let group = DispatchGroup()
         let outHandle = out.fileHandleForReading, errHandle = err.fileHandleForReading
         group.enter()
-        DispatchQueue.global().async { outData.data = outHandle.readDataToEndOfFile(); group.leave() }
+        DispatchQueue.global().async {
+            outData.data = outHandle.readDataToEndOfFile(); group.leave()
+        }
         group.enter()
-        DispatchQueue.global().async { errData.data = errHandle.readDataToEndOfFile(); group.leave() }
+        DispatchQueue.global().async {
+            errData.data = errHandle.readDataToEndOfFile(); group.leave()
+        }
         if let input { inPipe.fileHandleForWriting.write(Data(input.utf8)) }
         try inPipe.fileHandleForWriting.close()
         process.waitUntilExit()
         group.wait()
-        return ProcessResult(status: process.terminationStatus, stdout: String(decoding: outData.data, as: UTF8.self),
-                             stderr: String(decoding: errData.data, as: UTF8.self))
+        return ProcessResult(
+            status: process.terminationStatus, stdout: String(decoding: outData.data, as: UTF8.self),
+            stderr: String(decoding: errData.data, as: UTF8.self))
     }
 
     /// Runs `sqsync` with the harness's trust file (and `--key` for `replica` when given).
     @discardableResult
-    func sqsync(_ arguments: [String], key replica: String? = nil, environment: [String: String] = [:],
-                prefix: [String] = []) throws -> ProcessResult {
+    func sqsync(
+        _ arguments: [String], key replica: String? = nil, environment: [String: String] = [:],
+        prefix: [String] = []
+    ) throws -> ProcessResult {
         var args = arguments + ["--trust", trustFile]
         if let replica { args += ["--key", keyPath(replica)] }
         if prefix.isEmpty { return try Self.run(Self.binary, args, environment: environment) }
@@ -83,9 +92,12 @@ final class Harness {
 
     /// Like ``sqsync(_:key:environment:prefix:)`` but fails the test unless it exits 0.
     @discardableResult
-    func ok(_ arguments: [String], key replica: String? = nil, file: StaticString = #filePath, line: UInt = #line) throws -> ProcessResult {
+    func ok(
+        _ arguments: [String], key replica: String? = nil, file: StaticString = #filePath, line: UInt = #line
+    ) throws -> ProcessResult {
         let result = try sqsync(arguments, key: replica)
-        XCTAssertEqual(result.status, 0, "sqsync \(arguments.joined(separator: " ")) failed: \(result.stderr)", file: file, line: line)
+        XCTAssertEqual(
+            result.status, 0, "sqsync \(arguments.joined(separator: " ")) failed: \(result.stderr)", file: file, line: line)
         return result
     }
 
@@ -131,8 +143,10 @@ final class Harness {
 
     /// A table's rows as text, ordered, for comparing replicas (quote() keeps types exact).
     func dump(_ db: String, table: String, orderBy: String) throws -> String {
-        let columns = try sqlite(db, "SELECT group_concat('quote(\"' || name || '\")', ' || ''|'' || ') FROM pragma_table_info('\(table)');")
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let columns = try sqlite(
+            db, "SELECT group_concat('quote(\"' || name || '\")', ' || ''|'' || ') FROM pragma_table_info('\(table)');"
+        )
+        .trimmingCharacters(in: .whitespacesAndNewlines)
         return try sqlite(db, "SELECT \(columns) FROM \"\(table)\" ORDER BY \(orderBy);")
     }
 
@@ -180,7 +194,9 @@ extension Harness {
     }
 
     /// `sqsync ... --json`, failing the test unless it exits 0, parsed.
-    func okJSON(_ arguments: [String], key replica: String? = nil, file: StaticString = #filePath, line: UInt = #line) throws -> [String: Any] {
+    func okJSON(
+        _ arguments: [String], key replica: String? = nil, file: StaticString = #filePath, line: UInt = #line
+    ) throws -> [String: Any] {
         let result = try ok(arguments + ["--json"], key: replica, file: file, line: line)
         return json(result, file: file, line: line)
     }
@@ -197,10 +213,13 @@ extension Harness {
 
     /// Runs SQL through `sqlite3` with a program in front of it (e.g. `faketime -f -1d`).
     @discardableResult
-    func sqlite(_ db: String, _ sql: String, prefix: [String], file: StaticString = #filePath, line: UInt = #line) throws -> String {
+    func sqlite(
+        _ db: String, _ sql: String, prefix: [String], file: StaticString = #filePath, line: UInt = #line
+    ) throws -> String {
         guard let program = prefix.first else { return try sqlite(db, sql, file: file, line: line) }
         let result = try Self.run(program, Array(prefix.dropFirst()) + ["/usr/bin/sqlite3", "-bail", db], input: sql)
-        XCTAssertEqual(result.status, 0, "\(prefix.joined(separator: " ")) sqlite3 failed: \(result.stderr)", file: file, line: line)
+        XCTAssertEqual(
+            result.status, 0, "\(prefix.joined(separator: " ")) sqlite3 failed: \(result.stderr)", file: file, line: line)
         return result.stdout
     }
 

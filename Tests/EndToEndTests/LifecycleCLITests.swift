@@ -71,7 +71,8 @@ final class LifecycleCLITests: XCTestCase {
         XCTAssertEqual(peerEntry(status, "B")?["tombstones_held_back"] as? Int, 0, "\(status)")
         XCTAssertEqual(peerEntry(status, "C")?["tombstones_held_back"] as? Int, 0, "\(status)")
         let human = try h.ok(["status", a])
-        XCTAssertTrue(human.stdout.contains("held back by D") || human.stderr.contains("held back by D"), human.stdout + human.stderr)
+        XCTAssertTrue(
+            human.stdout.contains("held back by D") || human.stderr.contains("held back by D"), human.stdout + human.stderr)
 
         let metadataBefore = try count(a, #"SELECT count(*) FROM "_sqsync_rows";"#)
         let purge = try h.okJSON(["purge", a], key: "A")
@@ -92,7 +93,8 @@ final class LifecycleCLITests: XCTestCase {
         let peers = try h.okJSON(["peers", a])["peers"] as? [[String: Any]] ?? []
         XCTAssertEqual(peers.first { $0["name"] as? String == "D" }?["retired"] as? Bool, true, "\(peers)")
         status = try h.okJSON(["status", a])
-        XCTAssertEqual(peerEntry(status, "D")?["tombstones_held_back"] as? Int ?? 0, 0, "a retired peer holds nothing back: \(status)")
+        XCTAssertEqual(
+            peerEntry(status, "D")?["tombstones_held_back"] as? Int ?? 0, 0, "a retired peer holds nothing back: \(status)")
 
         // A dry run reports the two deletes and changes nothing.
         let beforeDry = try h.fullDump(a)
@@ -172,7 +174,8 @@ final class LifecycleCLITests: XCTestCase {
         let beforeA = try h.fullDump(a)
         let back = try h.sqsync(["import", a, fromC2], key: "A")
         if back.status == 0 {
-            XCTAssertEqual(try ids(a), ["r1", "r4", "r5"], "a stale replica's bundle brought purged rows back to life: \(back.stderr)")
+            XCTAssertEqual(
+                try ids(a), ["r1", "r4", "r5"], "a stale replica's bundle brought purged rows back to life: \(back.stderr)")
         } else {
             XCTAssertEqual(back.status, 1, back.stderr)
             XCTAssertTrue(back.stderr.contains("clone"), "the refusal must say to re-clone: \(back.stderr)")

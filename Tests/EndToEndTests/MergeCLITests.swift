@@ -68,9 +68,11 @@ final class MergeCLITests: XCTestCase {
         try assertAllEqual("'1'|'a1'|'b1'\n'2'|'from-B'|'b2'\n'3'|'a3'|'b3'\n")
         for db in [a, b] {
             let logged = try h.conflicts(db)
-            XCTAssertTrue(logged.contains {
-                $0["table_name"] as? String == "t" && $0["column_name"] as? String == "a" && $0["lost_value"] as? String == "from-A"
-            }, "\(db): \(logged)")
+            XCTAssertTrue(
+                logged.contains {
+                    $0["table_name"] as? String == "t" && $0["column_name"] as? String == "a"
+                        && $0["lost_value"] as? String == "from-A"
+                }, "\(db): \(logged)")
         }
         let human = try h.ok(["conflicts", a])
         XCTAssertTrue(human.stdout.contains("from-A"), human.stdout)
@@ -86,8 +88,9 @@ final class MergeCLITests: XCTestCase {
         try meshSync()
         try assertAllEqual("'1'|'a1'|'b1'\n'2'|'a2'|'b2'\n")
         let logged = try h.conflicts(b)
-        XCTAssertTrue(logged.contains { $0["pk"] as? String == "'3'" && $0["lost_value"] as? String == "late-update" },
-                      "the update that lost to the delete is logged: \(logged)")
+        XCTAssertTrue(
+            logged.contains { $0["pk"] as? String == "'3'" && $0["lost_value"] as? String == "late-update" },
+            "the update that lost to the delete is logged: \(logged)")
         try meshSync()
         try assertAllEqual("'1'|'a1'|'b1'\n'2'|'a2'|'b2'\n")
     }
@@ -119,7 +122,7 @@ final class MergeCLITests: XCTestCase {
     func testReExportAfterImportIsNotMistakenForACopy() throws {
         try h.send((a, "A"), to: (b, "B"))
         try h.sqlite(b, "UPDATE t SET a = 'b-write' WHERE id = '1';")
-        try h.send((b, "B"), to: (a, "A"))              // pushes A's clock, A's own seq stays
+        try h.send((b, "B"), to: (a, "A"))  // pushes A's clock, A's own seq stays
         let again = try h.export(a, as: "A")
         let result = try h.sqsync(["import", b, again], key: "B")
         XCTAssertEqual(result.status, 0, "a second bundle from the same replica was refused: \(result.stderr)")
@@ -150,7 +153,8 @@ final class MergeCLITests: XCTestCase {
         let first = try h.export(a, as: "A")
         let mark = try knowledge(a).map { "\($0.key):\($0.value)" }.joined(separator: ",")
         tick()
-        try h.sqlite(a, "UPDATE t SET a = 'v2' WHERE id = '1'; UPDATE t SET b = 'v2' WHERE id = '5'; DELETE FROM t WHERE id = '2';")
+        try h.sqlite(
+            a, "UPDATE t SET a = 'v2' WHERE id = '1'; UPDATE t SET b = 'v2' WHERE id = '5'; DELETE FROM t WHERE id = '2';")
         let secondFull = try h.export(a, as: "A")
         let secondDelta = try h.export(a, as: "A", extra: ["--since", mark])
         let expected = try rows(a)
@@ -172,7 +176,9 @@ final class MergeCLITests: XCTestCase {
     }
 
     func testDryRunReportsPerTableCountsAndChangesNothing() throws {
-        try h.sqlite(a, """
+        try h.sqlite(
+            a,
+            """
             INSERT INTO t VALUES ('9', 'nine', NULL);
             UPDATE t SET a = 'changed' WHERE id = '1';
             DELETE FROM t WHERE id = '2';
@@ -208,7 +214,7 @@ final class MergeCLITests: XCTestCase {
         let values = (10..<60).map { "('\($0)', 'bulk value \($0)', 'padding padding padding \($0)')" }.joined(separator: ",")
         try h.sqlite(a, "INSERT INTO t VALUES \(values);")
         try h.send((a, "A"), to: (b, "B"))
-        try h.send((b, "B"), to: (a, "A"))          // A now holds B's acknowledgement of everything
+        try h.send((b, "B"), to: (a, "A"))  // A now holds B's acknowledgement of everything
         try h.sqlite(a, "UPDATE t SET a = 'only this' WHERE id = '17';")
 
         let full = try h.okJSON(["export", a, "-o", h.path("full.sqsb")], key: "A")
@@ -242,13 +248,17 @@ final class MergeCLITests: XCTestCase {
     func testWriterWithSlowClockStillWinsAfterSeeingTheOtherChange() throws {
         let faketime = "/usr/bin/faketime"
         guard FileManager.default.isExecutableFile(atPath: faketime) else {
-            if ProcessInfo.processInfo.environment["CI"] != nil { return XCTFail("faketime is missing (apt-get install faketime)") }
+            if ProcessInfo.processInfo.environment["CI"] != nil {
+                return XCTFail("faketime is missing (apt-get install faketime)")
+            }
             throw XCTSkip("faketime not installed")
         }
         let slow = [faketime, "-f", "-1d"]
         // Sanity: the prefix really moves the clock a day back for sqlite3.
-        let shifted = Int(try h.sqlite(":memory:", "SELECT CAST(strftime('%s','now') AS INTEGER);", prefix: slow)
-            .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        let shifted =
+            Int(
+                try h.sqlite(":memory:", "SELECT CAST(strftime('%s','now') AS INTEGER);", prefix: slow)
+                    .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         XCTAssertLessThan(shifted, Int(Date().timeIntervalSince1970) - 80_000)
 
         try h.sqlite(a, "UPDATE t SET a = 'A-now' WHERE id = '1';")
@@ -268,7 +278,8 @@ final class MergeCLITests: XCTestCase {
     // MARK: inspect
 
     func testInspectShowsSenderCountsSignerAndVerification() throws {
-        try h.sqlite(a, "INSERT INTO t VALUES ('7', 's', 'e'); UPDATE t SET a = 'z' WHERE id = '1'; DELETE FROM t WHERE id = '2';")
+        try h.sqlite(
+            a, "INSERT INTO t VALUES ('7', 's', 'e'); UPDATE t SET a = 'z' WHERE id = '1'; DELETE FROM t WHERE id = '2';")
         let bundle = try h.export(a, as: "A")
         let aID = try h.knowledgeID(a)
         let result = try h.ok(["inspect", bundle])
@@ -276,7 +287,8 @@ final class MergeCLITests: XCTestCase {
         XCTAssertTrue(lines.contains { $0.hasPrefix("sender") && $0.contains("A") && $0.contains(aID) }, result.stdout)
         XCTAssertTrue(lines.contains { $0.hasPrefix("table") && $0.contains("t:") && $0.contains("1 deletes") }, result.stdout)
         XCTAssertTrue(lines.contains { $0.hasPrefix("table") && $0.contains("u:") }, result.stdout)
-        let fingerprint = try Harness.run("/usr/bin/ssh-keygen", ["-l", "-f", h.keyPath("A") + ".pub"]).stdout
+        let fingerprint =
+            try Harness.run("/usr/bin/ssh-keygen", ["-l", "-f", h.keyPath("A") + ".pub"]).stdout
             .split(separator: " ").dropFirst().first.map(String.init) ?? "?"
         XCTAssertTrue(lines.contains { $0.hasPrefix("signer") && $0.contains(fingerprint) }, "\(fingerprint) in \(result.stdout)")
         XCTAssertTrue(lines.contains { $0.hasPrefix("verified") && $0.contains("yes") }, result.stdout)
@@ -295,8 +307,12 @@ final class MergeCLITests: XCTestCase {
         XCTAssertTrue(try String(contentsOfFile: signature, encoding: .utf8).hasPrefix("-----BEGIN SSH SIGNATURE-----"))
 
         func verify(_ principal: String, _ file: String) throws -> ProcessResult {
-            try Harness.run("/bin/sh", ["-c", "exec /usr/bin/ssh-keygen -Y verify -f \"$1\" -I \"$2\" -n sqsync -s \"$3\" < \"$4\"",
-                                        "sh", h.trustFile, principal, signature, file])
+            try Harness.run(
+                "/bin/sh",
+                [
+                    "-c", "exec /usr/bin/ssh-keygen -Y verify -f \"$1\" -I \"$2\" -n sqsync -s \"$3\" < \"$4\"",
+                    "sh", h.trustFile, principal, signature, file,
+                ])
         }
         let good = try verify("A", payload)
         XCTAssertEqual(good.status, 0, good.stdout + good.stderr)

@@ -49,13 +49,17 @@ final class SchemaCLITests: XCTestCase {
         let bundle = try h.export(a, as: "A")
         let before = try rows(b)
         let result = try h.ok(["import", b, bundle], key: "B", file: file, line: line)
-        XCTAssertTrue(result.stderr.contains("held") || result.stdout.contains("held"), "import must say held: \(result.stderr)", file: file, line: line)
-        XCTAssertTrue(result.stderr.contains("color"), "the message must name the missing column: \(result.stderr)", file: file, line: line)
+        XCTAssertTrue(
+            result.stderr.contains("held") || result.stdout.contains("held"), "import must say held: \(result.stderr)",
+            file: file, line: line)
+        XCTAssertTrue(
+            result.stderr.contains("color"), "the message must name the missing column: \(result.stderr)", file: file, line: line)
         XCTAssertEqual(try rows(b), before, "a held bundle must not be half-applied", file: file, line: line)
         let entries = try held(b)
         XCTAssertEqual(entries.count, 1, "\(entries)", file: file, line: line)
         if let path = entries.first?["path"] as? String {
-            XCTAssertTrue(FileManager.default.fileExists(atPath: path), "the held copy must exist: \(path)", file: file, line: line)
+            XCTAssertTrue(
+                FileManager.default.fileExists(atPath: path), "the held copy must exist: \(path)", file: file, line: line)
             XCTAssertTrue(path.hasPrefix(heldFolder(b)), path, file: file, line: line)
         }
         XCTAssertTrue((entries.first?["reason"] as? String ?? "").contains("color"), "\(entries)", file: file, line: line)
@@ -100,8 +104,9 @@ final class SchemaCLITests: XCTestCase {
         let empty = try h.export(e, as: "E")
         let result = try h.okJSON(["import", b, empty], key: "B")
         let bundles = result["bundles"] as? [[String: Any]] ?? []
-        XCTAssertTrue(bundles.contains { ($0["path"] as? String ?? "").hasPrefix(heldFolder(b)) && $0["held"] == nil },
-                      "the held bundle must be retried and applied: \(result)")
+        XCTAssertTrue(
+            bundles.contains { ($0["path"] as? String ?? "").hasPrefix(heldFolder(b)) && $0["held"] == nil },
+            "the held bundle must be retried and applied: \(result)")
         XCTAssertEqual(try rows(b), Self.migratedRows)
         XCTAssertEqual(try held(b).count, 0)
         XCTAssertEqual(heldFiles(b), [])
@@ -160,8 +165,9 @@ final class SchemaCLITests: XCTestCase {
         let result = try h.ok(["import", a, bundle], key: "A")
         XCTAssertFalse(result.stderr.contains("held"), result.stderr)
         XCTAssertEqual(try held(a).count, 0)
-        XCTAssertEqual(try rows(a), "'1'|'ONE'|'red'\n'2'|'two'|'blue'\n'4'|'four'|NULL\n",
-                       "columns the sender lacks must keep their values")
+        XCTAssertEqual(
+            try rows(a), "'1'|'ONE'|'red'\n'2'|'two'|'blue'\n'4'|'four'|NULL\n",
+            "columns the sender lacks must keep their values")
         XCTAssertEqual(try h.conflicts(a).count, 0)
 
         // B takes A's answer after migrating, and both agree.

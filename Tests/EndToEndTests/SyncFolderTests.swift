@@ -41,7 +41,9 @@ final class SyncFolderTests: XCTestCase {
     private func assertConverged(file: StaticString = #filePath, line: UInt = #line) throws {
         let expected = try content(reference)
         for replica in replicas {
-            XCTAssertEqual(try content(replica.db), expected, "replica \(replica.name) differs from the expected content", file: file, line: line)
+            XCTAssertEqual(
+                try content(replica.db), expected, "replica \(replica.name) differs from the expected content", file: file,
+                line: line)
         }
     }
 
@@ -57,7 +59,8 @@ final class SyncFolderTests: XCTestCase {
     /// After any sync: at most one bundle per outbox, no leftover temporary files anywhere.
     private func assertTidyMailbox(file: StaticString = #filePath, line: UInt = #line) {
         for (id, names) in outboxes(box) {
-            XCTAssertLessThanOrEqual(names.filter { $0.hasSuffix(".sqsb") }.count, 1, "outbox \(id) holds \(names)", file: file, line: line)
+            XCTAssertLessThanOrEqual(
+                names.filter { $0.hasSuffix(".sqsb") }.count, 1, "outbox \(id) holds \(names)", file: file, line: line)
         }
         let temporary = filesBelow(box).filter { ($0 as NSString).lastPathComponent.hasPrefix(".tmp-") }
         XCTAssertEqual(temporary, [], "temporary files left in the mailbox", file: file, line: line)
@@ -82,7 +85,10 @@ final class SyncFolderTests: XCTestCase {
 
         // Round 2: a delete on A, an insert on B, an update on C; another order.
         try write(a, "DELETE FROM item WHERE id = 'i2'")
-        try write(b, "INSERT INTO item VALUES ('b1', 'from B', 2, -0.5, NULL), ('b2', 'ünïcødé ✓', 9223372036854775807, 2.5e300, x'deadbeef')")
+        try write(
+            b,
+            "INSERT INTO item VALUES ('b1', 'from B', 2, -0.5, NULL), ('b2', 'ünïcødé ✓', 9223372036854775807, 2.5e300, x'deadbeef')"
+        )
         try write(c, "UPDATE note SET body = 'first, edited by C' WHERE k = 'n1'")
         try quietPass([(c, "C"), (a, "A"), (b, "B")])
         assertTidyMailbox()
@@ -123,10 +129,12 @@ final class SyncFolderTests: XCTestCase {
         try quietPass(replicas)
         try quietPass(replicas)
 
-        try write(b, "INSERT INTO item VALUES ('b1', 'from B', 1, 0.5, NULL), ('b2', 'also B', 2, 1.5, x'01')",
-                  "UPDATE item SET qty = 99 WHERE id = 'i1'")
+        try write(
+            b, "INSERT INTO item VALUES ('b1', 'from B', 1, 0.5, NULL), ('b2', 'also B', 2, 1.5, x'01')",
+            "UPDATE item SET qty = 99 WHERE id = 'i1'")
         let out = try h.syncJSON(b, as: "B", box)
-        for field in ["bundles_in", "changes_in", "conflicts", "held", "rejected", "bundle_out", "rows_out", "removed", "target"] {
+        for field in ["bundles_in", "changes_in", "conflicts", "held", "rejected", "bundle_out", "rows_out", "removed", "target"]
+        {
             XCTAssertNotNil(out[field], "--json lacks \(field): \(out)")
         }
         XCTAssertEqual(out["target"] as? String, box)
@@ -138,7 +146,8 @@ final class SyncFolderTests: XCTestCase {
         XCTAssertEqual(out["rows_out"] as? Int, 3, "B wrote three rows the others lack: \(out)")
         let bundleName = try XCTUnwrap(out["bundle_out"] as? String, "B wrote something new, so a bundle goes out: \(out)")
         let bID = try h.knowledgeID(b)
-        XCTAssertEqual(outboxes(box)[bID]?.filter { $0.hasSuffix(".sqsb") }, [bundleName], "bundle_out names the file in B's outbox")
+        XCTAssertEqual(
+            outboxes(box)[bID]?.filter { $0.hasSuffix(".sqsb") }, [bundleName], "bundle_out names the file in B's outbox")
         XCTAssertFalse(bundleName.contains(":"), "bundle names must be valid on FAT: \(bundleName)")
 
         // C reads B's bundle first, then A, the last reader, who also clears B's bundle away.
@@ -156,7 +165,8 @@ final class SyncFolderTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(intoA["bundles_in"] as? Int ?? 0, 1, "\(intoA)")
         XCTAssertEqual(intoA["changes_in"] as? Int, 3, "\(intoA)")
         XCTAssertTrue(intoA["bundle_out"] is NSNull, "every reader holds everything A holds: \(intoA)")
-        XCTAssertGreaterThanOrEqual(intoA["removed"] as? Int ?? 0, 1, "A was the last reader of B's bundle, so A removes it: \(intoA)")
+        XCTAssertGreaterThanOrEqual(
+            intoA["removed"] as? Int ?? 0, 1, "A was the last reader of B's bundle, so A removes it: \(intoA)")
         XCTAssertEqual(outboxes(box)[bID]?.filter { $0.hasSuffix(".sqsb") }, [], "B's bundle is gone once every reader has it")
         try assertConverged()
     }

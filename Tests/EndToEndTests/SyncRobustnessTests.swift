@@ -30,7 +30,9 @@ final class SyncRobustnessTests: XCTestCase {
     private func assertEveryBundleInspects(_ context: String, file: StaticString = #filePath, line: UInt = #line) throws {
         for path in filesBelow(box) where path.hasSuffix(".sqsb") {
             let result = try h.sqsync(["inspect", box + "/" + path])
-            XCTAssertEqual(result.status, 0, "\(context): \(path) is named like a bundle but fails inspect: \(result.stderr)", file: file, line: line)
+            XCTAssertEqual(
+                result.status, 0, "\(context): \(path) is named like a bundle but fails inspect: \(result.stderr)", file: file,
+                line: line)
         }
     }
 
@@ -88,21 +90,27 @@ final class SyncRobustnessTests: XCTestCase {
         let rounds = 8
         for round in 0..<rounds {
             for (db, name) in sites {
-                try h.sqlite(db, """
+                try h.sqlite(
+                    db,
+                    """
                     WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 200)
                     INSERT INTO t SELECT printf('\(name)\(round)-%03d', i), 'x', i FROM c;
                     """)
             }
             let children = try sites.map { db, name in
-                (name, try SpawnedChild(
-                    Harness.binary, ["sync", db, box, "--trust", h.trustFile, "--key", h.keyPath(name), "-q"],
-                    stdout: h.path("par-\(name).out"), stderr: h.path("par-\(name).err")))
+                (
+                    name,
+                    try SpawnedChild(
+                        Harness.binary, ["sync", db, box, "--trust", h.trustFile, "--key", h.keyPath(name), "-q"],
+                        stdout: h.path("par-\(name).out"), stderr: h.path("par-\(name).err"))
+                )
             }
             for (name, child) in children {
                 let status = child.wait()
                 if status != 0 {
                     let stderr = (try? String(contentsOfFile: h.path("par-\(name).err"), encoding: .utf8)) ?? ""
-                    failures.append("round \(round) \(name): exit \(status): \(stderr.trimmingCharacters(in: .whitespacesAndNewlines))")
+                    failures.append(
+                        "round \(round) \(name): exit \(status): \(stderr.trimmingCharacters(in: .whitespacesAndNewlines))")
                 }
             }
         }
@@ -133,7 +141,9 @@ final class SyncRobustnessTests: XCTestCase {
 
         try h.sqlite(y.db, "INSERT INTO t VALUES ('y1', 'from Y', 1);")
         try h.syncOK(y.db, as: y.name, box, ["-q"])
-        try h.sqlite(x.db, """
+        try h.sqlite(
+            x.db,
+            """
             WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 5000)
             INSERT INTO t SELECT printf('x%05d', i), 'from X', i FROM c;
             """)
@@ -183,7 +193,9 @@ final class SyncRobustnessTests: XCTestCase {
 
     func testSyncKilledAtRandomMomentsLeavesEverythingSound() throws {
         // Enough rows that a sync takes a good fraction of a second; both replicas start level.
-        try h.sqlite(a, """
+        try h.sqlite(
+            a,
+            """
             WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 20000)
             INSERT INTO t SELECT printf('k%05d', i), hex(randomblob(12)), i FROM c;
             """)
@@ -203,7 +215,9 @@ final class SyncRobustnessTests: XCTestCase {
             if name == "A" {
                 try h.sqlite(db, "UPDATE t SET n = n + 1 WHERE id LIKE 'k%' AND id <= printf('k%05d', \(size));")
             } else {
-                try h.sqlite(db, """
+                try h.sqlite(
+                    db,
+                    """
                     UPDATE t SET v = 'B\(trial)' WHERE id LIKE 'k%' AND id <= printf('k%05d', \(size));
                     WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < \(size / 10))
                     INSERT INTO t SELECT printf('b\(trial)-%05d', i), 'from B', i FROM c;
@@ -225,10 +239,13 @@ final class SyncRobustnessTests: XCTestCase {
                 finished += 1
                 XCTAssertEqual(status, 0, "trial \(trial): sync of \(name) finished before the kill but failed: \(stderr)")
             }
-            log.append("trial \(trial): \(name) (\(size) rows) after \(delay / 1000) ms → \(status == 128 + SIGKILL ? "killed" : "exit \(status)")")
+            log.append(
+                "trial \(trial): \(name) (\(size) rows) after \(delay / 1000) ms → \(status == 128 + SIGKILL ? "killed" : "exit \(status)")"
+            )
 
             for (checked, checkedName) in [(a, "A"), (b, "B")] {
-                XCTAssertEqual(try h.sqlite(checked, "PRAGMA integrity_check;"), "ok\n", "trial \(trial): \(checkedName) is damaged")
+                XCTAssertEqual(
+                    try h.sqlite(checked, "PRAGMA integrity_check;"), "ok\n", "trial \(trial): \(checkedName) is damaged")
                 let doctor = try h.sqsync(["doctor", checked], key: checkedName)
                 XCTAssertEqual(doctor.status, 0, "trial \(trial): doctor \(checkedName): \(doctor.stdout) \(doctor.stderr)")
             }
@@ -250,9 +267,12 @@ final class SyncRobustnessTests: XCTestCase {
         let leftovers = filesBelow(box).filter { ($0 as NSString).lastPathComponent.hasPrefix(".tmp-") }
         let scratchLeft = [a, b].filter { db in
             let url = URL(fileURLWithPath: db)
-            return FileManager.default.fileExists(atPath: url.deletingLastPathComponent().path + "/." + url.lastPathComponent + "-sqsync-tmp")
+            return FileManager.default.fileExists(
+                atPath: url.deletingLastPathComponent().path + "/." + url.lastPathComponent + "-sqsync-tmp")
         }
         XCTAssertTrue(scratchLeft.isEmpty, "a finished sync clears the scratch folders killed runs left: \(scratchLeft)")
-        print("SyncRobustnessTests: \(killed) killed, \(finished) finished; \(leftovers.count) temporary files left in the mailbox; \(log)")
+        print(
+            "SyncRobustnessTests: \(killed) killed, \(finished) finished; \(leftovers.count) temporary files left in the mailbox; \(log)"
+        )
     }
 }

@@ -49,13 +49,16 @@ final class SyncSSHTests: XCTestCase {
     }
 
     /// Asserts a refused connection: exit 1, one stderr line naming the host, nothing written anywhere.
-    private func assertRefused(_ result: ProcessResult, host: String, before: String, mentioning extra: [String] = [],
-                               file: StaticString = #filePath, line: UInt = #line) throws {
+    private func assertRefused(
+        _ result: ProcessResult, host: String, before: String, mentioning extra: [String] = [],
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         XCTAssertEqual(result.status, 1, "stderr: \(result.stderr)", file: file, line: line)
         XCTAssertEqual(result.stderrLines.count, 1, "one line expected: \(result.stderr)", file: file, line: line)
         XCTAssertTrue(result.stderr.contains(host), "the message must name \(host): \(result.stderr)", file: file, line: line)
         for word in extra {
-            XCTAssertTrue(result.stderr.contains(word), "the message should mention \(word): \(result.stderr)", file: file, line: line)
+            XCTAssertTrue(
+                result.stderr.contains(word), "the message should mention \(word): \(result.stderr)", file: file, line: line)
         }
         XCTAssertEqual(result.stdout, "", file: file, line: line)
         XCTAssertEqual(try h.fullDump(a), before, "the database changed although the host was refused", file: file, line: line)
@@ -99,7 +102,10 @@ final class SyncSSHTests: XCTestCase {
         // The remote folder has the mailbox layout and nothing else.
         let (idA, idB) = (try h.knowledgeID(a), try h.knowledgeID(b))
         let folders = Set(foldersBelow(remote))
-        for folder in ["sqsync", "sqsync/outbox", "sqsync/acks", "sqsync/outbox/\(idA)", "sqsync/outbox/\(idB)", "sqsync/acks/\(idA)", "sqsync/acks/\(idB)"] {
+        for folder in [
+            "sqsync", "sqsync/outbox", "sqsync/acks", "sqsync/outbox/\(idA)", "sqsync/outbox/\(idB)", "sqsync/acks/\(idA)",
+            "sqsync/acks/\(idB)",
+        ] {
             XCTAssertTrue(folders.contains(folder), "remote lacks \(folder): \(folders.sorted())")
         }
         XCTAssertEqual(folders.count, 7, "unexpected remote folders: \(folders.sorted())")
@@ -135,7 +141,9 @@ final class SyncSSHTests: XCTestCase {
         XCTAssertEqual(lines.count, 1, "one known_hosts line recorded: \(lines)")
         let keyBlob = server.hostPublicKey.split(separator: " ").last.map(String.init) ?? "?"
         XCTAssertTrue(lines.first?.contains(keyBlob) == true, "the recorded line carries the server's key: \(lines)")
-        XCTAssertTrue(lines.first?.hasPrefix("[127.0.0.1]:\(server.port) ") == true, "the recorded line names [127.0.0.1]:\(server.port): \(lines)")
+        XCTAssertTrue(
+            lines.first?.hasPrefix("[127.0.0.1]:\(server.port) ") == true,
+            "the recorded line names [127.0.0.1]:\(server.port): \(lines)")
 
         // From now on the key is known: no flag needed, and nothing more is recorded.
         try h.syncOK(a, as: "A", target, ssh(knownHosts: knownHosts))
@@ -178,7 +186,9 @@ final class SyncSSHTests: XCTestCase {
     func testHostThatHangsMidSyncFailsWithinTimeoutAndNextRunRecovers() throws {
         try h.syncOK(a, as: "A", target, ssh(["-q"]))
         try h.syncOK(b, as: "B", target, ssh(["-q"]))
-        try h.sqlite(a, """
+        try h.sqlite(
+            a,
+            """
             WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 20000)
             INSERT INTO doc SELECT printf('big%05d', i), hex(randomblob(8)), i, randomblob(16) FROM c;
             """)
@@ -212,7 +222,9 @@ final class SyncSSHTests: XCTestCase {
         }
         server.resumeSessions()
         let stderr = (try? String(contentsOfFile: h.path("hang.err"), encoding: .utf8)) ?? ""
-        print("SyncSSHTests: frozen server: exit \(status.map(String.init) ?? "none") after \(String(format: "%.1f", elapsed)) s: \(stderr.trimmingCharacters(in: .whitespacesAndNewlines))")
+        print(
+            "SyncSSHTests: frozen server: exit \(status.map(String.init) ?? "none") after \(String(format: "%.1f", elapsed)) s: \(stderr.trimmingCharacters(in: .whitespacesAndNewlines))"
+        )
         XCTAssertEqual(status, 1, "a sync against a frozen server must fail (exit 1), not hang: \(stderr)")
         XCTAssertLessThan(elapsed, 8, "--timeout 2 against a server that stopped answering took \(elapsed) s")
         let lines = stderr.split(separator: "\n").filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
@@ -224,7 +236,8 @@ final class SyncSSHTests: XCTestCase {
         // Nothing half-written is taken for a bundle, and the next runs finish the job.
         for path in filesBelow(remote) where path.hasSuffix(".sqsb") {
             let inspected = try h.sqsync(["inspect", remote + "/" + path])
-            XCTAssertEqual(inspected.status, 0, "\(path) on the server is named like a bundle but is not one: \(inspected.stderr)")
+            XCTAssertEqual(
+                inspected.status, 0, "\(path) on the server is named like a bundle but is not one: \(inspected.stderr)")
         }
         try h.syncOK(a, as: "A", target, ssh(["-q"]))
         let intoB = try h.syncJSON(b, as: "B", target, ssh())

@@ -17,17 +17,23 @@ extension Harness {
 
     /// Like ``sync(_:as:_:_:)`` but fails the test unless it exits 0.
     @discardableResult
-    func syncOK(_ db: String, as name: String, _ target: String, _ extra: [String] = [],
-                file: StaticString = #filePath, line: UInt = #line) throws -> ProcessResult {
+    func syncOK(
+        _ db: String, as name: String, _ target: String, _ extra: [String] = [],
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws -> ProcessResult {
         let result = try sync(db, as: name, target, extra)
-        XCTAssertEqual(result.status, 0, "sqsync sync \(name) \(target) \(extra.joined(separator: " ")) exited \(result.status): \(result.stderr)",
-                       file: file, line: line)
+        XCTAssertEqual(
+            result.status, 0,
+            "sqsync sync \(name) \(target) \(extra.joined(separator: " ")) exited \(result.status): \(result.stderr)",
+            file: file, line: line)
         return result
     }
 
     /// `sqsync sync ... --json`, parsed (fails the test unless it exits 0).
-    func syncJSON(_ db: String, as name: String, _ target: String, _ extra: [String] = [],
-                  file: StaticString = #filePath, line: UInt = #line) throws -> [String: Any] {
+    func syncJSON(
+        _ db: String, as name: String, _ target: String, _ extra: [String] = [],
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws -> [String: Any] {
         let result = try syncOK(db, as: name, target, extra + ["--json"], file: file, line: line)
         return json(result, file: file, line: line)
     }
@@ -78,7 +84,8 @@ func outboxes(_ root: String) -> [String: [String]] {
 
 /// Every `.sqsb` in the mailbox's outboxes, as full paths, sorted.
 func bundlesIn(_ root: String) -> [String] {
-    outboxes(root).flatMap { id, names in names.filter { $0.hasSuffix(".sqsb") }.map { "\(root)/sqsync/outbox/\(id)/\($0)" } }.sorted()
+    outboxes(root).flatMap { id, names in names.filter { $0.hasSuffix(".sqsb") }.map { "\(root)/sqsync/outbox/\(id)/\($0)" } }
+        .sorted()
 }
 
 /// Fails (CI) or skips (elsewhere) when an outside tool is missing.
@@ -99,7 +106,8 @@ struct SpawnedChild {
 
     /// Starts `executable` with stdin on /dev/null and stdout/stderr into the given files.
     /// `environment` entries are added to (or replace) this process's environment.
-    init(_ executable: String, _ arguments: [String], stdout: String, stderr: String, environment: [String: String] = [:]) throws {
+    init(_ executable: String, _ arguments: [String], stdout: String, stderr: String, environment: [String: String] = [:]) throws
+    {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -138,18 +146,19 @@ struct SpawnedChild {
     }
 }
 
-
 extension Harness {
     /// Runs each statement through the `sqlite3` shell on a replica and on the reference, and
     /// checks both changed the same, non-zero number of rows, so a write aimed at a row the
     /// replica does not hold yet is caught as a test mistake instead of a false sync failure.
-    func write(_ db: String, reference: String, _ statements: [String], file: StaticString = #filePath, line: UInt = #line) throws {
+    func write(_ db: String, reference: String, _ statements: [String], file: StaticString = #filePath, line: UInt = #line) throws
+    {
         for statement in statements {
             let sql = statement + ";\nSELECT changes();"
             let onReplica = try sqlite(db, sql, file: file, line: line)
             let onReference = try sqlite(reference, sql, file: file, line: line)
-            XCTAssertEqual(onReplica, onReference, "`\(statement)` changed a different number of rows on \(db) than on the reference",
-                           file: file, line: line)
+            XCTAssertEqual(
+                onReplica, onReference, "`\(statement)` changed a different number of rows on \(db) than on the reference",
+                file: file, line: line)
             XCTAssertNotEqual(onReplica, "0\n", "`\(statement)` changed nothing on \(db)", file: file, line: line)
         }
     }

@@ -39,11 +39,14 @@ final class USBRelayTests: XCTestCase {
     // MARK: - The stick
 
     @discardableResult
-    private func mtools(_ tool: String, _ arguments: [String], allowFailure: Bool = false,
-                        file: StaticString = #filePath, line: UInt = #line) throws -> ProcessResult {
+    private func mtools(
+        _ tool: String, _ arguments: [String], allowFailure: Bool = false,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws -> ProcessResult {
         let result = try Harness.run(tool, arguments, environment: Self.mtoolsEnvironment)
         if !allowFailure {
-            XCTAssertEqual(result.status, 0, "\(tool) \(arguments.joined(separator: " ")): \(result.stderr)", file: file, line: line)
+            XCTAssertEqual(
+                result.status, 0, "\(tool) \(arguments.joined(separator: " ")): \(result.stderr)", file: file, line: line)
         }
         return result
     }
@@ -92,23 +95,33 @@ final class USBRelayTests: XCTestCase {
             withMailbox.remove(image)
         }
         let top = try FileManager.default.contentsOfDirectory(atPath: folder).sorted()
-        XCTAssertTrue(top.allSatisfy { $0 == "sqsync" }, "sync left something beside sqsync/ at the stick's root: \(top)", file: file, line: line)
+        XCTAssertTrue(
+            top.allSatisfy { $0 == "sqsync" }, "sync left something beside sqsync/ at the stick's root: \(top)", file: file,
+            line: line)
         for entry in top {
             try mtools(Self.mcopy, ["-i", image, "-s", "-n", folder + "/" + entry, "::/"], file: file, line: line)
             if entry == "sqsync" { withMailbox.insert(image) }
         }
         // Every name survived FAT unchanged (FAT refuses ':' and friends; mtools would mangle them).
         let onStick = try listing(image)
-        XCTAssertEqual(onStick.files, filesBelow(folder).filter { $0.hasPrefix("sqsync/") }, "file names changed on the FAT stick", file: file, line: line)
-        XCTAssertEqual(onStick.folders, foldersBelow(folder).filter { $0.hasPrefix("sqsync/") }, "folder names changed on the FAT stick", file: file, line: line)
+        XCTAssertEqual(
+            onStick.files, filesBelow(folder).filter { $0.hasPrefix("sqsync/") }, "file names changed on the FAT stick",
+            file: file, line: line)
+        XCTAssertEqual(
+            onStick.folders, foldersBelow(folder).filter { $0.hasPrefix("sqsync/") }, "folder names changed on the FAT stick",
+            file: file, line: line)
         for name in onStick.files + onStick.folders {
-            XCTAssertNil(name.rangeOfCharacter(from: CharacterSet(charactersIn: ":*?\"<>|\\")), "not a FAT name: \(name)", file: file, line: line)
+            XCTAssertNil(
+                name.rangeOfCharacter(from: CharacterSet(charactersIn: ":*?\"<>|\\")), "not a FAT name: \(name)", file: file,
+                line: line)
         }
         try FileManager.default.removeItem(atPath: folder)
     }
 
     /// A site plugs the stick in, runs `sqsync sync` on it, and unplugs it.
-    private func visit(_ site: (db: String, name: String), _ image: String, file: StaticString = #filePath, line: UInt = #line) throws {
+    private func visit(
+        _ site: (db: String, name: String), _ image: String, file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let folder = try plugIn(image)
         try h.syncOK(site.db, as: site.name, folder, file: file, line: line)
         try unplug(image, folder, file: file, line: line)
@@ -140,7 +153,9 @@ final class USBRelayTests: XCTestCase {
         XCTAssertEqual(try content(e), try content(reference), "E has D's reading after trip 1")
 
         // Trip 2: E writes and takes stick 2 to F; F gets D's reading through E.
-        try write(e, "INSERT INTO reading VALUES ('e1', 'E', 2.5, NULL)", "UPDATE station SET label = 'east camp (moved)' WHERE code = 'E'")
+        try write(
+            e, "INSERT INTO reading VALUES ('e1', 'E', 2.5, NULL)",
+            "UPDATE station SET label = 'east camp (moved)' WHERE code = 'E'")
         try visit(E, stick2)
         try visit(F, stick2)
         XCTAssertEqual(try content(f), try content(reference), "F has D's and E's data after trip 2")

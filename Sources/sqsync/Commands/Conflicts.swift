@@ -25,7 +25,9 @@ extension SQSync {
                 for conflict in conflicts {
                     let column = conflict["column_name"]?.stringValue.map { ".\($0)" } ?? ""
                     let lost = conflict["lost_row"]?.stringValue ?? conflict["lost_value"]?.literal ?? "NULL"
-                    lines.append("\(conflict["recorded_at"]?.stringValue ?? "") \(conflict["kind"]?.stringValue ?? ""): \(conflict["table_name"]?.stringValue ?? "")\(column) key \(conflict["pk"]?.stringValue ?? ""): lost \(lost) from \(conflict["lost_site"]?.stringValue ?? "")")
+                    lines.append(
+                        "\(conflict["recorded_at"]?.stringValue ?? "") \(conflict["kind"]?.stringValue ?? ""): \(conflict["table_name"]?.stringValue ?? "")\(column) key \(conflict["pk"]?.stringValue ?? ""): lost \(lost) from \(conflict["lost_site"]?.stringValue ?? "")"
+                    )
                 }
                 for orphan in orphans {
                     lines.append("orphan: row \(orphan.rowid) of \(orphan.table) refers to a missing \(orphan.parent) row")

@@ -11,8 +11,11 @@ extension SQSync {
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The replica.") var db: String
         @Option(name: .shortAndLong, help: ArgumentHelp("The bundle file to write.", valueName: "FILE")) var output: String?
-        @Option(name: .long, help: ArgumentHelp("Write into this folder under a generated name.", valueName: "DIR")) var to: String?
-        @Option(name: .customLong("for"), help: ArgumentHelp("Only what this peer (name or knowledge ID) has not acknowledged.", valueName: "PEER"))
+        @Option(name: .long, help: ArgumentHelp("Write into this folder under a generated name.", valueName: "DIR")) var to:
+            String?
+        @Option(
+            name: .customLong("for"),
+            help: ArgumentHelp("Only what this peer (name or knowledge ID) has not acknowledged.", valueName: "PEER"))
         var peer: String?
         @Option(name: .long, help: ArgumentHelp("Only what this knowledge lacks (ID:SEQ,ID:SEQ…).", valueName: "KNOWLEDGE"))
         var since: String?
@@ -42,8 +45,10 @@ extension SQSync {
                 progress: global.progress("exporting"))
             global.endProgress()
             if global.json {
-                global.emitJSON(["path": result.path, "rows": result.rows, "bytes": result.bytes,
-                                 "knowledge": Dictionary(uniqueKeysWithValues: zip(result.header.sites, result.header.knowledge))])
+                global.emitJSON([
+                    "path": result.path, "rows": result.rows, "bytes": result.bytes,
+                    "knowledge": Dictionary(uniqueKeysWithValues: zip(result.header.sites, result.header.knowledge)),
+                ])
             } else {
                 global.say("wrote \(result.path): \(result.rows) rows changed, \(result.bytes) bytes")
             }

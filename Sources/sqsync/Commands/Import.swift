@@ -23,7 +23,8 @@ extension SQSync {
                     throw Failure.raise("\(path): no such file")
                 }
                 if isDirectory.boolValue {
-                    let names = try FileManager.default.contentsOfDirectory(atPath: path).filter(BundleExchange.isBundleFileName).sorted()
+                    let names = try FileManager.default.contentsOfDirectory(atPath: path).filter(BundleExchange.isBundleFileName)
+                        .sorted()
                     files += names.map { path + "/" + $0 }
                 } else {
                     files.append(path)
@@ -32,8 +33,9 @@ extension SQSync {
             var results: [ImportResult] = []
             if !dryRun { results += try BundleExchange.retryHeld(replica: replica, trust: trust) }
             for file in files {
-                results.append(try BundleExchange.importBundle(
-                    path: file, into: replica, trust: trust, dryRun: dryRun, progress: global.progress("importing \(file)")))
+                results.append(
+                    try BundleExchange.importBundle(
+                        path: file, into: replica, trust: trust, dryRun: dryRun, progress: global.progress("importing \(file)")))
                 global.endProgress()
             }
             report(results)
@@ -58,10 +60,14 @@ extension SQSync {
                     continue
                 }
                 let verb = dryRun ? "would apply" : "applied"
-                global.say("\(verb) \(result.path) from \(result.senderName) (signed by \(result.signer)): \(result.summary.changes) rows changed, \(result.summary.conflicts) conflicts")
+                global.say(
+                    "\(verb) \(result.path) from \(result.senderName) (signed by \(result.signer)): \(result.summary.changes) rows changed, \(result.summary.conflicts) conflicts"
+                )
                 if dryRun {
                     for (table, counts) in result.summary.tables.sorted(by: { $0.key < $1.key }) {
-                        global.printResult("\(table): \(counts.inserted) inserted, \(counts.updated) updated, \(counts.deleted) deleted, \(counts.conflicts) conflicts")
+                        global.printResult(
+                            "\(table): \(counts.inserted) inserted, \(counts.updated) updated, \(counts.deleted) deleted, \(counts.conflicts) conflicts"
+                        )
                     }
                 }
             }

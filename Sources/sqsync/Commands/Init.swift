@@ -15,9 +15,10 @@ extension SQSync {
             if global.json {
                 global.emitJSON(["knowledge_id": replica.knowledgeID, "name": replica.name, "created": created])
             } else {
-                global.say(created
-                    ? "initialized \(db) as replica \(replica.name) (\(replica.knowledgeID))"
-                    : "\(db) is already replica \(replica.name) (\(replica.knowledgeID))")
+                global.say(
+                    created
+                        ? "initialized \(db) as replica \(replica.name) (\(replica.knowledgeID))"
+                        : "\(db) is already replica \(replica.name) (\(replica.knowledgeID))")
             }
         }
     }

@@ -11,7 +11,8 @@ extension SQSync {
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The bundle file.") var file: String
         @Option(name: .long, help: ArgumentHelp("Write the signed payload here.", valueName: "OUT")) var payload: String?
-        @Option(name: .long, help: ArgumentHelp("Write the detached SSH signature here.", valueName: "OUT")) var signature: String?
+        @Option(name: .long, help: ArgumentHelp("Write the detached SSH signature here.", valueName: "OUT")) var signature:
+            String?
 
         func run() throws {
             let reader = try BundleReader(path: file)
@@ -54,7 +55,9 @@ extension SQSync {
                     "base       \(Knowledge(Dictionary(uniqueKeysWithValues: zip(header.sites, header.base))))",
                 ]
                 for (table, operations) in counts.sorted(by: { $0.key < $1.key }) {
-                    lines.append("table      \(table): \(operations["inserts"] ?? 0) inserts, \(operations["updates"] ?? 0) updates, \(operations["deletes"] ?? 0) deletes")
+                    lines.append(
+                        "table      \(table): \(operations["inserts"] ?? 0) inserts, \(operations["updates"] ?? 0) updates, \(operations["deletes"] ?? 0) deletes"
+                    )
                 }
                 lines.append("signer     \(reader.signature.publicKey.fingerprint)")
                 lines.append("verified   \(verification.ok ? "yes" : "no"): \(verification.text)")

@@ -9,7 +9,10 @@ extension SQSync {
 
         @OptionGroup var global: GlobalOptions
 
-        @Option(name: .long, help: ArgumentHelp("Where to write the private key (.pub goes beside it). Default: the --key path.", valueName: "FILE"))
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "Where to write the private key (.pub goes beside it). Default: the --key path.", valueName: "FILE"))
         var out: String?
 
         @Option(name: .long, help: "The signer's name in allowed_signers (default: user@host).")
@@ -17,17 +20,22 @@ extension SQSync {
 
         func run() throws {
             let path = out ?? global.keyPath
-            let principal = name ?? "\(ProcessInfo.processInfo.environment["USER"] ?? "sqsync")@\(ProcessInfo.processInfo.hostName)"
+            let principal =
+                name ?? "\(ProcessInfo.processInfo.environment["USER"] ?? "sqsync")@\(ProcessInfo.processInfo.hostName)"
             let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
-            try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try? FileManager.default.createDirectory(
+                atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             let key = SigningKey.generate(comment: principal)
             try key.write(privateKeyPath: path)
             let line = AllowedSigners.line(principal: principal, key: key.publicKey)
             if global.json {
-                global.emitJSON(["private_key": path, "public_key": path + ".pub", "allowed_signers": line,
-                                 "fingerprint": key.publicKey.fingerprint])
+                global.emitJSON([
+                    "private_key": path, "public_key": path + ".pub", "allowed_signers": line,
+                    "fingerprint": key.publicKey.fingerprint,
+                ])
             } else {
-                global.say("wrote \(path) and \(path).pub; add this line to allowed_signers on every replica that should trust it:")
+                global.say(
+                    "wrote \(path) and \(path).pub; add this line to allowed_signers on every replica that should trust it:")
                 print(line)
             }
         }

@@ -16,16 +16,21 @@ extension SQSync {
             func run() throws {
                 let peers = try Replica.forCommand(db).peers()
                 if global.json {
-                    global.emitJSON(["peers": peers.map { peer in
-                        ["knowledge_id": peer.knowledgeID, "name": peer.name, "acknowledged": peer.acknowledged.seqs,
-                         "last_heard": peer.lastHeard as Any, "retired": peer.retired]
-                    }])
+                    global.emitJSON([
+                        "peers": peers.map { peer in
+                            [
+                                "knowledge_id": peer.knowledgeID, "name": peer.name, "acknowledged": peer.acknowledged.seqs,
+                                "last_heard": peer.lastHeard as Any, "retired": peer.retired,
+                            ]
+                        }
+                    ])
                 } else if peers.isEmpty {
                     global.say("no peers yet")
                 } else {
-                    global.printResult(peers.map { peer in
-                        "\(peer.name.isEmpty ? "-" : peer.name) \(peer.knowledgeID)\(peer.retired ? " (retired)" : "") acknowledged \(peer.acknowledged.description.isEmpty ? "nothing" : peer.acknowledged.description), last heard \(peer.lastHeard ?? "never")"
-                    }.joined(separator: "\n"))
+                    global.printResult(
+                        peers.map { peer in
+                            "\(peer.name.isEmpty ? "-" : peer.name) \(peer.knowledgeID)\(peer.retired ? " (retired)" : "") acknowledged \(peer.acknowledged.description.isEmpty ? "nothing" : peer.acknowledged.description), last heard \(peer.lastHeard ?? "never")"
+                        }.joined(separator: "\n"))
                 }
             }
         }
@@ -63,7 +68,9 @@ extension SQSync {
             if global.json {
                 global.emitJSON(["dry_run": dryRun, "tombstones_purged": result.tombstones, "held_back_by": holders])
             } else {
-                global.say("\(dryRun ? "would purge" : "purged") \(result.tombstones) tombstones" + (holders.isEmpty ? "" : "; kept others for \(holders.joined(separator: ", "))"))
+                global.say(
+                    "\(dryRun ? "would purge" : "purged") \(result.tombstones) tombstones"
+                        + (holders.isEmpty ? "" : "; kept others for \(holders.joined(separator: ", "))"))
             }
         }
     }

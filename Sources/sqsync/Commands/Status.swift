@@ -17,8 +17,10 @@ extension SQSync {
                     "tables": status.trackedTables.map { ["name": $0.name, "rows": $0.rows] },
                     "local_changes": status.localChanges, "tombstones": status.tombstones, "conflicts": status.conflicts,
                     "peers": status.peers.map { lag in
-                        ["knowledge_id": lag.peer.knowledgeID, "name": lag.peer.name, "unacknowledged": lag.unacknowledged,
-                         "tombstones_held_back": lag.tombstonesHeldBack, "last_heard": lag.peer.lastHeard as Any]
+                        [
+                            "knowledge_id": lag.peer.knowledgeID, "name": lag.peer.name, "unacknowledged": lag.unacknowledged,
+                            "tombstones_held_back": lag.tombstonesHeldBack, "last_heard": lag.peer.lastHeard as Any,
+                        ]
                     },
                     "held": status.held.map { ["path": $0.path, "reason": $0.reason] },
                 ])
@@ -27,18 +29,26 @@ extension SQSync {
             var lines = [
                 "replica    \(status.name) (\(status.knowledgeID))",
                 "knowledge  \(status.knowledge)",
-                "tables     " + (status.trackedTables.isEmpty ? "none tracked"
-                    : status.trackedTables.map { "\($0.name) (\($0.rows) rows)" }.joined(separator: ", ")),
+                "tables     "
+                    + (status.trackedTables.isEmpty
+                        ? "none tracked"
+                        : status.trackedTables.map { "\($0.name) (\($0.rows) rows)" }.joined(separator: ", ")),
                 "changes    \(status.localChanges) local changes recorded, \(status.conflicts) conflicts logged",
             ]
             if status.peers.isEmpty {
                 lines.append("peers      none yet")
             }
             for lag in status.peers {
-                lines.append("peer       \(lag.peer.name.isEmpty ? lag.peer.knowledgeID : lag.peer.name) (\(lag.peer.knowledgeID)): \(lag.unacknowledged) local changes not acknowledged, last heard \(lag.peer.lastHeard ?? "never")")
+                lines.append(
+                    "peer       \(lag.peer.name.isEmpty ? lag.peer.knowledgeID : lag.peer.name) (\(lag.peer.knowledgeID)): \(lag.unacknowledged) local changes not acknowledged, last heard \(lag.peer.lastHeard ?? "never")"
+                )
             }
-            let holders = status.peers.filter { $0.tombstonesHeldBack > 0 }.map { $0.peer.name.isEmpty ? $0.peer.knowledgeID : $0.peer.name }
-            lines.append("tombstones \(status.tombstones) waiting" + (holders.isEmpty ? "" : ", held back by \(holders.joined(separator: ", "))"))
+            let holders = status.peers.filter { $0.tombstonesHeldBack > 0 }.map {
+                $0.peer.name.isEmpty ? $0.peer.knowledgeID : $0.peer.name
+            }
+            lines.append(
+                "tombstones \(status.tombstones) waiting"
+                    + (holders.isEmpty ? "" : ", held back by \(holders.joined(separator: ", "))"))
             for held in status.held { lines.append("held       \(held.path): \(held.reason)") }
             global.printResult(lines.joined(separator: "\n"))
         }

@@ -12,10 +12,14 @@ extension SQSync {
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The replica.") var db: String
         @Argument(help: "A folder, or ssh://[user@]host[:port]/path.") var target: String
-        @Option(name: .long, help: ArgumentHelp("Known-hosts file for ssh:// targets (default ~/.ssh/known_hosts).", valueName: "FILE"))
+        @Option(
+            name: .long,
+            help: ArgumentHelp("Known-hosts file for ssh:// targets (default ~/.ssh/known_hosts).", valueName: "FILE"))
         var knownHosts: String?
         @Flag(name: .long, help: "Trust and record the key of an SSH host not seen before.") var acceptNewHostKey = false
-        @Option(name: .long, help: ArgumentHelp("Private key for SSH login (default: ssh-agent, then ~/.ssh/id_*).", valueName: "FILE"))
+        @Option(
+            name: .long,
+            help: ArgumentHelp("Private key for SSH login (default: ssh-agent, then ~/.ssh/id_*).", valueName: "FILE"))
         var sshKey: String?
         @Option(name: .long, help: "Seconds allowed for connecting and for each transfer.") var timeout: Int = 30
 
@@ -35,7 +39,9 @@ extension SQSync {
             if SSHTarget.isSSHURL(target) {
                 transport = try SFTPTransport(
                     target: try SSHTarget(url: target),
-                    options: SSHOptions(knownHostsFile: knownHosts, acceptNewHostKey: acceptNewHostKey, identityFile: sshKey, timeoutSeconds: timeout))
+                    options: SSHOptions(
+                        knownHostsFile: knownHosts, acceptNewHostKey: acceptNewHostKey, identityFile: sshKey,
+                        timeoutSeconds: timeout))
             } else {
                 var isDirectory: ObjCBool = false
                 guard FileManager.default.fileExists(atPath: target, isDirectory: &isDirectory), isDirectory.boolValue else {
@@ -67,7 +73,9 @@ extension SQSync {
                     "rows_out": report.exported?.rows ?? 0, "removed": report.removed,
                 ])
             } else {
-                global.say("synced with \(target): \(applied.count) bundles in (\(changesIn) rows changed, \(conflicts) conflicts\(held > 0 ? ", \(held) held" : "")), \(report.exported == nil ? "nothing new out" : "1 bundle out (\(report.exported!.rows) rows)")\(report.removed > 0 ? ", \(report.removed) old bundles removed" : "")")
+                global.say(
+                    "synced with \(target): \(applied.count) bundles in (\(changesIn) rows changed, \(conflicts) conflicts\(held > 0 ? ", \(held) held" : "")), \(report.exported == nil ? "nothing new out" : "1 bundle out (\(report.exported!.rows) rows)")\(report.removed > 0 ? ", \(report.removed) old bundles removed" : "")"
+                )
             }
         }
     }

@@ -43,7 +43,11 @@ extension SQSync {
         func run() throws {
             let replica = try Replica.forCommand(db)
             try replica.untrack(tables)
-            if global.json { global.emitJSON(["untracked": tables]) } else { global.say("untracked \(tables.joined(separator: ", "))") }
+            if global.json {
+                global.emitJSON(["untracked": tables])
+            } else {
+                global.say("untracked \(tables.joined(separator: ", "))")
+            }
         }
     }
 
@@ -56,7 +60,11 @@ extension SQSync {
         func run() throws {
             let replica = try Replica.forCommand(db)
             let tables = try replica.refresh()
-            if global.json { global.emitJSON(["refreshed": tables]) } else { global.say("rebuilt triggers for \(tables.count) tables") }
+            if global.json {
+                global.emitJSON(["refreshed": tables])
+            } else {
+                global.say("rebuilt triggers for \(tables.count) tables")
+            }
         }
     }
 
@@ -75,7 +83,9 @@ extension SQSync {
             } else if problems.isEmpty {
                 global.say("\(db): ok")
             } else {
-                for problem in problems { FileHandle.standardError.write(("sqsync: \(db): " + problem + "\n").data(using: .utf8)!) }
+                for problem in problems {
+                    FileHandle.standardError.write(("sqsync: \(db): " + problem + "\n").data(using: .utf8)!)
+                }
             }
             if !problems.isEmpty { throw ExitCode(Failure.failed) }
         }
