@@ -43,6 +43,7 @@ struct Bench {
     static func openDatabase(_ path: String) throws -> Database {
         try? FileManager.default.removeItem(atPath: path)
         let database = try Database(path: path)
+        try database.useWriteAheadLog()
         try database.execute(schema)
         return database
     }

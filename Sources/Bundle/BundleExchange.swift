@@ -56,6 +56,15 @@ public enum BundleExchange {
         return "\(header.sender)_\(range.lowerBound)-\(range.upperBound)_\(suffix).sqsb"
     }
 
+    /// The sender's sequence range a bundle file name announces, if it is one of ours.
+    public static func senderRange(ofFileName name: String) -> ClosedRange<Int64>? {
+        let parts = name.split(separator: "_")
+        guard parts.count == 3 else { return nil }
+        let bounds = parts[1].split(separator: "-").compactMap { Int64($0) }
+        guard bounds.count == 2, bounds[0] <= bounds[1] else { return nil }
+        return bounds[0]...bounds[1]
+    }
+
     public static func isBundleFileName(_ name: String) -> Bool {
         name.hasSuffix(".sqsb") && !name.hasPrefix(".")
     }

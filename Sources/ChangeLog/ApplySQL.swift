@@ -83,11 +83,12 @@ enum ApplySQL {
         "SELECT \(columns.map(quoteIdentifier).joined(separator: ", ")) FROM \(quoteIdentifier(table)) WHERE \(keyCondition(key, firstParameter: 1))"
     }
 
-    /// Unique indexes other than the primary key, with their plain-column parts.
+    /// Unique indexes other than the primary key: their plain columns and each column's
+    /// collation (a NOCASE index clashes on values that differ only in case).
     static let uniqueIndexes = """
-        SELECT il."name", group_concat(ii."name", char(31)) FROM pragma_index_list(?1) il
-        JOIN pragma_index_info(il."name") ii
-        WHERE il."unique" = 1 AND il."origin" != 'pk' AND il."partial" = 0
+        SELECT il."name", group_concat(ii."name", char(31)), group_concat(ii."coll", char(31))
+        FROM pragma_index_list(?1) il JOIN pragma_index_xinfo(il."name") ii
+        WHERE il."unique" = 1 AND il."origin" != 'pk' AND il."partial" = 0 AND ii."key" = 1
         GROUP BY il."name" HAVING count(*) = count(ii."name")
         """
 }

@@ -9,9 +9,11 @@ enum Backup {
             try destination.check(sqlite3_errcode(destination.handle), sql: "backup")
             return
         }
+        // All pages in one step: one read transaction on the source, so the copy is one
+        // consistent moment even while apps keep writing (WAL readers do not block writers).
         var rc: Int32
         repeat {
-            rc = sqlite3_backup_step(backup, 256)
+            rc = sqlite3_backup_step(backup, -1)
             if rc == SQLITE_BUSY || rc == SQLITE_LOCKED { sqlite3_sleep(20) }
         } while rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED
         sqlite3_backup_finish(backup)

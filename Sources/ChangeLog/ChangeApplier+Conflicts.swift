@@ -48,10 +48,12 @@ extension ChangeApplier {
         wanted.merge(writing) { _, new in new }
         for index in try database.rows(ApplySQL.uniqueIndexes, .text(target.info.name)) {
             let columns = (index[1].stringValue ?? "").split(separator: "\u{1F}").map(String.init)
+            let collations = (index[2].stringValue ?? "").split(separator: "\u{1F}").map(String.init)
             let values = columns.map { wanted[$0] ?? .null }
-            if values.contains(.null) { continue }
-            let condition = columns.enumerated().map { "\(quoteIdentifier($0.element)) = ?\($0.offset + 1)" }.joined(
-                separator: " AND ")
+            if values.contains(.null) || collations.count != columns.count { continue }
+            let condition = columns.indices.map {
+                "\(quoteIdentifier(columns[$0])) = ?\($0 + 1) COLLATE \(quoteIdentifier(collations[$0]))"
+            }.joined(separator: " AND ")
             let sql =
                 "SELECT \(names.map(quoteIdentifier).joined(separator: ", ")) FROM \(quoteIdentifier(target.info.name)) WHERE \(condition)"
             for row in try database.rows(sql, values) {
@@ -84,8 +86,19 @@ extension ChangeApplier {
 
     // MARK: Conflict log
 
-    /// Columns changed here that the sender never saw, about to be lost to its delete.
-    func recordLocalLosses(target: Target, key: SQLValue, values: [SQLValue], kind: String) throws {
+    /// What this replica wrote that the sender never saw, about to be lost to its delete:
+    /// the whole row when the sender never saw this life begin, else the changed columns.
+    func recordLocalLosses(target: Target, key: SQLValue, values: [SQLValue], kind: String, life: LocalStamp?) throws {
+        if let life, !knownToSender(life) {
+            let names = target.info.columns.map(\.name)
+            let current = try currentValues(target: target, names: names, keyValues: values) ?? []
+            let row = Dictionary(zip(names, current)) { first, _ in first }
+            try recordConflict(
+                kind: "insert lost to delete", table: target.info.name, keyValues: values, column: nil, value: .null,
+                row: row, lost: life, won: nil)
+            target.counts.conflicts += 1
+            return
+        }
         let cells = try localCells(tid: target.info.tid, key: key).filter { !knownToSender($0.value) }
         guard !cells.isEmpty else { return }
         let columns = target.info.columns.filter { cells[$0.cid] != nil }

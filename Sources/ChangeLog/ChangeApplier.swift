@@ -239,7 +239,12 @@ public final class ChangeApplier {
 
         let entry = try rowEntry(tid: target.info.tid, key: key)
         if entry == nil, let rowStamp = change.rowStamp.map(local), knownHere(rowStamp) {
-            // This replica claims to hold that change, yet has never seen the row.
+            // A deletion purged here: nothing to do.
+            if change.isDelete {
+                target.counts.unchanged += 1
+                return
+            }
+            // This replica claims to hold that insert, yet has never seen the row.
             throw ChangeLogError(
                 .staleReplica,
                 "\(replica.path): the bundle carries change \(rowStamp.seq) of \(siteIDs[rowStamp.site] ?? "?"), which this replica holds differently or has purged: the sender is a copied database or older than what was purged here; re-create it with `sqsync clone` of a current replica"
@@ -257,11 +262,12 @@ public final class ChangeApplier {
                 return
             }
             if change.isDelete {
-                try endLife(change, target: target, key: key, stamp: rowStamp, liveHere: localLength % 2 == 1)
+                try endLife(
+                    change, target: target, key: key, stamp: rowStamp, liveHere: localLength % 2 == 1, localStamp: entry?.stamp)
             } else {
                 try startLife(
                     change, target: target, key: key, stamp: rowStamp, known: entry != nil,
-                    liveHere: localLength % 2 == 1)
+                    liveHere: localLength % 2 == 1, localStamp: entry?.stamp)
             }
         } else if change.isDelete {
             target.counts.unchanged += 1
@@ -332,11 +338,11 @@ public final class ChangeApplier {
     /// A new life for the row: insert it, or overwrite an older life that the sender saw end.
     private func startLife(
         _ change: RowChange, target: Target, key: SQLValue, stamp: LocalStamp, known: Bool,
-        liveHere: Bool
+        liveHere: Bool, localStamp: LocalStamp?
     ) throws {
         let tid = target.info.tid
         if liveHere {
-            try recordLocalLosses(target: target, key: key, values: change.key, kind: "update lost to delete")
+            try recordLocalLosses(target: target, key: key, values: change.key, kind: "update lost to delete", life: localStamp)
         }
         let written = try writeSettlingUniqueClashes(
             target: target, keyValues: change.key, writing: { Self.values(named: change.columns, in: target) },
@@ -365,16 +371,17 @@ public final class ChangeApplier {
         if liveHere { target.counts.updated += 1 } else { target.counts.inserted += 1 }
     }
 
-    private func endLife(_ change: RowChange, target: Target, key: SQLValue, stamp: LocalStamp, liveHere: Bool) throws {
+    private func endLife(
+        _ change: RowChange, target: Target, key: SQLValue, stamp: LocalStamp, liveHere: Bool, localStamp: LocalStamp?
+    ) throws {
         let tid = target.info.tid
         if liveHere {
-            try recordLocalLosses(target: target, key: key, values: change.key, kind: "update lost to delete")
-            try target.deleteRow.bind(change.key)
-            try target.deleteRow.run()
-            target.counts.deleted += 1
-        } else {
-            target.counts.unchanged += 1
+            try recordLocalLosses(target: target, key: key, values: change.key, kind: "update lost to delete", life: localStamp)
         }
+        // Delete even when sqsync saw no life here: a row written while untracked goes too.
+        try target.deleteRow.bind(change.key)
+        try target.deleteRow.run()
+        if database.changes > 0 { target.counts.deleted += 1 } else { target.counts.unchanged += 1 }
         try writeRowEntry(tid: tid, key: key, cl: change.causalLength, stamp: stamp)
         try deleteCells(tid: tid, key: key)
     }

@@ -11,10 +11,27 @@ public final class ChangeExporter {
 
     /// Numbers pending local changes, then calls `body` with an exporter inside one read
     /// transaction. `base` is what the receiver already holds; empty exports every change.
+    ///
+    /// Numbering commits before the read snapshot starts, so the app may write in between;
+    /// an exporter that meets such an unnumbered change stops, and the export starts over.
+    /// After a few tries it holds the write lock for the whole export, so it always ends.
     public static func snapshot<T>(of replica: Replica, since base: Knowledge, _ body: (ChangeExporter) throws -> T) throws -> T {
-        try replica.numberPendingChanges()
-        return try replica.readSnapshot { try body(try ChangeExporter(replica: replica, since: base)) }
+        for _ in 0..<4 {
+            try replica.numberPendingChanges()
+            do {
+                return try replica.readSnapshot { try body(try ChangeExporter(replica: replica, since: base)) }
+            } catch is UnnumberedChange {
+                continue
+            }
+        }
+        return try replica.database.inTransaction(immediate: true) {
+            try replica.numberPendingChanges()
+            return try body(try ChangeExporter(replica: replica, since: base))
+        }
     }
+
+    /// A change the triggers wrote after numbering: the snapshot must be taken again.
+    struct UnnumberedChange: Error {}
 
     /// Prefer ``snapshot(of:since:_:)``; this reads only changes already numbered, and must
     /// run inside ``Replica/readSnapshot(_:)``.
@@ -78,8 +95,9 @@ public final class ChangeExporter {
         try database.scalar(ExportSQL.tableHasChanges, .integer(Int64(table.tid)))?.int64Value == 1
     }
 
-    private func stamp(hlc: Int64, site: Int64, seq: Int64) -> Stamp {
-        Stamp(hlc: hlc, site: siteIndex[Int(site)] ?? 0, seq: seq)
+    private func stamp(hlc: Int64, site: Int64, seq: Int64) throws -> Stamp {
+        guard seq > 0 else { throw UnnumberedChange() }
+        return Stamp(hlc: hlc, site: siteIndex[Int(site)] ?? 0, seq: seq)
     }
 
     private func isNeeded(site: Int64, seq: Int64) -> Bool { seq > (baseBySite[Int(site)] ?? 0) }
@@ -96,7 +114,7 @@ public final class ChangeExporter {
             let nonKey = table.columns.enumerated().filter { !$0.element.isPrimaryKey }
             let live = try database.prepare(ExportSQL.liveRows(table))
             while try live.step() {
-                let rowStamp = stamp(hlc: live.int64(at: 1), site: live.int64(at: 2), seq: live.int64(at: 3))
+                let rowStamp = try stamp(hlc: live.int64(at: 1), site: live.int64(at: 2), seq: live.int64(at: 3))
                 let rowNeeded = isNeeded(site: live.int64(at: 2), seq: live.int64(at: 3))
                 var cellStamps: [Int: Stamp] = [:]
                 var cellNeeded: Set<Int> = []
@@ -104,7 +122,7 @@ public final class ChangeExporter {
                 while try cellsOfRow.step() {
                     guard let column = columnIndex[Int(cellsOfRow.int64(at: 0))] else { continue }
                     let site = cellsOfRow.int64(at: 2), seq = cellsOfRow.int64(at: 3)
-                    cellStamps[column] = stamp(hlc: cellsOfRow.int64(at: 1), site: site, seq: seq)
+                    cellStamps[column] = try stamp(hlc: cellsOfRow.int64(at: 1), site: site, seq: seq)
                     if isNeeded(site: site, seq: seq) { cellNeeded.insert(column) }
                 }
                 guard rowNeeded || !cellNeeded.isEmpty else { continue }
@@ -125,13 +143,15 @@ public final class ChangeExporter {
             let deleted = try database.cached(ExportSQL.deletedRows)
             try deleted.bind([.integer(Int64(table.tid))])
             while try deleted.step() {
-                guard isNeeded(site: deleted.int64(at: 3), seq: deleted.int64(at: 4)),
-                    let key = KeyCodec.decode(deleted.value(at: 0), columns: keyCount)
-                else { continue }
+                guard isNeeded(site: deleted.int64(at: 3), seq: deleted.int64(at: 4)) else { continue }
+                guard let key = KeyCodec.decode(deleted.value(at: 0), columns: keyCount) else {
+                    throw ChangeLogError(
+                        .schemaMismatch, "\(replica.path): cannot read back the key of a deleted row of \(table.name); the export stops rather than leave the deletion out")
+                }
                 try body(
                     RowChange(
                         table: tableIndex, key: key, causalLength: deleted.int64(at: 1),
-                        rowStamp: stamp(hlc: deleted.int64(at: 2), site: deleted.int64(at: 3), seq: deleted.int64(at: 4)),
+                        rowStamp: try stamp(hlc: deleted.int64(at: 2), site: deleted.int64(at: 3), seq: deleted.int64(at: 4)),
                         columns: []))
             }
         }
@@ -175,7 +195,7 @@ enum ExportSQL {
         return """
             SELECT r."cl", r."hlc", r."site", r."seq", r."pk", \(columns)
             FROM \(quoteIdentifier(table.name)) AS \(alias)
-            JOIN "_sqsync_rows" AS r ON r."tid" = \(table.tid) AND r."pk" = \(key)
+            JOIN "_sqsync_rows" AS r ON r."tid" = \(table.tid) AND r."pk" = \(key) AND r."cl" % 2 = 1
             """
     }
 }

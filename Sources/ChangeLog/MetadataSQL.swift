@@ -130,3 +130,20 @@ enum MetadataSQL {
     static let wallClockMilliseconds =
         "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
 }
+
+/// What `clone` changes in the copy: a new identity that knows the original as a peer
+/// holding everything copied, and takes the copied, not yet numbered changes as its own.
+enum CloneSQL {
+    static let rememberOriginal = """
+        UPDATE "_sqsync_sites" SET "known_seq" = (SELECT "seq" FROM "_sqsync_replica")
+        WHERE "site" = (SELECT "site" FROM "_sqsync_replica")
+        """
+    static let addIdentity = #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#
+    static let newSite = #"(SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?1)"#
+    static let adopt = [
+        #"UPDATE "_sqsync_rows" SET "site" = \#(newSite) WHERE "seq" = 0"#,
+        #"UPDATE "_sqsync_cells" SET "site" = \#(newSite) WHERE "seq" = 0"#,
+        #"UPDATE "_sqsync_replica" SET "site" = \#(newSite), "seq" = 0, "applying" = 0"#,
+    ]
+    static let forgetSourceState = [#"DELETE FROM "_sqsync_held""#, #"DELETE FROM "_sqsync_seen_bundles""#]
+}

@@ -26,7 +26,8 @@ enum NumberingSQL {
         return """
             CREATE TEMP TABLE "_sqsync_pending" AS
               SELECT \(keys), "hlc", row_number() OVER (ORDER BY "hlc") AS "n"
-              FROM \(quoteIdentifier(table)) WHERE "seq" = 0
+              FROM \(quoteIdentifier(table))
+              WHERE "seq" = 0 AND "site" = (SELECT "site" FROM "_sqsync_replica")
             """
     }
 

@@ -97,22 +97,6 @@ extension Replica {
 }
 
 extension Replica {
-    /// Records what a peer said it holds (for example in a mailbox acknowledgement).
-    /// Acknowledgements of retired peers are ignored.
-    public func acknowledge(peer knowledgeID: String, holds knowledge: Knowledge) throws {
-        guard knowledgeID != self.knowledgeID else { return }
-        try database.inTransaction {
-            let peer = try siteNumber(for: knowledgeID, name: nil)
-            guard
-                try database.scalar(#"SELECT "retired" FROM "_sqsync_sites" WHERE "site" = ?"#, .integer(Int64(peer)))?.int64Value
-                    == 0
-            else { return }
-            var seqs: [Int: Int64] = [:]
-            for (id, seq) in knowledge.seqs { seqs[try siteNumber(for: id, name: nil)] = seq }
-            try recordAcknowledgement(peer: peer, seqs)
-        }
-    }
-
     /// Mailbox bundle names already imported, with the knowledge each carried.
     public func seenBundles() throws -> [String: Knowledge] {
         var seen: [String: Knowledge] = [:]

@@ -25,6 +25,7 @@ public final class Replica {
     private init(database: Database) throws {
         self.database = database
         self.path = database.path
+        try database.useWriteAheadLog()
         try Self.migrate(database)
         guard
             let row = try database.rows(
@@ -353,19 +354,37 @@ public final class Replica {
             throw ChangeLogError(.usage, "\(destination) already exists; clone writes a new file")
         }
         try numberPendingChanges()
-        try Backup.copy(from: database, toPath: destination)
-        let copy = try Database(path: destination, create: false)
-        let cloneName = newName ?? URL(fileURLWithPath: destination).deletingPathExtension().lastPathComponent
-        try copy.inTransaction {
-            try copy.run(
-                #"UPDATE "_sqsync_sites" SET "known_seq" = (SELECT "seq" FROM "_sqsync_replica") WHERE "site" = (SELECT "site" FROM "_sqsync_replica")"#
-            )
-            try copy.run(
-                #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#,
-                .text(Self.newKnowledgeID()), .text(cloneName))
-            try copy.execute(#"UPDATE "_sqsync_replica" SET "site" = last_insert_rowid(), "seq" = 0, "applying" = 0"#)
-            try copy.execute(#"DELETE FROM "_sqsync_held""#)
+        let knowledgeAtCopy = try knowledge()
+        // The copy gets its new identity under a temporary name, so a failure never leaves a
+        // second file with this replica's knowledge ID.
+        let temporary = destination + ".sqsync-clone-tmp"
+        defer { Self.removeDatabaseFiles(temporary) }
+        Self.removeDatabaseFiles(temporary)
+        try Backup.copy(from: database, toPath: temporary)
+        let newID = Self.newKnowledgeID()
+        do {
+            let copy = try Database(path: temporary, create: false)
+            let cloneName = newName ?? URL(fileURLWithPath: destination).deletingPathExtension().lastPathComponent
+            try copy.inTransaction {
+                try copy.execute(CloneSQL.rememberOriginal)
+                try copy.run(CloneSQL.addIdentity, .text(newID), .text(cloneName))
+                for statement in CloneSQL.adopt { try copy.run(statement, .text(newID)) }
+                for statement in CloneSQL.forgetSourceState { try copy.execute(statement) }
+            }
         }
-        return try Replica(database: copy)
+        guard rename(temporary, destination) == 0 else {
+            throw ChangeLogError(.noSuchFile, "\(destination): cannot create: \(String(cString: strerror(errno)))")
+        }
+        // This replica knows its clone from the start, holding what was copied: a purge here
+        // then waits for it instead of leaving it behind.
+        let cloneSite = try siteNumber(for: newID, name: newName)
+        var acknowledged: [Int: Int64] = [:]
+        for (id, seq) in knowledgeAtCopy.seqs { acknowledged[try siteNumber(for: id, name: nil)] = seq }
+        try recordAcknowledgement(peer: cloneSite, acknowledged)
+        return try Replica(path: destination)
+    }
+
+    private static func removeDatabaseFiles(_ path: String) {
+        for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
     }
 }

@@ -64,8 +64,9 @@ public final class Database {
     public let path: String
     private var statementCache: [String: Statement] = [:]
 
-    /// Opens (or creates) `path` in WAL mode with a busy timeout, so that sqsync and the
-    /// application can write to the same file in turn.
+    /// Opens (or creates) `path` with a busy timeout, so that sqsync and the application can
+    /// write to the same file in turn. The journal mode is left alone until
+    /// ``useWriteAheadLog()``: a file that turns out not to be a replica stays as it was.
     public init(path: String, create: Bool = true, readOnly: Bool = false) throws {
         var pointer: OpaquePointer?
         var flags = readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
@@ -87,16 +88,18 @@ public final class Database {
         do {
             // Reading the schema is the first thing that fails on a file that is not a database.
             try execute("SELECT count(*) FROM sqlite_schema")
-            if !readOnly {
-                try execute("PRAGMA journal_mode = WAL")
-                try execute("PRAGMA synchronous = NORMAL")
-            }
             try execute("PRAGMA temp_store = MEMORY")
         } catch let error as SQLiteError {
-            statementCache.removeAll()
-            sqlite3_close_v2(handle)
+            // deinit closes the handle: the object is fully initialized here.
             throw SQLiteError(code: error.code, message: "\(path): \(error.message)", sql: nil)
         }
+    }
+
+    /// WAL lets the app read while sqsync writes and the other way round; NORMAL sync is
+    /// safe in WAL mode and much faster.
+    public func useWriteAheadLog() throws {
+        try execute("PRAGMA journal_mode = WAL")
+        try execute("PRAGMA synchronous = NORMAL")
     }
 
     deinit {

@@ -67,8 +67,11 @@ public final class Mailbox {
                     knowledge: Knowledge(Dictionary(uniqueKeysWithValues: zip(header.sites, header.knowledge))))
             } catch let error as BundleError where error.kind != .io {
                 report.rejected.append((bundle.name, naming(error.description, local, bundle)))
-            } catch let error as ChangeLogError where [.identityClash, .staleReplica, .retiredPeer].contains(error.kind) {
+            } catch let error as ChangeLogError {
                 report.refused.append((bundle.name, naming(error.description, local, bundle)))
+            } catch let error as SQLiteError where !error.isBusy {
+                // One bundle that cannot apply must not stop the rest of the sync.
+                report.refused.append((bundle.name, naming("\(local): \(error.message)", local, bundle)))
             }
             try? FileManager.default.removeItem(atPath: local)
         }
@@ -76,10 +79,18 @@ public final class Mailbox {
 
         let knowledge = try replica.knowledge()
         try writeAcknowledgement(knowledge, of: me, scratch: scratch)
+        // Acknowledgement files are not signed: they choose what to export and which bundles
+        // to remove here, but purge trusts only the acknowledgements signed bundles carry.
         let readers = try readerKnowledge(excluding: me, replica: replica, scratch: scratch)
-        for (reader, held) in readers { try replica.acknowledge(peer: reader, holds: held) }
 
         let mine = try transport.listFiles(in: "\(Self.outbox)/\(me)").filter(BundleExchange.isBundleFileName)
+        let ownSeq = knowledge[me]
+        if let foreign = mine.first(where: { (BundleExchange.senderRange(ofFileName: $0)?.upperBound ?? 0) > ownSeq }) {
+            // A bundle in this replica's own outbox with changes it never made: another database
+            // writes under the same knowledge ID. Leave everything as it is and say so.
+            report.refused.append((foreign, "\(transport.displayName)/\(Self.outbox)/\(me)/\(foreign) carries changes of this replica's knowledge ID \(me) that it never made: another database is a copy of this one; keep one and make the others with `sqsync clone`"))
+            return report
+        }
         let base = Knowledge.common(Array(readers.values))
         let everyoneHasAll = !readers.isEmpty && base.covers(knowledge)
         var keep: Set<String> = []

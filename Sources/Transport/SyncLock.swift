@@ -13,21 +13,20 @@ public final class SyncLock {
 
     public init(database path: String) throws {
         let lockPath = path + ".sqsync-lock"
-        descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
+        let candidate = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard candidate >= 0 else {
             throw TransportError(.io, "\(lockPath): cannot open the sync lock: \(String(cString: strerror(errno)))")
         }
         var result: Int32
-        repeat { result = flock(descriptor, LOCK_EX | LOCK_NB) } while result != 0 && errno == EINTR
+        repeat { result = flock(candidate, LOCK_EX | LOCK_NB) } while result != 0 && errno == EINTR
         if result != 0 {
             let busy = errno == EWOULDBLOCK
             let reason = String(cString: strerror(errno))
-            close(descriptor)
-            if busy {
-                throw SyncLockError(description: "\(path): another sqsync process is syncing this database; try again later")
-            }
+            close(candidate)
+            if busy { throw SyncLockError(description: "\(path): another sqsync process is syncing this database; try again later") }
             throw TransportError(.io, "\(lockPath): cannot take the sync lock: \(reason)")
         }
+        descriptor = candidate
     }
 
     deinit {

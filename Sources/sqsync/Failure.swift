@@ -28,7 +28,8 @@ struct Failure {
         case let error as ChangeLogError:
             self.init(message: error.description, exitCode: error.kind == .usage ? Self.usage : Self.failed)
         case let error as SQLiteError:
-            self.init(message: error.description, exitCode: Self.failed)
+            // One line: SQLite's own words and code; the SQL stays out of the message.
+            self.init(message: "\(error.message) (SQLite error \(error.code))", exitCode: Self.failed)
         case let error as TransportError:
             self.init(message: error.description, exitCode: Self.failed)
         case let error as KeyFormatError:

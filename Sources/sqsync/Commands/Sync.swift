@@ -52,8 +52,8 @@ extension SQSync {
             let report = try Mailbox(transport: transport).sync(replica: replica, key: key, trust: trust)
             withExtendedLifetime(lock) {}
             emit(report, target: transport.displayName)
-            if !report.refused.isEmpty { throw ExitCode(Failure.failed) }
             if !report.rejected.isEmpty { throw ExitCode(Failure.rejectedBundle) }
+            if !report.refused.isEmpty { throw ExitCode(Failure.failed) }
         }
 
         private func emit(_ report: SyncReport, target: String) {
