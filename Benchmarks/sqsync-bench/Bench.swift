@@ -97,7 +97,8 @@ struct Bench {
     // MARK: Capture
 
     static func capture(folder: String, keys: [String]) throws {
-        print("Capture (one transaction per phase)          plain SQLite    tracked   tracked/plain time")
+        print("Capture (one transaction per phase; random UUIDv4 keys unless said)")
+        print("                                          plain SQLite    tracked   tracked/plain time")
         let plain = try openDatabase(folder + "/plain.db")
         let replica = try tracked(folder + "/tracked.db", name: "bench")
         let tracked = replica.database
@@ -113,6 +114,15 @@ struct Bench {
                 "  \(keys.count) \(name)", rate(keys.count, plainTime), rate(keys.count, trackedTime), trackedTime / plainTime, ""
             )
         }
+        // UUIDv7 keys (what SPEC §2 recommends) are time-ordered: inserts append to both B-trees.
+        let ordered = (0..<keys.count).map {
+            String(format: "0190%08x-7%03x-8000-%012llx", $0, $0 % 4096, UInt64.random(in: 0..<(1 << 48)))
+        }
+        let plainOrdered = try openDatabase(folder + "/plain-v7.db")
+        let trackedOrdered = try Bench.tracked(folder + "/tracked-v7.db", name: "bench-v7").database
+        let plainTime = try time { try insertAll(plainOrdered, keys: ordered) }
+        let trackedTime = try time { try insertAll(trackedOrdered, keys: ordered) }
+        line("  \(keys.count) inserts, UUIDv7 keys", rate(keys.count, plainTime), rate(keys.count, trackedTime), trackedTime / plainTime, "")
         print("")
     }
 
@@ -293,14 +303,26 @@ struct Bench {
         return pid
     }
 
+    /// Runs a child to completion and returns its exit status, seconds, and peak memory in
+    /// KiB. The peak is the child's own `VmHWM`, sampled from /proc while it runs: wait4's
+    /// ru_maxrss would also count this (large) process, whose address space a vfork-based
+    /// posix_spawn shares until exec.
     static func spawnMeasured(_ executable: String, _ arguments: [String]) throws -> (Int32, Double, Int) {
         let start = DispatchTime.now().uptimeNanoseconds
         let pid = try spawn(executable, arguments)
         var status: Int32 = 0
-        var usage = rusage()
-        wait4(pid, &status, 0, &usage)
+        var peak = 0
+        while waitpid(pid, &status, WNOHANG) == 0 {
+            if let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+                let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+                let kib = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+            {
+                peak = max(peak, kib)
+            }
+            usleep(20_000)
+        }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        return ((status >> 8) & 0xff, seconds, usage.ru_maxrss)
+        return ((status >> 8) & 0xff, seconds, peak)
     }
 }
 
