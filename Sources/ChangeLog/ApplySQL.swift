@@ -13,6 +13,7 @@ enum ApplySQL {
             "site" = excluded."site", "seq" = excluded."seq"
         """
 
+    /// A row's column entries; the exporter reads them the same way.
     static let cellsOfRow = """
         SELECT "cid", "hlc", "site", "seq" FROM "_sqsync_cells" WHERE "tid" = ? AND "pk" = ?
         """

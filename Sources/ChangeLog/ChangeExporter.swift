@@ -108,7 +108,7 @@ public final class ChangeExporter {
     public func forEachChange(_ body: (RowChange) throws -> Void) throws {
         let database = replica.database
         for (tableIndex, table) in tables.enumerated() {
-            let cellsOfRow = try database.cached(ExportSQL.cellsOfRow)
+            let cellsOfRow = try database.cached(ApplySQL.cellsOfRow)
             let columnIndex = Dictionary(uniqueKeysWithValues: table.columns.enumerated().map { ($0.element.cid, $0.offset) })
             let keyPositions = table.primaryKey.map { key in table.columns.firstIndex { $0.cid == key.cid }! }
             let nonKey = table.columns.enumerated().filter { !$0.element.isPrimaryKey }
@@ -177,10 +177,6 @@ enum ExportSQL {
                        WHERE r."tid" = ?1 AND r."seq" > coalesce(b."seq", 0))
             OR EXISTS (SELECT 1 FROM "_sqsync_cells" c LEFT JOIN temp."_sqsync_base" b ON b."site" = c."site"
                        WHERE c."tid" = ?1 AND c."seq" > coalesce(b."seq", 0))
-        """
-
-    static let cellsOfRow = """
-        SELECT "cid", "hlc", "site", "seq" FROM "_sqsync_cells" WHERE "tid" = ? AND "pk" = ?
         """
 
     static let deletedRows = """
