@@ -122,7 +122,9 @@ struct Bench {
         let trackedOrdered = try Bench.tracked(folder + "/tracked-v7.db", name: "bench-v7").database
         let plainTime = try time { try insertAll(plainOrdered, keys: ordered) }
         let trackedTime = try time { try insertAll(trackedOrdered, keys: ordered) }
-        line("  \(keys.count) inserts, UUIDv7 keys", rate(keys.count, plainTime), rate(keys.count, trackedTime), trackedTime / plainTime, "")
+        line(
+            "  \(keys.count) inserts, UUIDv7 keys", rate(keys.count, plainTime), rate(keys.count, trackedTime),
+            trackedTime / plainTime, "")
         print("")
     }
 
