@@ -21,6 +21,8 @@ public struct ImportResult: Sendable {
     public var sender: String
     public var senderName: String
     public var signer: String
+    /// What the sender held when it wrote the bundle.
+    public var senderKnowledge: Knowledge
     public var outcome: Outcome
     public var summary: ApplySummary
 }
@@ -79,6 +81,7 @@ public enum BundleExchange {
         let signer = try reader.verify(trust: trust)
         var result = ImportResult(
             path: path, sender: reader.header.sender, senderName: reader.header.senderName, signer: signer,
+            senderKnowledge: Knowledge(Dictionary(uniqueKeysWithValues: zip(reader.header.sites, reader.header.knowledge))),
             outcome: .applied, summary: ApplySummary())
         // Foreign keys stay unenforced while merging, so a bundle never gets stuck on one;
         // orphans are reported by `conflicts` and `doctor` instead.

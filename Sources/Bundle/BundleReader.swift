@@ -14,7 +14,8 @@ public final class BundleReader {
     public let payloadLength: Int
     public let fileSize: Int
     private let recordsOffset: Int
-    private var verifiedDigest: SHA512.Digest?
+    /// The payload's SHA-512 once ``verify(trust:)`` succeeded, so nothing reads it again.
+    public private(set) var verifiedDigest: SHA512.Digest?
 
     public init(path: String) throws {
         self.path = path

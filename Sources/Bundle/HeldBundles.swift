@@ -14,7 +14,7 @@ struct HeldBundles {
     }
 
     static func digestText(_ reader: BundleReader) throws -> String {
-        try reader.payloadDigest().map { String(format: "%02x", $0) }.joined()
+        try (reader.verifiedDigest ?? reader.payloadDigest()).map { String(format: "%02x", $0) }.joined()
     }
 
     func hold(_ reader: BundleReader, reason: String) throws {

@@ -220,29 +220,11 @@ public final class Replica {
         database.clearStatementCache()
     }
 
+    /// Rows already in the table become this replica's inserts, left unnumbered like the
+    /// triggers' changes for ``numberPendingChanges()``.
     private func captureExistingRows(of table: TableInfo) throws -> Int {
-        let key = TriggerSQL(table: table).keyExpression(quoteIdentifier(table.name))
-        let clock = try tick(count: 0)
-        try database.execute(
-            """
-            INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq")
-              SELECT \(table.tid), k, 1, \(clock.hlc), \(site), \(clock.seq) + row_number() OVER ()
-              FROM (SELECT \(key) AS k FROM \(quoteIdentifier(table.name))) AS t
-              WHERE NOT EXISTS (SELECT 1 FROM "_sqsync_rows" r WHERE r."tid" = \(table.tid) AND r."pk" = t.k)
-            """)
-        let count = database.changes
-        try database.run(#"UPDATE "_sqsync_replica" SET "seq" = "seq" + ?"#, .integer(Int64(count)))
-        return count
-    }
-
-    /// Advances the clock for `count` local changes and returns the last sequence number
-    /// before them and the clock value they share.
-    func tick(count: Int) throws -> (seq: Int64, hlc: Int64) {
-        try database.execute(
-            #"UPDATE "_sqsync_replica" SET "hlc" = max("hlc" + 1, \#(MetadataSQL.wallClockMilliseconds))"#)
-        let row = try database.rows(#"SELECT "seq", "hlc" FROM "_sqsync_replica""#)[0]
-        try database.run(#"UPDATE "_sqsync_replica" SET "seq" = "seq" + ?"#, .integer(Int64(count)))
-        return (row[0].int64Value ?? 0, row[1].int64Value ?? 0)
+        try database.execute(TriggerSQL(table: table).captureExistingRows)
+        return database.changes
     }
 
     /// Removes triggers and metadata of `names`; the tables and their rows stay.

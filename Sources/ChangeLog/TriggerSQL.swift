@@ -36,7 +36,9 @@ struct TriggerSQL {
             .joined(separator: " || ',' || ")
     }
 
-    private static let clock = #"max("hlc" + 1, \#(MetadataSQL.wallClockMilliseconds))"#
+    /// Qualified: some statements also read a user table, which may have an `hlc` or `site`.
+    private static let clock = #"max("_sqsync_replica"."hlc" + 1, \#(MetadataSQL.wallClockMilliseconds))"#
+    private static let site = #""_sqsync_replica"."site""#
 
     /// A row starts a new life (insert) or ends one (delete): its causal length moves to the
     /// next odd or even number. A new life also forgets the column entries of the last one.
@@ -44,7 +46,7 @@ struct TriggerSQL {
         let bump = alive ? #""cl" + ("cl" % 2 = 0)"# : #""cl" + ("cl" % 2)"#
         var sql = """
               INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq")
-                SELECT \(table.tid), \(key), \(alive ? 1 : 2), \(Self.clock), "site", 0 FROM "_sqsync_replica" WHERE "applying" = 0
+                SELECT \(table.tid), \(key), \(alive ? 1 : 2), \(Self.clock), \(Self.site), 0 FROM "_sqsync_replica" WHERE "applying" = 0
                 ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = \(bump),
                   "hlc" = max(excluded."hlc", "hlc" + 1), "site" = excluded."site", "seq" = 0;
             """
@@ -105,11 +107,23 @@ struct TriggerSQL {
               INSERT INTO "_sqsync_cells" ("tid", "pk", "cid", "hlc", "site", "seq")
                 SELECT \(table.tid), \(key), \(column.cid),
                        max(\(Self.clock), coalesce((SELECT r."hlc" + 1 FROM "_sqsync_rows" r WHERE r."tid" = \(table.tid) AND r."pk" = \(key)), 0)),
-                       "site", 0
+                       \(Self.site), 0
                 FROM "_sqsync_replica" WHERE "applying" = 0
                 ON CONFLICT ("tid", "pk", "cid") DO UPDATE SET
                   "hlc" = max(excluded."hlc", "hlc" + 1), "site" = excluded."site", "seq" = 0;
             END
+            """
+    }
+
+    /// Rows the table held before `track`, as inserts of this replica.
+    var captureExistingRows: String {
+        let alias = quoteIdentifier("_sqsync_t")
+        let key = keyExpression(alias)
+        return """
+            INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq")
+              SELECT \(table.tid), \(key), 1, \(Self.clock), \(Self.site), 0
+              FROM \(quotedTable) AS \(alias), "_sqsync_replica"
+              WHERE NOT EXISTS (SELECT 1 FROM "_sqsync_rows" r WHERE r."tid" = \(table.tid) AND r."pk" = \(key))
             """
     }
 
@@ -123,7 +137,7 @@ struct TriggerSQL {
             INSERT INTO "_sqsync_cells" ("tid", "pk", "cid", "hlc", "site", "seq")
               SELECT \(table.tid), \(key), \(column.cid),
                      max(\(Self.clock), coalesce((SELECT r."hlc" + 1 FROM "_sqsync_rows" r WHERE r."tid" = \(table.tid) AND r."pk" = \(key)), 0)),
-                     "site", 0
+                     \(Self.site), 0
               FROM \(quotedTable) AS \(alias), "_sqsync_replica"
               WHERE \(alias).\(quoteIdentifier(column.name)) IS NOT (\(defaultSQL ?? "NULL"))
               ON CONFLICT ("tid", "pk", "cid") DO UPDATE SET

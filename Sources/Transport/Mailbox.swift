@@ -61,10 +61,7 @@ public final class Mailbox {
             do {
                 let result = try BundleExchange.importBundle(path: local, into: replica, trust: trust)
                 report.imported.append(result)
-                let header = try BundleReader(path: local).header
-                try replica.markSeen(
-                    bundle: bundle.name,
-                    knowledge: Knowledge(Dictionary(uniqueKeysWithValues: zip(header.sites, header.knowledge))))
+                try replica.markSeen(bundle: bundle.name, knowledge: result.senderKnowledge)
             } catch let error as BundleError where error.kind != .io {
                 report.rejected.append((bundle.name, naming(error.description, local, bundle)))
             } catch let error as ChangeLogError {

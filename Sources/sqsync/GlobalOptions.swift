@@ -71,11 +71,6 @@ struct GlobalOptions: ParsableArguments {
     }
 }
 
-extension Replica {
-    /// Opens a replica for a command, with the file named in any error.
-    static func forCommand(_ path: String) throws -> Replica { try Replica(path: path) }
-}
-
 extension ApplySummary {
     var jsonObject: [String: Any] {
         [

@@ -63,4 +63,24 @@ final class ReviewRegressionTests: XCTestCase {
         let mode = try Database(path: path, create: false).scalar("PRAGMA journal_mode")?.stringValue
         XCTAssertEqual(mode, "delete")
     }
+
+    /// sqsync's own column names (`hlc`, `site`) in a user table must not be confused with
+    /// the replica's clock when existing rows are captured or a migrated column is backfilled.
+    func testUserColumnsNamedLikeSqsyncsOwn() throws {
+        let a = try sandbox.replica(
+            "a",
+            schema: """
+                CREATE TABLE t (id TEXT PRIMARY KEY, hlc INTEGER, site TEXT);
+                INSERT INTO t VALUES ('old', 7, 'north');
+                """, track: ["t"])
+        let b = try sandbox.clone(a, "b")
+        try a.database.execute("INSERT INTO t VALUES ('new', 8, 'south')")
+        for replica in [a, b] { try replica.database.execute("ALTER TABLE t ADD COLUMN seq INTEGER") }
+        try a.database.execute("UPDATE t SET seq = 1 WHERE id = 'old'")
+        for replica in [a, b] { try replica.refresh() }
+        try syncUntilQuiet([a, b])
+        XCTAssertEqual(
+            try rows(of: b, table: "t"),
+            [[.text("new"), .integer(8), .text("south"), .null], [.text("old"), .integer(7), .text("north"), .integer(1)]])
+    }
 }

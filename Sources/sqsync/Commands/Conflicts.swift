@@ -12,7 +12,7 @@ extension SQSync {
         @Flag(name: .long, help: "Empty the conflict log after showing it.") var clear = false
 
         func run() throws {
-            let replica = try Replica.forCommand(db)
+            let replica = try Replica(path: db)
             let conflicts = try replica.conflicts()
             let orphans = try replica.orphans()
             if global.json {

@@ -29,7 +29,7 @@ extension SQSync {
         }
 
         func run() throws {
-            let replica = try Replica.forCommand(db)
+            let replica = try Replica(path: db)
             let key = try global.signingKey()
             var base = Knowledge()
             if let peer { base = try replica.peer(named: peer).acknowledged }

@@ -14,7 +14,7 @@ extension SQSync {
         @Flag(name: .long, help: "Report per table what would change and conflict; change nothing.") var dryRun = false
 
         func run() throws {
-            let replica = try Replica.forCommand(db)
+            let replica = try Replica(path: db)
             let trust = try global.trustedSigners()
             var files: [String] = []
             for path in bundles {

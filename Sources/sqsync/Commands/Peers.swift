@@ -14,7 +14,7 @@ extension SQSync {
             @Argument(help: "The replica.") var db: String
 
             func run() throws {
-                let peers = try Replica.forCommand(db).peers()
+                let peers = try Replica(path: db).peers()
                 if global.json {
                     global.emitJSON([
                         "peers": peers.map { peer in
@@ -44,7 +44,7 @@ extension SQSync {
             @Argument(help: "The peer's name or knowledge ID.") var peer: String
 
             func run() throws {
-                let retired = try Replica.forCommand(db).retire(peer: peer)
+                let retired = try Replica(path: db).retire(peer: peer)
                 if global.json {
                     global.emitJSON(["retired": retired.knowledgeID, "name": retired.name])
                 } else {
@@ -63,7 +63,7 @@ extension SQSync {
         @Flag(name: .long, help: "Report what would be dropped; change nothing.") var dryRun = false
 
         func run() throws {
-            let result = try Replica.forCommand(db).purge(dryRun: dryRun)
+            let result = try Replica(path: db).purge(dryRun: dryRun)
             let holders = result.heldBackBy.map { $0.name.isEmpty ? $0.knowledgeID : $0.name }
             if global.json {
                 global.emitJSON(["dry_run": dryRun, "tombstones_purged": result.tombstones, "held_back_by": holders])

@@ -10,7 +10,7 @@ extension SQSync {
         @Argument(help: "The replica.") var db: String
 
         func run() throws {
-            let status = try Replica.forCommand(db).status()
+            let status = try Replica(path: db).status()
             if global.json {
                 global.emitJSON([
                     "knowledge_id": status.knowledgeID, "name": status.name, "knowledge": status.knowledge.seqs,

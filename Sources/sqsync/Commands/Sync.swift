@@ -31,7 +31,7 @@ extension SQSync {
         }
 
         func run() throws {
-            let replica = try Replica.forCommand(db)
+            let replica = try Replica(path: db)
             let key = try global.signingKey()
             let trust = try global.trustedSigners()
             let lock = try SyncLock(database: db)

@@ -21,7 +21,7 @@ extension SQSync {
         }
 
         func run() throws {
-            let replica = try Replica.forCommand(db)
+            let replica = try Replica(path: db)
             let names = all ? try replica.userTableNames() : tables
             let captured = try replica.track(names, allowIntegerPrimaryKey: allowIntegerPk)
             if global.json {
@@ -41,7 +41,7 @@ extension SQSync {
         @Argument(help: "Tables to stop tracking.") var tables: [String]
 
         func run() throws {
-            let replica = try Replica.forCommand(db)
+            let replica = try Replica(path: db)
             try replica.untrack(tables)
             if global.json {
                 global.emitJSON(["untracked": tables])
@@ -58,7 +58,7 @@ extension SQSync {
         @Argument(help: "The replica.") var db: String
 
         func run() throws {
-            let replica = try Replica.forCommand(db)
+            let replica = try Replica(path: db)
             let tables = try replica.refresh()
             if global.json {
                 global.emitJSON(["refreshed": tables])
@@ -76,7 +76,7 @@ extension SQSync {
         @Argument(help: "The replica.") var db: String
 
         func run() throws {
-            let replica = try Replica.forCommand(db)
+            let replica = try Replica(path: db)
             let problems = try replica.doctor()
             if global.json {
                 global.emitJSON(["ok": problems.isEmpty, "problems": problems])
@@ -101,7 +101,7 @@ extension SQSync {
         @Option(name: .long, help: "A name for the new replica.") var name: String?
 
         func run() throws {
-            let replica = try Replica.forCommand(source)
+            let replica = try Replica(path: source)
             let copy = try replica.clone(to: destination, name: name)
             if global.json {
                 global.emitJSON(["knowledge_id": copy.knowledgeID, "name": copy.name, "path": destination])
