@@ -124,8 +124,32 @@ enum MetadataSQL {
                 "seen_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
             );
             """
-        )
+        ),
+        (
+            2,
+            """
+            -- The capture log: each trigger appends one row (TriggerSQL). "op" 0 is an insert,
+            -- 1 a delete, 2 + w an update of the columns whose bits are set in "mask" (word w).
+            -- "stamp" is the wall clock in ms. Every fold empties it (numberPendingChanges).
+            CREATE TABLE "_sqsync_log" (
+                "id" INTEGER PRIMARY KEY,
+                "tid" INTEGER NOT NULL,
+                "op" INTEGER NOT NULL,
+                "pk" NOT NULL,
+                "mask" INTEGER NOT NULL DEFAULT 0,
+                "stamp" INTEGER NOT NULL
+            );
+
+            -- Changes by origin and sequence number, for export and status: written by the fold
+            -- and by imports only, never on an application's write.
+            CREATE INDEX "_sqsync_rows_by_change" ON "_sqsync_rows" ("site", "seq");
+            CREATE INDEX "_sqsync_cells_by_change" ON "_sqsync_cells" ("site", "seq");
+            """
+        ),
     ]
+
+    /// The migration that brought the capture log: older replicas get new triggers then.
+    static let captureLogVersion = 2
 
     static let wallClockMilliseconds =
         "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"

@@ -1,33 +1,132 @@
 extension Replica {
-    /// Gives the changes the triggers left unnumbered (sequence number 0) this replica's next
-    /// sequence numbers, in clock order, and moves the replica's clock past their stamps.
-    /// Runs before anything reads changes (export, import, status, clone, purge), so
-    /// knowledge always describes numbered changes only.
+    /// Folds the capture log into the per-row and per-column metadata, giving each change
+    /// this replica's next sequence number and its hybrid-logical-clock value, then empties
+    /// the log. Runs before anything reads changes (export, import, status, clone, purge,
+    /// doctor), so knowledge always describes folded changes only and readers never see
+    /// the log.
+    ///
+    /// The clock of a change is `max(last + 1, stamp)` in log order, starting from the
+    /// replica's clock, which is past every value this replica ever used or saw: a change
+    /// always orders after every change made or seen before it, even when the wall clock
+    /// stepped back.
     public func numberPendingChanges() throws {
         try database.inTransaction {
-            for (table, keyColumns) in [("_sqsync_rows", ["tid", "pk"]), ("_sqsync_cells", ["tid", "pk", "cid"])] {
-                try database.execute(NumberingSQL.collectPending(table: table, keyColumns: keyColumns))
-                let pending = try database.rows(#"SELECT count(*), max("hlc") FROM temp."_sqsync_pending""#)[0]
-                let count = pending[0].int64Value ?? 0
-                if count > 0 {
-                    try database.execute(NumberingSQL.assign(table: table, keyColumns: keyColumns))
-                    try database.run(NumberingSQL.advanceClock, .integer(count), pending[1])
+            try foldCaptureLog()
+            try numberUnnumberedEntries()
+        }
+    }
+
+    private func foldCaptureLog() throws {
+        let log = try database.cached(FoldSQL.readLog)
+        defer { log.reset() }
+        let clock = try database.rows(#"SELECT "seq", "hlc" FROM "_sqsync_replica""#)[0]
+        let firstSeq = clock[0].int64Value ?? 0
+        var seq = firstSeq
+        var hlc = clock[1].int64Value ?? 0
+        var lastID: Int64 = 0
+        let startLife = try database.cached(FoldSQL.startLife)
+        let endLife = try database.cached(FoldSQL.endLife)
+        let dropCells = try database.cached(FoldSQL.dropCells)
+        let writeCell = try database.cached(FoldSQL.writeCell)
+        let site = SQLValue.integer(Int64(self.site))
+        while try log.step() {
+            lastID = log.int64(at: 0)
+            let tid = log.value(at: 1), operation = Int(log.int64(at: 2)), key = log.value(at: 3)
+            hlc = max(hlc + 1, log.int64(at: 5))
+            seq += 1
+            switch operation {
+            case TriggerSQL.Operation.insert, TriggerSQL.Operation.delete:
+                let upsert = operation == TriggerSQL.Operation.insert ? startLife : endLife
+                try upsert.bind([tid, key, .integer(hlc), site, .integer(seq)])
+                try upsert.run()
+                try dropCells.bind([tid, key])
+                try dropCells.run()
+            default:
+                let word = operation - TriggerSQL.Operation.updateBase
+                var mask = log.int64(at: 4)
+                while mask != 0 {
+                    let bit = mask.trailingZeroBitCount
+                    mask &= mask - 1
+                    let cid = word * TriggerSQL.Operation.columnsPerMask + bit + 1
+                    try writeCell.bind([tid, key, .integer(Int64(cid)), .integer(hlc), site, .integer(seq)])
+                    try writeCell.run()
                 }
-                try database.execute(#"DROP TABLE temp."_sqsync_pending""#)
             }
+        }
+        guard lastID > 0 else { return }
+        try database.run(FoldSQL.emptyLog, .integer(lastID))
+        try database.run(FoldSQL.advanceClock, .integer(seq), .integer(hlc))
+    }
+
+    /// Entries left unnumbered (sequence number 0) by the triggers of sqsync versions before
+    /// the capture log; none are written any more.
+    private func numberUnnumberedEntries() throws {
+        for (table, keyColumns) in [("_sqsync_rows", ["tid", "pk"]), ("_sqsync_cells", ["tid", "pk", "cid"])] {
+            guard try database.scalar(NumberingSQL.anyPending(table: table))?.int64Value == 1 else { continue }
+            try database.execute(NumberingSQL.collectPending(table: table, keyColumns: keyColumns))
+            let pending = try database.rows(#"SELECT count(*), max("hlc") FROM temp."_sqsync_pending""#)[0]
+            let count = pending[0].int64Value ?? 0
+            if count > 0 {
+                try database.execute(NumberingSQL.assign(table: table, keyColumns: keyColumns))
+                try database.run(NumberingSQL.advanceClock, .integer(count), pending[1])
+            }
+            try database.execute(#"DROP TABLE temp."_sqsync_pending""#)
         }
     }
 }
 
-/// The statements that number pending changes.
+/// The statements of the fold, as SQL.
+enum FoldSQL {
+    static let readLog = """
+        SELECT "id", "tid", "op", "pk", "mask", "stamp" FROM "_sqsync_log" ORDER BY "id"
+        """
+
+    /// An insert starts the row's next life (the next odd causal length)...
+    static let startLife = """
+        INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq") VALUES (?1, ?2, 1, ?3, ?4, ?5)
+        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = "cl" + ("cl" % 2 = 0),
+            "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq"
+        """
+
+    /// ...and a delete ends it (the next even one).
+    static let endLife = """
+        INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq") VALUES (?1, ?2, 2, ?3, ?4, ?5)
+        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = "cl" + ("cl" % 2),
+            "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq"
+        """
+
+    /// Column entries belong to one life: a new life or a delete drops them.
+    static let dropCells = """
+        DELETE FROM "_sqsync_cells" WHERE "tid" = ?1 AND "pk" = ?2
+        """
+
+    static let writeCell = """
+        INSERT INTO "_sqsync_cells" ("tid", "pk", "cid", "hlc", "site", "seq") VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+        ON CONFLICT ("tid", "pk", "cid") DO UPDATE SET
+            "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq"
+        """
+
+    static let emptyLog = #"DELETE FROM "_sqsync_log" WHERE "id" <= ?1"#
+
+    static let advanceClock = #"UPDATE "_sqsync_replica" SET "seq" = ?1, "hlc" = max("hlc", ?2)"#
+}
+
+/// The statements that number entries left unnumbered by earlier versions' triggers.
 enum NumberingSQL {
+    static func anyPending(table: String) -> String {
+        """
+        SELECT EXISTS (SELECT 1 FROM \(quoteIdentifier(table))
+                       WHERE "site" = (SELECT "site" FROM "_sqsync_replica") AND "seq" = 0)
+        """
+    }
+
     static func collectPending(table: String, keyColumns: [String]) -> String {
         let keys = keyColumns.map(quoteIdentifier).joined(separator: ", ")
         return """
             CREATE TEMP TABLE "_sqsync_pending" AS
               SELECT \(keys), "hlc", row_number() OVER (ORDER BY "hlc") AS "n"
               FROM \(quoteIdentifier(table))
-              WHERE "seq" = 0 AND "site" = (SELECT "site" FROM "_sqsync_replica")
+              WHERE "site" = (SELECT "site" FROM "_sqsync_replica") AND "seq" = 0
             """
     }
 

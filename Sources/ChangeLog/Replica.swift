@@ -26,7 +26,7 @@ public final class Replica {
         self.database = database
         self.path = database.path
         try database.useWriteAheadLog()
-        try Self.migrate(database)
+        let applied = try Self.migrate(database)
         guard
             let row = try database.rows(
                 """
@@ -38,6 +38,16 @@ public final class Replica {
         site = Int(row[0].int64Value ?? 0)
         knowledgeID = row[1].stringValue ?? ""
         name = row[2].stringValue ?? ""
+        if applied.contains(MetadataSQL.captureLogVersion) { try adoptCaptureLog() }
+    }
+
+    /// A replica made before the capture log still has triggers that write the metadata
+    /// directly: number what they wrote, then give every tracked table the log's triggers.
+    private func adoptCaptureLog() throws {
+        try database.inTransaction {
+            try numberPendingChanges()
+            for table in (try? trackedTables()) ?? [] { try installTriggers(for: table) }
+        }
     }
 
     static func isInitialized(_ database: Database) throws -> Bool {
@@ -71,7 +81,9 @@ public final class Replica {
 
     static func newKnowledgeID() -> String { UUID().uuidString.lowercased() }
 
-    static func migrate(_ database: Database) throws {
+    /// Applies the migrations this database lacks; returns their versions.
+    @discardableResult
+    static func migrate(_ database: Database) throws -> Set<Int> {
         let hasTable =
             try database.scalar(
                 "SELECT count(*) FROM sqlite_schema WHERE name = '_sqsync_migrations'")?.int64Value == 1
@@ -79,10 +91,16 @@ public final class Replica {
             hasTable
             ? Set(try database.rows(#"SELECT "version" FROM "_sqsync_migrations""#).compactMap { $0[0].int64Value })
             : []
+        var newlyApplied: Set<Int> = []
         for migration in MetadataSQL.migrations where !applied.contains(Int64(migration.version)) {
-            try database.execute(migration.sql)
-            try database.run(#"INSERT INTO "_sqsync_migrations" ("version") VALUES (?)"#, .integer(Int64(migration.version)))
+            try database.inTransaction {
+                try database.execute(migration.sql)
+                try database.run(
+                    #"INSERT INTO "_sqsync_migrations" ("version") VALUES (?)"#, .integer(Int64(migration.version)))
+            }
+            if hasTable { newlyApplied.insert(migration.version) }
         }
+        return newlyApplied
     }
 
     // MARK: Tracked tables
@@ -175,6 +193,7 @@ public final class Replica {
                 try installTriggers(for: info)
                 captured.append((table.name, try captureExistingRows(of: info)))
             }
+            try numberPendingChanges()
             return captured
         }
     }
@@ -220,8 +239,8 @@ public final class Replica {
         database.clearStatementCache()
     }
 
-    /// Rows already in the table become this replica's inserts, left unnumbered like the
-    /// triggers' changes for ``numberPendingChanges()``.
+    /// Rows already in the table become this replica's inserts, logged like the triggers'
+    /// changes for ``numberPendingChanges()``.
     private func captureExistingRows(of table: TableInfo) throws -> Int {
         try database.execute(TriggerSQL(table: table).captureExistingRows)
         return database.changes
@@ -239,7 +258,7 @@ public final class Replica {
                     continue
                 }
                 try dropTriggers(of: name)
-                for metadata in ["_sqsync_rows", "_sqsync_cells", "_sqsync_columns", "_sqsync_tables"] {
+                for metadata in ["_sqsync_log", "_sqsync_rows", "_sqsync_cells", "_sqsync_columns", "_sqsync_tables"] {
                     try database.run("DELETE FROM \(quoteIdentifier(metadata)) WHERE \"tid\" = ?", tid)
                 }
             }
@@ -272,12 +291,14 @@ public final class Replica {
                 }
                 refreshed.append(name)
             }
+            try numberPendingChanges()
             return refreshed
         }
     }
 
     /// Problems that make capture or merge unsafe, each one line; empty when healthy.
     public func doctor() throws -> [String] {
+        try numberPendingChanges()
         var problems: [String] = []
         for name in try trackedTableNames() {
             guard let declared = try DeclaredTable.read(name, in: database) else {

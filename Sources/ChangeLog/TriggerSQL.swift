@@ -1,20 +1,32 @@
 /// The capture triggers sqsync installs on a tracked table.
 ///
 /// They use only SQL built into SQLite, so that every writer (the app, the `sqlite3` shell,
-/// a Python script) is captured without loading sqsync. A change is one upsert of the row's
-/// entry in `_sqsync_rows` (insert, delete) or of one column's entry in `_sqsync_cells`
-/// (update), so storage stays bounded: entries are replaced in place, never appended.
+/// a Python script) is captured without loading sqsync. Each trigger appends one row to
+/// `_sqsync_log`, a rowid table, so a write costs one append at the right edge of a B-tree
+/// instead of upserts into tables keyed by the row's (often random) key. An update stores
+/// which columns changed as a bitmask computed in one expression.
 ///
-/// A trigger stamps its change with the hybrid logical clock, `max(last clock seen + 1,
-/// wall clock ms)`, also kept above the entry it replaces and, for a column, above its
-/// row's entry, so a later local change always orders after an earlier one even when the
-/// wall clock steps back. It leaves the sequence number 0 ("not numbered yet"):
-/// ``Replica/numberPendingChanges()`` numbers pending changes in bulk before anything
-/// reads them, which spares every write an update of a shared counter row.
+/// A log row carries the wall clock in ms; ``Replica/numberPendingChanges()`` folds the log
+/// into `_sqsync_rows` and `_sqsync_cells` in bulk before anything reads them, giving each
+/// change its hybrid-logical-clock value `max(last + 1, stamp)` in log order and its
+/// sequence number, then empties the log, so storage stays bounded.
 /// While sqsync itself applies a peer's changes, `_sqsync_replica.applying` is 1 and the
-/// upserts select nothing.
+/// triggers append nothing.
 struct TriggerSQL {
     let table: TableInfo
+
+    /// Log operations. An update of columns `cid` uses operation `updateBase + (cid - 1) / 62`
+    /// and bit `(cid - 1) % 62` of the mask: column ids never change, so log rows written
+    /// before a `refresh` still name the right columns after it.
+    enum Operation {
+        static let insert = 0
+        static let delete = 1
+        static let updateBase = 2
+        static let columnsPerMask = 62
+
+        static func word(of cid: Int) -> Int { (cid - 1) / columnsPerMask }
+        static func bit(of cid: Int) -> Int { (cid - 1) % columnsPerMask }
+    }
 
     private var quotedTable: String { quoteIdentifier(table.name) }
 
@@ -36,34 +48,21 @@ struct TriggerSQL {
             .joined(separator: " || ',' || ")
     }
 
-    /// Qualified: some statements also read a user table, which may have an `hlc` or `site`.
-    private static let clock = #"max("_sqsync_replica"."hlc" + 1, \#(MetadataSQL.wallClockMilliseconds))"#
-    private static let site = #""_sqsync_replica"."site""#
+    private static let stamp = MetadataSQL.wallClockMilliseconds
 
-    /// A row starts a new life (insert) or ends one (delete): its causal length moves to the
-    /// next odd or even number. A new life also forgets the column entries of the last one.
-    private func rowEvent(key: String, alive: Bool) -> String {
-        let bump = alive ? #""cl" + ("cl" % 2 = 0)"# : #""cl" + ("cl" % 2)"#
-        var sql = """
-              INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq")
-                SELECT \(table.tid), \(key), \(alive ? 1 : 2), \(Self.clock), \(Self.site), 0 FROM "_sqsync_replica" WHERE "applying" = 0
-                ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = \(bump),
-                  "hlc" = max(excluded."hlc", "hlc" + 1), "site" = excluded."site", "seq" = 0;
-            """
-        if alive {
-            sql += """
-
-                  DELETE FROM "_sqsync_cells" WHERE "tid" = \(table.tid) AND "pk" = \(key);
-                """
-        }
-        return sql
+    /// Appends one log row, unless sqsync itself is applying a peer's changes.
+    private func logRow(operation: Int, key: String) -> String {
+        """
+          INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp")
+            SELECT \(table.tid), \(operation), \(key), \(Self.stamp) FROM "_sqsync_replica" WHERE "applying" = 0;
+        """
     }
 
     var insertTrigger: String {
         """
         CREATE TRIGGER \(triggerName("insert")) AFTER INSERT ON \(quotedTable)
         BEGIN
-        \(rowEvent(key: keyExpression("NEW"), alive: true))
+        \(logRow(operation: Operation.insert, key: keyExpression("NEW")))
         END
         """
     }
@@ -72,7 +71,7 @@ struct TriggerSQL {
         """
         CREATE TRIGGER \(triggerName("delete")) AFTER DELETE ON \(quotedTable)
         BEGIN
-        \(rowEvent(key: keyExpression("OLD"), alive: false))
+        \(logRow(operation: Operation.delete, key: keyExpression("OLD")))
         END
         """
     }
@@ -89,59 +88,76 @@ struct TriggerSQL {
             CREATE TRIGGER \(triggerName("update_key")) AFTER UPDATE OF \(keyColumns) ON \(quotedTable)
             WHEN NOT (\(keyUnchanged))
             BEGIN
-            \(rowEvent(key: keyExpression("OLD"), alive: false))
-            \(rowEvent(key: keyExpression("NEW"), alive: true))
+            \(logRow(operation: Operation.delete, key: keyExpression("OLD")))
+            \(logRow(operation: Operation.insert, key: keyExpression("NEW")))
             END
             """
     }
 
-    /// One trigger per column: SQLite then runs only the triggers of the columns an
-    /// UPDATE names, and a value written again unchanged costs nothing.
-    func columnUpdateTrigger(_ column: ColumnInfo) -> String {
-        let name = quoteIdentifier(column.name)
+    /// The non-key columns by mask word: most tables have one word (up to 62 columns).
+    private var columnsByWord: [(word: Int, columns: [ColumnInfo])] {
+        let columns = table.columns.filter { !$0.isPrimaryKey }
+        return Dictionary(grouping: columns) { Operation.word(of: $0.cid) }
+            .sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted { $0.cid < $1.cid }) }
+    }
+
+    /// Bit set for each column whose value changed. `1 IS 1.0` is true in SQL, so a change of
+    /// storage class counts too: peers must receive the value exactly.
+    private static func changedMask(_ columns: [ColumnInfo]) -> String {
+        columns.map { column in
+            let name = quoteIdentifier(column.name)
+            return "((OLD.\(name) IS NOT NEW.\(name) OR typeof(OLD.\(name)) != typeof(NEW.\(name))) << \(Operation.bit(of: column.cid)))"
+        }.joined(separator: " | ")
+    }
+
+    /// One trigger for every update that keeps the key: it logs the changed columns, or
+    /// nothing when a statement wrote the same values again.
+    var updateTrigger: String? {
+        let words = columnsByWord
+        guard !words.isEmpty else { return nil }
+        let mask = quoteIdentifier("_sqsync_mask")
         let key = keyExpression("NEW")
+        let statements = words.map { word in
+            """
+              INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "stamp")
+                SELECT \(table.tid), \(Operation.updateBase + word.word), \(key), \(mask), \(Self.stamp)
+                FROM (SELECT \(Self.changedMask(word.columns)) AS \(mask)), "_sqsync_replica"
+                WHERE "applying" = 0 AND \(mask) != 0;
+            """
+        }.joined(separator: "\n")
         return """
-            CREATE TRIGGER \(triggerName("update_\(column.cid)")) AFTER UPDATE OF \(name) ON \(quotedTable)
-            WHEN (OLD.\(name) IS NOT NEW.\(name) OR typeof(OLD.\(name)) != typeof(NEW.\(name))) AND \(keyUnchanged)
+            CREATE TRIGGER \(triggerName("update")) AFTER UPDATE ON \(quotedTable)
+            WHEN \(keyUnchanged)
             BEGIN
-              INSERT INTO "_sqsync_cells" ("tid", "pk", "cid", "hlc", "site", "seq")
-                SELECT \(table.tid), \(key), \(column.cid),
-                       max(\(Self.clock), coalesce((SELECT r."hlc" + 1 FROM "_sqsync_rows" r WHERE r."tid" = \(table.tid) AND r."pk" = \(key)), 0)),
-                       \(Self.site), 0
-                FROM "_sqsync_replica" WHERE "applying" = 0
-                ON CONFLICT ("tid", "pk", "cid") DO UPDATE SET
-                  "hlc" = max(excluded."hlc", "hlc" + 1), "site" = excluded."site", "seq" = 0;
+            \(statements)
             END
             """
     }
 
-    /// Rows the table held before `track`, as inserts of this replica.
+    /// Rows the table held before `track`, logged as inserts of this replica.
     var captureExistingRows: String {
         let alias = quoteIdentifier("_sqsync_t")
         let key = keyExpression(alias)
         return """
-            INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq")
-              SELECT \(table.tid), \(key), 1, \(Self.clock), \(Self.site), 0
-              FROM \(quotedTable) AS \(alias), "_sqsync_replica"
+            INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp")
+              SELECT \(table.tid), \(Operation.insert), \(key), \(Self.stamp)
+              FROM \(quotedTable) AS \(alias)
               WHERE NOT EXISTS (SELECT 1 FROM "_sqsync_rows" r WHERE r."tid" = \(table.tid) AND r."pk" = \(key))
             """
     }
 
-    /// Records, as local changes, the values a column added by a migration got before
+    /// Logs, as local changes, the values a column added by a migration got before
     /// `refresh` installed its trigger (a migration that fills it, say). Values equal to the
     /// column's default are left out: every replica that migrates gets those by itself.
     func backfill(_ column: ColumnInfo, defaultSQL: String?) -> String {
         let alias = quoteIdentifier("_sqsync_t")
         let key = keyExpression(alias)
         return """
-            INSERT INTO "_sqsync_cells" ("tid", "pk", "cid", "hlc", "site", "seq")
-              SELECT \(table.tid), \(key), \(column.cid),
-                     max(\(Self.clock), coalesce((SELECT r."hlc" + 1 FROM "_sqsync_rows" r WHERE r."tid" = \(table.tid) AND r."pk" = \(key)), 0)),
-                     \(Self.site), 0
-              FROM \(quotedTable) AS \(alias), "_sqsync_replica"
+            INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "stamp")
+              SELECT \(table.tid), \(Operation.updateBase + Operation.word(of: column.cid)), \(key),
+                     \(1 << Operation.bit(of: column.cid)), \(Self.stamp)
+              FROM \(quotedTable) AS \(alias)
               WHERE \(alias).\(quoteIdentifier(column.name)) IS NOT (\(defaultSQL ?? "NULL"))
-              ON CONFLICT ("tid", "pk", "cid") DO UPDATE SET
-                "hlc" = max(excluded."hlc", "hlc" + 1), "site" = excluded."site", "seq" = 0
             """
     }
 
@@ -152,9 +168,7 @@ struct TriggerSQL {
             ("_sqsync_\(table.name)_after_delete", deleteTrigger),
             ("_sqsync_\(table.name)_after_update_key", keyUpdateTrigger),
         ]
-        for column in table.columns where !column.isPrimaryKey {
-            result.append(("_sqsync_\(table.name)_after_update_\(column.cid)", columnUpdateTrigger(column)))
-        }
+        if let updateTrigger { result.append(("_sqsync_\(table.name)_after_update", updateTrigger)) }
         return result
     }
 }
