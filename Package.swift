@@ -17,10 +17,11 @@ let package = Package(
     targets: [
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CSSH", pkgConfig: "libssh", providers: [.apt(["libssh-dev"])]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .target(name: "ChangeLog", dependencies: ["CSQLite"]),
         .target(
             name: "Bundle",
-            dependencies: ["ChangeLog", .product(name: "Crypto", package: "swift-crypto")]),
+            dependencies: ["ChangeLog", "CZlib", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "Transport", dependencies: ["CSSH", "Bundle"]),
         .executableTarget(
             name: "sqsync",

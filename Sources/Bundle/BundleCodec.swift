@@ -3,7 +3,11 @@ import ChangeLog
 /// The primitives of docs/BUNDLE_FORMAT.md: LEB128 varints, zigzag, strings, tagged values.
 enum BundleCodec {
     static let magic: [UInt8] = Array("SQSYNCB".utf8) + [0]
-    static let version: UInt8 = 1
+    /// The version this sqsync writes: records in deflate blocks.
+    static let version: UInt8 = 2
+    /// Version 1 (records stored as they are) is still read, so a site that upgrades first
+    /// keeps importing bundles from sites that have not yet.
+    static let readableVersions: ClosedRange<UInt8> = 1...2
     static let trailerMagic: [UInt8] = Array("SQSYNC-SIG\n".utf8)
     static let signatureNamespace = "sqsync"
     static let knownCapabilities: Set<String> = []

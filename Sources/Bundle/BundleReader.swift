@@ -13,6 +13,8 @@ public final class BundleReader {
     public let signature: SSHSignature
     public let payloadLength: Int
     public let fileSize: Int
+    /// The format version: 1 stores records as they are, 2 in deflate blocks.
+    public let version: UInt8
     private let recordsOffset: Int
     /// The payload's SHA-512 once ``verify(trust:)`` succeeded, so nothing reads it again.
     public private(set) var verifiedDigest: SHA512.Digest?
@@ -51,11 +53,11 @@ public final class BundleReader {
         guard try input.readBytes(BundleCodec.magic.count) == BundleCodec.magic else {
             throw BundleError(.corrupt, "\(path): not an sqsync bundle (wrong magic)")
         }
-        let version = try input.readByte()
-        guard version == BundleCodec.version else {
+        version = try input.readByte()
+        guard BundleCodec.readableVersions.contains(version) else {
             throw BundleError(
                 .corrupt,
-                "\(path): bundle format version \(version) is not supported (this sqsync reads version \(BundleCodec.version)); upgrade sqsync"
+                "\(path): bundle format version \(version) is not supported (this sqsync reads versions \(BundleCodec.readableVersions.map(String.init).joined(separator: " and "))); \(version > BundleCodec.version ? "upgrade sqsync" : "export it again with a current sqsync")"
             )
         }
         let capabilityCount = try input.readCount(limit: 64)
@@ -166,6 +168,21 @@ public final class BundleReader {
     public func forEachChange(_ body: (RowChange) throws -> Void) throws {
         let input = try HashingFileInput(path: path, range: 0..<payloadLength)
         _ = try input.readBytes(recordsOffset)
+        if version >= 2 {
+            let records = InflatingSource(input)
+            try readRecords(from: records, body)
+            try records.expectEnd()
+        } else {
+            try readRecords(from: input, body)
+        }
+        guard input.isAtEnd else { throw input.corrupt("bytes after the end record") }
+        if let verifiedDigest, input.digest() != verifiedDigest {
+            throw BundleError(.untrusted, "\(path): the file changed while it was being imported")
+        }
+    }
+
+    /// Decodes records up to and including the end record.
+    private func readRecords<Source: ByteSource>(from input: Source, _ body: (RowChange) throws -> Void) throws {
         var previousHLC: Int64 = 0, previousSeq: Int64 = 0
         let siteCount = header.sites.count
         func readStamp() throws -> Stamp {
@@ -226,9 +243,5 @@ public final class BundleReader {
             count += 1
         }
         guard try input.readCount() == count else { throw input.corrupt("record count does not match") }
-        guard input.isAtEnd else { throw input.corrupt("bytes after the end record") }
-        if let verifiedDigest, input.digest() != verifiedDigest {
-            throw BundleError(.untrusted, "\(path): the file changed while it was being imported")
-        }
     }
 }

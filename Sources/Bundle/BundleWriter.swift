@@ -10,6 +10,7 @@ import Foundation
 public final class BundleWriter {
     public let destination: String
     private let output: HashingFileOutput
+    private let records: DeflatingOutput
     private let tables: [TableSchema]
     private let siteCount: Int
     private var previousHLC: Int64 = 0
@@ -25,6 +26,7 @@ public final class BundleWriter {
         let directory = URL(fileURLWithPath: destination).deletingLastPathComponent().path
         let temporary = directory + "/.tmp-" + String(UInt64.random(in: 0...UInt64.max), radix: 16) + ".sqsb"
         output = try HashingFileOutput(creating: temporary)
+        records = DeflatingOutput(output)
         tables = header.tables
         siteCount = header.sites.count
         nonKeyColumns = header.tables.map(BundleCodec.nonKeyColumns)
@@ -108,7 +110,7 @@ public final class BundleWriter {
                 appendStamp(column.stamp)
             }
         }
-        try output.write(record)
+        try records.write(record)
         recordCount += 1
     }
 
@@ -118,7 +120,8 @@ public final class BundleWriter {
     public func finish(signingKey: SigningKey) throws -> Int {
         var end: [UInt8] = [BundleCodec.endRecord]
         BundleCodec.appendVarint(recordCount, to: &end)
-        try output.write(end)
+        try records.write(end)
+        try records.finish()
         let digest = try output.digest()
         let signature = try SSHSignature.sign(messageDigest: digest, namespace: BundleCodec.signatureNamespace, key: signingKey)
             .blob

@@ -226,76 +226,137 @@ final class BundleFormatTests: XCTestCase {
         return bytes + [UInt8(rest)]
     }
 
+    /// A payload taken apart: everything before the records, and the records as one plain
+    /// stream (version 2 stores them in deflate blocks).
+    private struct PayloadParts {
+        var prefix: [UInt8]
+        var records: [UInt8]
+        /// Offset of the header-length varint and its value.
+        var headerLengthOffset: Int
+        var headerLength: Int
+    }
+
+    private func parts(of payload: [UInt8]) throws -> PayloadParts {
+        var offset = 10
+        func varintAt(_ position: inout Int) -> Int {
+            var value = 0, shift = 0
+            while true {
+                let byte = payload[position]
+                value |= Int(byte & 0x7f) << shift
+                position += 1
+                if byte & 0x80 == 0 { return value }
+                shift += 7
+            }
+        }
+        let headerLengthOffset = offset
+        let headerLength = varintAt(&offset)
+        let recordsStart = offset + headerLength
+        var position = recordsStart
+        var records: [UInt8] = []
+        while true {
+            let raw = varintAt(&position), compressedLength = varintAt(&position)
+            if raw == 0 { break }
+            var block: [UInt8] = []
+            try BlockCompression.inflate(
+                Array(payload[position..<(position + compressedLength)]), rawLength: raw, into: &block, path: "test")
+            records += block
+            position += compressedLength
+        }
+        XCTAssertEqual(position, payload.count, "the payload ends with the empty block")
+        return PayloadParts(
+            prefix: Array(payload[..<recordsStart]), records: records, headerLengthOffset: headerLengthOffset,
+            headerLength: headerLength)
+    }
+
+    /// Records packed back into one deflate block and the end block, as the writer does.
+    private func packed(_ prefix: [UInt8], _ records: [UInt8]) throws -> [UInt8] {
+        let compressed = try BlockCompression.compress(records)
+        return prefix + varint(records.count) + varint(compressed.count) + compressed + [0, 0]
+    }
+
     /// Validly signed by a trusted key, but not a bundle this reader understands: the reader
     /// must still refuse, and an import that got as far as applying rows must roll back.
     func testValidlySignedButMalformedPayloadsAreRefused() throws {
         let source = try replica("source", rows: true)
         let file = try export(source, "good.sqsb")
         let reader = try BundleReader(path: file)
+        XCTAssertEqual(reader.version, 2)
         let payload = Array(try Data(contentsOf: URL(fileURLWithPath: file)).prefix(reader.payloadLength))
         var count = 0
         try reader.forEachChange { _ in count += 1 }
         XCTAssertLessThan(count, 128, "the end record's count is one byte here")
-        XCTAssertEqual(Array(payload.suffix(2)), [0, UInt8(count)])
-        XCTAssertEqual(payload[9], 0, "version 1 bundles name no capability")
+        let parts = try parts(of: payload)
+        let records = parts.records, prefix = parts.prefix
+        XCTAssertEqual(Array(records.suffix(2)), [0, UInt8(count)])
+        XCTAssertEqual(payload[9], 0, "version 2 bundles name no capability")
         let fresh = try receiver()
 
-        // Control: the same payload re-signed here is accepted, so the cases below are refused
-        // for what they change and not for how they were signed.
+        // Control: the same records packed and signed here are accepted, so the cases below
+        // are refused for what they change and not for how they were signed or packed.
         let control = path("control.sqsb")
-        XCTAssertTrue(FileManager.default.createFile(atPath: control, contents: Data(try signed(payload))))
+        XCTAssertTrue(FileManager.default.createFile(atPath: control, contents: Data(try signed(packed(prefix, records)))))
         let controlReader = try BundleReader(path: control)
         XCTAssertEqual(try controlReader.verify(trust: trust), "alice")
         var controlCount = 0
         try controlReader.forEachChange { _ in controlCount += 1 }
         XCTAssertEqual(controlCount, count)
 
-        var version2 = payload
-        version2[8] = 2
-        try assertRefused(try signed(version2), "format version 2", kinds: [.corrupt], into: fresh)
+        var version3 = payload
+        version3[8] = 3
+        try assertRefused(try signed(version3), "format version 3", kinds: [.corrupt], into: fresh)
 
         var capability = payload
         capability.replaceSubrange(9...9, with: [1] + varint(15) + Array("zstd-compressed".utf8))
         try assertRefused(try signed(capability), "unknown capability", kinds: [.corrupt], into: fresh)
 
-        var moreRecords = payload
+        var moreRecords = records
         moreRecords[moreRecords.count - 1] = UInt8(count + 1)
-        try assertRefused(try signed(moreRecords), "end count one too high", kinds: [.corrupt], into: fresh)
-        var fewerRecords = payload
+        try assertRefused(try signed(packed(prefix, moreRecords)), "end count one too high", kinds: [.corrupt], into: fresh)
+        var fewerRecords = records
         fewerRecords[fewerRecords.count - 1] = UInt8(count - 1)
-        try assertRefused(try signed(fewerRecords), "end count one too low", kinds: [.corrupt], into: fresh)
-        try assertRefused(try signed(payload + [0]), "a byte after the end record", kinds: [.corrupt], into: fresh)
-        try assertRefused(try signed(Array(payload.dropLast(2))), "no end record", kinds: [.corrupt], into: fresh)
+        try assertRefused(try signed(packed(prefix, fewerRecords)), "end count one too low", kinds: [.corrupt], into: fresh)
+        try assertRefused(
+            try signed(packed(prefix, records + [0])), "a byte after the end record", kinds: [.corrupt], into: fresh)
+        try assertRefused(try signed(payload + [0]), "a byte after the end block", kinds: [.corrupt], into: fresh)
+        try assertRefused(
+            try signed(packed(prefix, Array(records.dropLast(2)))), "no end record", kinds: [.corrupt], into: fresh)
+        try assertRefused(try signed(Array(payload.dropLast(2))), "no end block", kinds: [.corrupt], into: fresh)
+
+        // Decompression bombs: a block that inflates past what it declares, and a block that
+        // declares more than a block may hold, are refused before they are inflated further.
+        let bomb = try BlockCompression.compress(records + [UInt8](repeating: 0, count: 4 << 20))
+        try assertRefused(
+            try signed(prefix + varint(records.count) + varint(bomb.count) + bomb + [0, 0]),
+            "a block that inflates past its declared length", kinds: [.corrupt], into: fresh)
+        let oversized = try BlockCompression.compress([UInt8](repeating: 0, count: (1 << 20) + 1))
+        try assertRefused(
+            try signed(prefix + varint((1 << 20) + 1) + varint(oversized.count) + oversized + [0, 0]),
+            "a block declaring more than 1 MiB", kinds: [.corrupt], into: fresh)
+        var garbled = try packed(prefix, records)
+        garbled[prefix.count + 8] ^= 0xff
+        try assertRefused(try signed(garbled), "a garbled compressed block", kinds: [.corrupt], into: fresh)
 
         // Unknown record flag bits in the first record.
-        var headerLength = 0, shift = 0, offset = 10
-        while true {
-            let byte = payload[offset]
-            headerLength |= Int(byte & 0x7f) << shift
-            offset += 1
-            if byte & 0x80 == 0 { break }
-            shift += 7
-        }
-        let firstRecord = offset + headerLength
         for bit in [0x20, 0x40, 0x80] as [UInt8] {
-            var flagged = payload
-            flagged[firstRecord] |= bit
-            try assertRefused(try signed(flagged), "record flag \(bit)", kinds: [.corrupt], into: fresh)
+            var flagged = records
+            flagged[0] |= bit
+            try assertRefused(try signed(packed(prefix, flagged)), "record flag \(bit)", kinds: [.corrupt], into: fresh)
         }
-        var notARecord = payload
-        notARecord[firstRecord] &= ~0x01
-        if notARecord[firstRecord] != 0 {
-            try assertRefused(try signed(notARecord), "record without the row bit", kinds: [.corrupt], into: fresh)
+        var notARecord = records
+        notARecord[0] &= ~0x01
+        if notARecord[0] != 0 {
+            try assertRefused(
+                try signed(packed(prefix, notARecord)), "record without the row bit", kinds: [.corrupt], into: fresh)
         }
 
         // The header's length written in a longer (non-canonical) varint: either refused, or
         // read exactly as the canonical form.
         var padded = payload
-        let canonical = varint(headerLength)
+        let canonical = varint(parts.headerLength)
         var long = canonical
         long[long.count - 1] |= 0x80
         long.append(0)
-        padded.replaceSubrange(10..<(10 + canonical.count), with: long)
+        padded.replaceSubrange(parts.headerLengthOffset..<(parts.headerLengthOffset + canonical.count), with: long)
         let paddedFile = path("padded.sqsb")
         XCTAssertTrue(FileManager.default.createFile(atPath: paddedFile, contents: Data(try signed(padded))))
         var original: [RowChange] = []
@@ -309,6 +370,36 @@ final class BundleFormatTests: XCTestCase {
         } catch let error as BundleError {
             XCTAssertEqual(error.kind, .corrupt)
         }
+    }
+
+    /// A bundle written by the previous format (version 1: records stored as they are) is
+    /// still read and applied, so sites can upgrade one at a time.
+    func testVersionOneBundlesAreStillRead() throws {
+        let source = try replica("source", rows: true)
+        let file = try export(source, "good.sqsb")
+        let reader = try BundleReader(path: file)
+        let payload = Array(try Data(contentsOf: URL(fileURLWithPath: file)).prefix(reader.payloadLength))
+        let parts = try parts(of: payload)
+        var versionOne = parts.prefix + parts.records
+        versionOne[8] = 1
+        let oldFile = path("version1.sqsb")
+        XCTAssertTrue(FileManager.default.createFile(atPath: oldFile, contents: Data(try signed(versionOne))))
+        let oldReader = try BundleReader(path: oldFile)
+        XCTAssertEqual(oldReader.version, 1)
+        try oldReader.verify(trust: trust)
+        var original: [RowChange] = [], read: [RowChange] = []
+        try reader.forEachChange { original.append($0) }
+        try oldReader.forEachChange { read.append($0) }
+        XCTAssertEqual(read, original)
+        XCTAssertLessThan(reader.payloadLength, versionOne.count, "version 2 is smaller")
+
+        let fresh = try receiver()
+        _ = try BundleExchange.importBundle(path: oldFile, into: fresh, trust: trust)
+        for table in ["vals", "pairs"] {
+            let all = "SELECT * FROM \(table) WHERE \(table == "vals" ? "id" : "a") != 'local' ORDER BY 1, 2"
+            XCTAssertEqual(try fresh.database.rows(all), try source.database.rows(all), table)
+        }
+        XCTAssertFalse(try fresh.database.rows("SELECT * FROM vals").isEmpty)
     }
 
     // MARK: Streaming

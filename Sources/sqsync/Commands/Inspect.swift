@@ -39,7 +39,7 @@ extension SQSync {
             let header = reader.header
             if global.json {
                 global.emitJSON([
-                    "path": file, "format_version": 1, "sender": header.sender, "sender_name": header.senderName,
+                    "path": file, "format_version": Int(reader.version), "sender": header.sender, "sender_name": header.senderName,
                     "created_ms": reader.createdAt, "bytes": reader.fileSize,
                     "knowledge": Dictionary(uniqueKeysWithValues: zip(header.sites, header.knowledge)),
                     "base": Dictionary(uniqueKeysWithValues: zip(header.sites, header.base)),
@@ -48,7 +48,7 @@ extension SQSync {
                 ])
             } else {
                 var lines = [
-                    "bundle     \(file) (format 1, \(reader.fileSize) bytes)",
+                    "bundle     \(file) (format \(reader.version), \(reader.fileSize) bytes)",
                     "sender     \(header.senderName) (\(header.sender)), seq \(header.senderSeq)",
                     "created    \(Date(timeIntervalSince1970: Double(reader.createdAt) / 1000))",
                     "knowledge  \(Knowledge(Dictionary(uniqueKeysWithValues: zip(header.sites, header.knowledge))))",

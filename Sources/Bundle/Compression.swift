@@ -1,0 +1,152 @@
+import CZlib
+
+/// Deflate blocks for the records of a version-2 bundle (docs/BUNDLE_FORMAT.md).
+///
+/// Records are cut into blocks of at most ``maxBlockBytes`` and each block is compressed on
+/// its own with zlib, written as `varint(raw length) varint(compressed length) bytes`, and
+/// the stream ends with an empty block. A block must inflate to exactly the length it
+/// declares, so a reader never holds more than one block and a bundle cannot inflate past
+/// what it declares: a decompression bomb fails on its first oversized block.
+enum BlockCompression {
+    static let maxBlockBytes = 1 << 20
+    /// Level 6 (zlib's default) gives most of level 9's size at a fraction of its time.
+    static let level: Int32 = 6
+
+    static func compress(_ raw: [UInt8]) throws -> [UInt8] {
+        var length = compressBound(uLong(raw.count))
+        var output = [UInt8](repeating: 0, count: Int(length))
+        let rc = output.withUnsafeMutableBufferPointer { out in
+            raw.withUnsafeBufferPointer { input in
+                compress2(out.baseAddress, &length, input.baseAddress, uLong(input.count), level)
+            }
+        }
+        guard rc == Z_OK else { throw BundleError(.io, "zlib could not compress a block (error \(rc))") }
+        output.removeSubrange(Int(length)...)
+        return output
+    }
+
+    /// Inflates one block into `output`, which must come out exactly `rawLength` bytes long.
+    static func inflate(_ compressed: [UInt8], rawLength: Int, into output: inout [UInt8], path: String) throws {
+        output.removeAll(keepingCapacity: true)
+        output.append(contentsOf: repeatElement(0, count: rawLength))
+        var length = uLong(rawLength)
+        var consumed = uLong(compressed.count)
+        let rc = output.withUnsafeMutableBufferPointer { out in
+            compressed.withUnsafeBufferPointer { input in
+                uncompress2(out.baseAddress, &length, input.baseAddress, &consumed)
+            }
+        }
+        if rc == Z_OK && Int(length) == rawLength && Int(consumed) == compressed.count { return }
+        if rc == Z_BUF_ERROR && Int(length) == rawLength {
+            throw BundleError(
+                .corrupt, "\(path): damaged bundle (a compressed block inflates past the \(rawLength) bytes it declares)")
+        }
+        if rc == Z_OK {
+            throw BundleError(
+                .corrupt, "\(path): damaged bundle (a compressed block does not match its declared \(rawLength) bytes)")
+        }
+        throw BundleError(.corrupt, "\(path): damaged bundle (a compressed block does not inflate: zlib error \(rc))")
+    }
+}
+
+/// Collects record bytes and writes them as deflate blocks.
+final class DeflatingOutput {
+    private let output: HashingFileOutput
+    private var pending: [UInt8] = []
+
+    init(_ output: HashingFileOutput) {
+        self.output = output
+        pending.reserveCapacity(BlockCompression.maxBlockBytes)
+    }
+
+    func write(_ bytes: [UInt8]) throws {
+        var rest = bytes[...]
+        while !rest.isEmpty {
+            let take = min(rest.count, BlockCompression.maxBlockBytes - pending.count)
+            pending.append(contentsOf: rest.prefix(take))
+            rest = rest.dropFirst(take)
+            if pending.count == BlockCompression.maxBlockBytes { try flushBlock() }
+        }
+    }
+
+    private func flushBlock() throws {
+        guard !pending.isEmpty else { return }
+        let compressed = try BlockCompression.compress(pending)
+        var frame: [UInt8] = []
+        BundleCodec.appendVarint(pending.count, to: &frame)
+        BundleCodec.appendVarint(compressed.count, to: &frame)
+        try output.write(frame)
+        try output.write(compressed)
+        pending.removeAll(keepingCapacity: true)
+    }
+
+    /// Writes the last block and the empty block that ends the stream.
+    func finish() throws {
+        try flushBlock()
+        try output.write([0, 0])
+    }
+}
+
+/// Reads the records of a version-2 bundle back out of its deflate blocks, one block in
+/// memory at a time.
+final class InflatingSource: ByteSource {
+    let path: String
+    private let input: HashingFileInput
+    private var block: [UInt8] = []
+    private var compressed: [UInt8] = []
+    private var position = 0
+    private var ended = false
+
+    init(_ input: HashingFileInput) {
+        self.input = input
+        self.path = input.path
+    }
+
+    /// True once the empty end block was read and every byte before it consumed.
+    var isAtEnd: Bool { ended && position == block.count }
+
+    private func nextBlock() throws -> Bool {
+        guard !ended else { return false }
+        let rawLength = try input.readCount(limit: BlockCompression.maxBlockBytes)
+        let compressedLength = try input.readCount(limit: Int(compressBound(uLong(BlockCompression.maxBlockBytes))))
+        if rawLength == 0 {
+            guard compressedLength == 0 else { throw input.corrupt("an empty block with data") }
+            ended = true
+            block.removeAll(keepingCapacity: true)
+            position = 0
+            return false
+        }
+        compressed = try input.readBytes(compressedLength)
+        try BlockCompression.inflate(compressed, rawLength: rawLength, into: &block, path: path)
+        position = 0
+        return true
+    }
+
+    func readByte() throws -> UInt8 {
+        while position == block.count {
+            guard try nextBlock() else { throw corrupt("the records end in the middle of a record") }
+        }
+        defer { position += 1 }
+        return block[position]
+    }
+
+    func readBytes(_ count: Int) throws -> [UInt8] {
+        var result: [UInt8] = []
+        result.reserveCapacity(min(count, BlockCompression.maxBlockBytes))
+        while result.count < count {
+            while position == block.count {
+                guard try nextBlock() else { throw corrupt("the records end in the middle of a record") }
+            }
+            let take = min(count - result.count, block.count - position)
+            result.append(contentsOf: block[position..<(position + take)])
+            position += take
+        }
+        return result
+    }
+
+    /// Reads the end block after the last record; anything else there is damage.
+    func expectEnd() throws {
+        if position == block.count && !ended { _ = try nextBlock() }
+        guard isAtEnd else { throw corrupt("bytes after the end record") }
+    }
+}
