@@ -8,6 +8,11 @@ public final class ChangeExporter {
     private let tables: [TableInfo]
     private let siteIndex: [Int: Int]
     private let baseBySite: [Int: Int64]
+    /// True when few changes are needed: rows are then found through the (site, seq)
+    /// indexes and read by key, so the export costs what it sends, not the database size.
+    private let byKey: Bool
+    /// Above this many changed entries, one pass over each table costs less than lookups.
+    static let keyPathLimit = 50_000
 
     /// Numbers pending local changes, then calls `body` with an exporter inside one read
     /// transaction. `base` is what the receiver already holds; empty exports every change.
@@ -35,7 +40,11 @@ public final class ChangeExporter {
 
     /// Prefer ``snapshot(of:since:_:)``; this reads only changes already numbered, and must
     /// run inside ``Replica/readSnapshot(_:)``.
-    public init(replica: Replica, since base: Knowledge) throws {
+    public convenience init(replica: Replica, since base: Knowledge) throws {
+        try self.init(replica: replica, since: base, keyPathLimit: Self.keyPathLimit)
+    }
+
+    init(replica: Replica, since base: Knowledge, keyPathLimit: Int) throws {
         self.replica = replica
         let database = replica.database
         var sites: [(site: Int, id: String, name: String, known: Int64, forgotten: Int64)] = []
@@ -46,6 +55,9 @@ public final class ChangeExporter {
                     row[3].int64Value ?? 0, row[4].int64Value ?? 0
                 ))
         }
+        // Writes made after the fold wait in the log: their values are in the tables already,
+        // their stamps are not. Start over rather than send a new value with an old stamp.
+        guard try database.scalar(ExportSQL.logIsEmpty)?.int64Value == 1 else { throw UnnumberedChange() }
         let clock = try database.rows(#"SELECT "seq", "hlc" FROM "_sqsync_replica""#)[0]
         var siteIndex: [Int: Int] = [:]
         var baseBySite: [Int: Int64] = [:]
@@ -65,9 +77,13 @@ public final class ChangeExporter {
         }
 
         try Self.loadBase(baseBySite, into: database)
+        let pending = sites.filter { $0.known > (baseBySite[$0.site] ?? 0) }.map { ($0.site, baseBySite[$0.site] ?? 0) }
+        byKey = try Self.collectChangedKeys(pending, limit: keyPathLimit, in: database)
         var touched: [TableInfo] = []
-        for table in try replica.trackedTables() where try Self.hasChanges(table, in: database) {
-            touched.append(table)
+        let changedTables = byKey ? Set(try database.rows(ExportSQL.changedTables).compactMap { $0[0].int64Value }) : []
+        for table in try replica.trackedTables() {
+            let changed = byKey ? changedTables.contains(Int64(table.tid)) : try Self.hasChanges(table, in: database)
+            if changed { touched.append(table) }
         }
         self.tables = touched
         header = ChangeSetHeader(
@@ -91,6 +107,31 @@ public final class ChangeExporter {
         }
     }
 
+    /// Fills `temp._sqsync_export_keys` with the rows that have a change the receiver
+    /// lacks, from the (site, seq) indexes; false (and nothing kept) past `limit` entries.
+    private static func collectChangedKeys(_ pending: [(site: Int, base: Int64)], limit: Int, in database: Database) throws
+        -> Bool
+    {
+        var entries = 0
+        for (site, base) in pending {
+            for table in ["_sqsync_rows", "_sqsync_cells"] {
+                entries += Int(
+                    try database.scalar(
+                        ExportSQL.countChanged(table), .integer(Int64(site)), .integer(base), .integer(Int64(limit + 1)))?
+                        .int64Value ?? 0)
+                if entries > limit { return false }
+            }
+        }
+        try database.execute(ExportSQL.createKeysTable)
+        try database.execute(#"DELETE FROM temp."_sqsync_export_keys""#)
+        for (site, base) in pending {
+            for table in ["_sqsync_rows", "_sqsync_cells"] {
+                try database.run(ExportSQL.collectChanged(table), .integer(Int64(site)), .integer(base))
+            }
+        }
+        return true
+    }
+
     private static func hasChanges(_ table: TableInfo, in database: Database) throws -> Bool {
         try database.scalar(ExportSQL.tableHasChanges, .integer(Int64(table.tid)))?.int64Value == 1
     }
@@ -108,45 +149,39 @@ public final class ChangeExporter {
     public func forEachChange(_ body: (RowChange) throws -> Void) throws {
         let database = replica.database
         for (tableIndex, table) in tables.enumerated() {
-            let cellsOfRow = try database.cached(ApplySQL.cellsOfRow)
-            let columnIndex = Dictionary(uniqueKeysWithValues: table.columns.enumerated().map { ($0.element.cid, $0.offset) })
-            let keyPositions = table.primaryKey.map { key in table.columns.firstIndex { $0.cid == key.cid }! }
-            let nonKey = table.columns.enumerated().filter { !$0.element.isPrimaryKey }
-            let live = try database.prepare(ExportSQL.liveRows(table))
-            while try live.step() {
-                let rowStamp = try stamp(hlc: live.int64(at: 1), site: live.int64(at: 2), seq: live.int64(at: 3))
-                let rowNeeded = isNeeded(site: live.int64(at: 2), seq: live.int64(at: 3))
-                var cellStamps: [Int: Stamp] = [:]
-                var cellNeeded: Set<Int> = []
-                try cellsOfRow.bind([.integer(Int64(table.tid)), live.value(at: 4)])
-                while try cellsOfRow.step() {
-                    guard let column = columnIndex[Int(cellsOfRow.int64(at: 0))] else { continue }
-                    let site = cellsOfRow.int64(at: 2), seq = cellsOfRow.int64(at: 3)
-                    cellStamps[column] = try stamp(hlc: cellsOfRow.int64(at: 1), site: site, seq: seq)
-                    if isNeeded(site: site, seq: seq) { cellNeeded.insert(column) }
+            let emitter = LiveRowEmitter(table: table, tableIndex: tableIndex)
+            if byKey {
+                let keys = try database.prepare(ExportSQL.changedLiveRows)
+                try keys.bind([.integer(Int64(table.tid))])
+                let lookup = try database.prepare(
+                    ApplySQL.selectRow(table.name, columns: table.columns.map(\.name), key: table.primaryKey))
+                while try keys.step() {
+                    guard let key = KeyCodec.decode(keys.value(at: 4), columns: table.primaryKey.count) else {
+                        throw undecodableKey(table)
+                    }
+                    try lookup.bind(key)
+                    // A row the metadata holds alive but the table lacks (a write that bypassed
+                    // the triggers) has nothing to send; doctor reports it.
+                    guard try lookup.step() else { continue }
+                    let values = (0..<table.columns.count).map { lookup.value(at: $0) }
+                    lookup.reset()
+                    try emit(emitter, entry: keys, values: values, body)
                 }
-                guard rowNeeded || !cellNeeded.isEmpty else { continue }
-                let columns = nonKey.compactMap { column -> ColumnChange? in
-                    guard rowNeeded || cellNeeded.contains(column.offset) else { return nil }
-                    return ColumnChange(
-                        column: column.offset, value: live.value(at: 5 + column.offset),
-                        stamp: cellStamps[column.offset] ?? rowStamp)
+            } else {
+                let live = try database.prepare(ExportSQL.liveRows(table))
+                while try live.step() {
+                    try emit(emitter, entry: live, values: (0..<table.columns.count).map { live.value(at: 5 + $0) }, body)
                 }
-                try body(
-                    RowChange(
-                        table: tableIndex, key: keyPositions.map { live.value(at: 5 + $0) },
-                        causalLength: live.int64(at: 0), rowStamp: rowNeeded ? rowStamp : nil, columns: columns))
             }
         }
         for (tableIndex, table) in tables.enumerated().reversed() {
             let keyCount = table.primaryKey.count
-            let deleted = try database.cached(ExportSQL.deletedRows)
+            let deleted = try database.cached(byKey ? ExportSQL.changedDeletedRows : ExportSQL.deletedRows)
             try deleted.bind([.integer(Int64(table.tid))])
             while try deleted.step() {
                 guard isNeeded(site: deleted.int64(at: 3), seq: deleted.int64(at: 4)) else { continue }
                 guard let key = KeyCodec.decode(deleted.value(at: 0), columns: keyCount) else {
-                    throw ChangeLogError(
-                        .schemaMismatch, "\(replica.path): cannot read back the key of a deleted row of \(table.name); the export stops rather than leave the deletion out")
+                    throw undecodableKey(table)
                 }
                 try body(
                     RowChange(
@@ -155,6 +190,58 @@ public final class ChangeExporter {
                         columns: []))
             }
         }
+    }
+
+    private func undecodableKey(_ table: TableInfo) -> ChangeLogError {
+        ChangeLogError(
+            .schemaMismatch,
+            "\(replica.path): cannot read back a stored key of \(table.name); the export stops rather than leave a change out")
+    }
+
+    /// What one table's live rows share while they are turned into row changes.
+    private struct LiveRowEmitter {
+        let table: TableInfo
+        let tableIndex: Int
+        let columnIndex: [Int: Int]
+        let keyPositions: [Int]
+        let nonKey: [(offset: Int, element: ColumnInfo)]
+
+        init(table: TableInfo, tableIndex: Int) {
+            self.table = table
+            self.tableIndex = tableIndex
+            columnIndex = Dictionary(uniqueKeysWithValues: table.columns.enumerated().map { ($0.element.cid, $0.offset) })
+            keyPositions = table.primaryKey.map { key in table.columns.firstIndex { $0.cid == key.cid }! }
+            nonKey = table.columns.enumerated().filter { !$0.element.isPrimaryKey }.map { ($0.offset, $0.element) }
+        }
+    }
+
+    /// One live row: `entry` holds its row entry (cl, hlc, site, seq, stored key) in its
+    /// first five columns, `values` every column of the row in table order.
+    private func emit(_ emitter: LiveRowEmitter, entry: Statement, values: [SQLValue], _ body: (RowChange) throws -> Void)
+        throws
+    {
+        let cellsOfRow = try replica.database.cached(ApplySQL.cellsOfRow)
+        let rowStamp = try stamp(hlc: entry.int64(at: 1), site: entry.int64(at: 2), seq: entry.int64(at: 3))
+        let rowNeeded = isNeeded(site: entry.int64(at: 2), seq: entry.int64(at: 3))
+        var cellStamps: [Int: Stamp] = [:]
+        var cellNeeded: Set<Int> = []
+        try cellsOfRow.bind([.integer(Int64(emitter.table.tid)), entry.value(at: 4)])
+        while try cellsOfRow.step() {
+            guard let column = emitter.columnIndex[Int(cellsOfRow.int64(at: 0))] else { continue }
+            let site = cellsOfRow.int64(at: 2), seq = cellsOfRow.int64(at: 3)
+            cellStamps[column] = try stamp(hlc: cellsOfRow.int64(at: 1), site: site, seq: seq)
+            if isNeeded(site: site, seq: seq) { cellNeeded.insert(column) }
+        }
+        guard rowNeeded || !cellNeeded.isEmpty else { return }
+        let columns = emitter.nonKey.compactMap { column -> ColumnChange? in
+            guard rowNeeded || cellNeeded.contains(column.offset) else { return nil }
+            return ColumnChange(
+                column: column.offset, value: values[column.offset], stamp: cellStamps[column.offset] ?? rowStamp)
+        }
+        try body(
+            RowChange(
+                table: emitter.tableIndex, key: emitter.keyPositions.map { values[$0] },
+                causalLength: entry.int64(at: 0), rowStamp: rowNeeded ? rowStamp : nil, columns: columns))
     }
 }
 
@@ -177,6 +264,44 @@ enum ExportSQL {
                        WHERE r."tid" = ?1 AND r."seq" > coalesce(b."seq", 0))
             OR EXISTS (SELECT 1 FROM "_sqsync_cells" c LEFT JOIN temp."_sqsync_base" b ON b."site" = c."site"
                        WHERE c."tid" = ?1 AND c."seq" > coalesce(b."seq", 0))
+        """
+
+    static let logIsEmpty = #"SELECT NOT EXISTS (SELECT 1 FROM "_sqsync_log")"#
+
+    static let createKeysTable = """
+        CREATE TEMP TABLE IF NOT EXISTS "_sqsync_export_keys" ("tid" INTEGER NOT NULL, "pk" NOT NULL,
+            PRIMARY KEY ("tid", "pk")) WITHOUT ROWID
+        """
+
+    /// Entries of one site after a sequence number, counted up to a limit (?3).
+    static func countChanged(_ table: String) -> String {
+        """
+        SELECT count(*) FROM (SELECT 1 FROM \(quoteIdentifier(table)) WHERE "site" = ?1 AND "seq" > ?2 LIMIT ?3)
+        """
+    }
+
+    static func collectChanged(_ table: String) -> String {
+        """
+        INSERT OR IGNORE INTO temp."_sqsync_export_keys" ("tid", "pk")
+          SELECT "tid", "pk" FROM \(quoteIdentifier(table)) WHERE "site" = ?1 AND "seq" > ?2
+        """
+    }
+
+    static let changedTables = #"SELECT DISTINCT "tid" FROM temp."_sqsync_export_keys""#
+
+    /// Changed rows that are alive: cl, hlc, site, seq, stored key (like ``liveRows(_:)``).
+    static let changedLiveRows = """
+        SELECT r."cl", r."hlc", r."site", r."seq", r."pk"
+        FROM temp."_sqsync_export_keys" AS k
+        JOIN "_sqsync_rows" AS r ON r."tid" = k."tid" AND r."pk" = k."pk"
+        WHERE k."tid" = ?1 AND r."cl" % 2 = 1
+        """
+
+    static let changedDeletedRows = """
+        SELECT r."pk", r."cl", r."hlc", r."site", r."seq"
+        FROM temp."_sqsync_export_keys" AS k
+        JOIN "_sqsync_rows" AS r ON r."tid" = k."tid" AND r."pk" = k."pk"
+        WHERE k."tid" = ?1 AND r."cl" % 2 = 0
         """
 
     static let deletedRows = """

@@ -144,6 +144,8 @@ enum MetadataSQL {
             -- and by imports only, never on an application's write.
             CREATE INDEX "_sqsync_rows_by_change" ON "_sqsync_rows" ("site", "seq");
             CREATE INDEX "_sqsync_cells_by_change" ON "_sqsync_cells" ("site", "seq");
+            -- Deletions waiting for purge, for status and purge without reading every entry.
+            CREATE INDEX "_sqsync_tombstones" ON "_sqsync_rows" ("site", "seq") WHERE "cl" % 2 = 0;
             """
         ),
     ]

@@ -1,0 +1,129 @@
+import Foundation
+import XCTest
+
+@testable import ChangeLog
+
+/// The capture log is an implementation detail: whether or not writes still wait in it,
+/// every reader (status, export, conflicts, purge) gives the same answers, and a process
+/// that dies between a write and the fold loses nothing.
+final class FoldTests: XCTestCase {
+    private var sandbox: Sandbox!
+
+    override func setUpWithError() throws { sandbox = try Sandbox() }
+    override func tearDown() { sandbox = nil }
+
+    private let schema = """
+        CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT, qty INTEGER, note);
+        CREATE TABLE pairs (a TEXT, b INTEGER, v, PRIMARY KEY (a, b)) WITHOUT ROWID;
+        """
+
+    private func pendingLogRows(_ replica: Replica) throws -> Int64 {
+        try replica.database.scalar(#"SELECT count(*) FROM "_sqsync_log""#)?.int64Value ?? -1
+    }
+
+    /// A mix of writes made by the sqlite3 shell, so they wait in the log.
+    private func writeMix(_ replica: Replica, round: Int) throws {
+        try sqlite3Shell(
+            replica.path,
+            """
+            INSERT INTO items VALUES ('a\(round)', 'apple', \(round), NULL), ('b\(round)', 'banana', 2, x'00');
+            UPDATE items SET qty = qty + 10 WHERE id = 'a\(round)';
+            UPDATE items SET name = 'cherry', note = 'n' WHERE id = 'b\(round)';
+            INSERT INTO pairs VALUES ('k', \(round), 'v'), ('k', \(round + 100), 'w');
+            DELETE FROM pairs WHERE b = \(round + 100);
+            UPDATE pairs SET b = \(round + 200) WHERE b = \(round);
+            DELETE FROM items WHERE id = 'b\(round)';
+            """)
+    }
+
+    private func statusFigures(_ replica: Replica) throws -> [String] {
+        let status = try replica.status()
+        return [
+            "\(status.localChanges)", "\(status.tombstones)", "\(status.knowledge)", "\(status.conflicts)",
+        ] + status.peers.map { "\($0.peer.name) \($0.unacknowledged) \($0.tombstonesHeldBack)" }
+            + status.trackedTables.map { "\($0.name) \($0.rows)" }
+    }
+
+    func testReadersGiveTheSameAnswersWithOrWithoutPendingLogRows() throws {
+        let original = try sandbox.replica("fold", schema: schema, track: ["items", "pairs"])
+        let peer = try sandbox.clone(original, "fold-peer")
+        try writeMix(peer, round: 9)
+        try sync(from: peer, to: original)
+        try writeMix(original, round: 1)
+        try writeMix(original, round: 2)
+        XCTAssertGreaterThan(try pendingLogRows(original), 0, "the shell's writes wait in the log")
+
+        // The same file twice: one folded now, one read with its log still full.
+        let copyPath = sandbox.path("fold-copy.db")
+        try original.database.execute("VACUUM INTO '\(copyPath)'")
+        let unfolded = try Replica(path: copyPath)
+        XCTAssertGreaterThan(try pendingLogRows(unfolded), 0)
+        try original.numberPendingChanges()
+        XCTAssertEqual(try pendingLogRows(original), 0, "every fold empties the log")
+
+        XCTAssertEqual(try statusFigures(unfolded), try statusFigures(original))
+        XCTAssertEqual(try pendingLogRows(unfolded), 0)
+        let exportedUnfolded = try changeSet(from: unfolded, since: Knowledge())
+        let exportedFolded = try changeSet(from: original, since: Knowledge())
+        XCTAssertEqual(exportedUnfolded.changes, exportedFolded.changes)
+        XCTAssertEqual(exportedUnfolded.header.knowledge, exportedFolded.header.knowledge)
+        XCTAssertFalse(exportedFolded.changes.isEmpty)
+        XCTAssertEqual(try metadata(of: unfolded), try metadata(of: original))
+        XCTAssertEqual(try unfolded.purge(dryRun: true).tombstones, try original.purge(dryRun: true).tombstones)
+
+        // Conflicts: the peer's concurrent edit meets pending and folded writes alike.
+        try peer.database.execute("UPDATE items SET qty = 999 WHERE id = 'a1'")
+        try writeMix(original, round: 3)
+        try original.database.execute("VACUUM INTO '\(sandbox.path("fold-copy2.db"))'")
+        let unfoldedAgain = try Replica(path: sandbox.path("fold-copy2.db"))
+        try original.numberPendingChanges()
+        let fromPeer = try changeSet(from: peer, since: Knowledge())
+        _ = try apply(fromPeer, to: original)
+        _ = try apply(fromPeer, to: unfoldedAgain)
+        XCTAssertEqual(try rows(of: unfoldedAgain, table: "items"), try rows(of: original, table: "items"))
+        XCTAssertEqual(try unfoldedAgain.conflicts().count, try original.conflicts().count)
+    }
+
+    /// The shell writes and exits; a new process opens the replica later. Nothing is lost
+    /// between capture and fold, and the changes reach a peer.
+    func testWritesSurviveUntilTheNextFoldInAnotherProcess() throws {
+        let replica = try sandbox.replica("crash", schema: schema, track: ["items", "pairs"])
+        let peer = try sandbox.clone(replica, "crash-peer")
+        try writeMix(replica, round: 1)
+        let path = replica.path
+        let reopened = try Replica(path: path)
+        XCTAssertGreaterThan(try pendingLogRows(reopened), 0)
+        try sync(from: reopened, to: peer)
+        try assertSameRows([reopened, peer], table: "items")
+        try assertSameRows([reopened, peer], table: "pairs")
+        XCTAssertEqual(try rows(of: peer, table: "items"), [[.text("a1"), .text("apple"), .integer(11), .null]])
+    }
+
+    /// Few changes are found through the (site, seq) indexes and read by key; many by one
+    /// pass over each table. Both give the same change set.
+    func testExportByKeyMatchesExportByScan() throws {
+        let replica = try sandbox.replica("paths", schema: schema, track: ["items", "pairs"])
+        let peer = try sandbox.clone(replica, "paths-peer")
+        for round in 1...4 { try writeMix(replica, round: round) }
+        try writeMix(peer, round: 7)
+        try sync(from: peer, to: replica)
+        try replica.numberPendingChanges()
+        let since = try peer.knowledge()
+        for base in [Knowledge(), since] {
+            let (byKey, byScan) = try replica.readSnapshot {
+                let keyed = try ChangeExporter(replica: replica, since: base, keyPathLimit: 1_000_000)
+                var keyedChanges: [RowChange] = []
+                try keyed.forEachChange { keyedChanges.append($0) }
+                let scanned = try ChangeExporter(replica: replica, since: base, keyPathLimit: 0)
+                var scannedChanges: [RowChange] = []
+                try scanned.forEachChange { scannedChanges.append($0) }
+                XCTAssertEqual(keyed.header, scanned.header)
+                return (keyedChanges, scannedChanges)
+            }
+            XCTAssertFalse(byKey.isEmpty)
+            let order = { (change: RowChange) in "\(change.table) \(change.isDelete) \(change.key)" }
+            XCTAssertEqual(byKey.sorted { order($0) < order($1) }, byScan.sorted { order($0) < order($1) })
+            XCTAssertEqual(byKey.map(\.isDelete), byScan.map(\.isDelete), "live rows first, deletions last, on both paths")
+        }
+    }
+}
