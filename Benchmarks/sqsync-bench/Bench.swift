@@ -97,35 +97,44 @@ struct Bench {
     // MARK: Capture
 
     static func capture(folder: String, keys: [String]) throws {
-        print("Capture (one transaction per phase; random UUIDv4 keys unless said)")
+        print("Capture (one transaction per phase)")
         print("                                          plain SQLite    tracked   tracked/plain time")
-        let plain = try openDatabase(folder + "/plain.db")
-        let replica = try tracked(folder + "/tracked.db", name: "bench")
+        // UUIDv7 keys (what SPEC §2 recommends) are time-ordered: inserts append to both B-trees.
+        let ordered = uuidv7Keys(keys.count)
+        try capturePhases(folder: folder, keys: keys, label: "UUIDv4")
+        try capturePhases(folder: folder, keys: ordered, label: "UUIDv7")
+        if largeRows > 0 {
+            try capturePhases(folder: folder, keys: (0..<largeRows).map { _ in UUID().uuidString.lowercased() }, label: "UUIDv4")
+        }
+        print("")
+    }
+
+    static func uuidv7Keys(_ count: Int) -> [String] {
+        (0..<count).map {
+            String(format: "0190%08x-7%03x-8000-%012llx", $0, $0 % 4096, UInt64.random(in: 0..<(1 << 48)))
+        }
+    }
+
+    static func capturePhases(folder: String, keys: [String], label: String) throws {
+        let plain = try openDatabase(folder + "/plain-\(label)-\(keys.count).db")
+        let replica = try tracked(folder + "/tracked-\(label)-\(keys.count).db", name: "bench")
         let tracked = replica.database
         let phases: [(String, (Database) throws -> Void)] = [
             ("inserts", { try insertAll($0, keys: keys) }),
-            ("single-column updates", { try updateAll($0, keys: keys) }),
+            ("1-column updates", { try updateAll($0, keys: keys) }),
             ("deletes", { try deleteAll($0, keys: keys) }),
         ]
         for (name, phase) in phases {
             let plainTime = try time { try phase(plain) }
             let trackedTime = try time { try phase(tracked) }
             line(
-                "  \(keys.count) \(name)", rate(keys.count, plainTime), rate(keys.count, trackedTime), trackedTime / plainTime, ""
-            )
+                "  \(keys.count) \(name), \(label)", rate(keys.count, plainTime), rate(keys.count, trackedTime),
+                trackedTime / plainTime, "")
         }
-        // UUIDv7 keys (what SPEC §2 recommends) are time-ordered: inserts append to both B-trees.
-        let ordered = (0..<keys.count).map {
-            String(format: "0190%08x-7%03x-8000-%012llx", $0, $0 % 4096, UInt64.random(in: 0..<(1 << 48)))
-        }
-        let plainOrdered = try openDatabase(folder + "/plain-v7.db")
-        let trackedOrdered = try Bench.tracked(folder + "/tracked-v7.db", name: "bench-v7").database
-        let plainTime = try time { try insertAll(plainOrdered, keys: ordered) }
-        let trackedTime = try time { try insertAll(trackedOrdered, keys: ordered) }
-        line(
-            "  \(keys.count) inserts, UUIDv7 keys", rate(keys.count, plainTime), rate(keys.count, trackedTime),
-            trackedTime / plainTime, "")
-        print("")
+        let fold = try time { try replica.numberPendingChanges() }
+        print(
+            "  fold of those \(keys.count * 3) changes".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      "
+                + rate(keys.count * 3, fold) + "   (when anything next reads them)")
     }
 
     // MARK: Session extension
@@ -135,6 +144,8 @@ struct Bench {
         var insertApplySeconds: Double
         var updateBytes: Int
         var updateApplySeconds: Double
+        var deleteBytes: Int
+        var deleteApplySeconds: Double
     }
 
     static func changeset(_ database: Database, _ body: () throws -> Void) throws -> [UInt8] {
@@ -171,9 +182,12 @@ struct Bench {
         let insertApply = try time { try apply(inserts, to: target) }
         let updates = try changeset(source) { try updateAll(source, keys: keys) }
         let updateApply = try time { try apply(updates, to: target) }
+        let deletes = try changeset(source) { try deleteAll(source, keys: keys) }
+        let deleteApply = try time { try apply(deletes, to: target) }
         return SessionFigures(
             insertBytes: inserts.count, insertApplySeconds: insertApply,
-            updateBytes: updates.count, updateApplySeconds: updateApply)
+            updateBytes: updates.count, updateApplySeconds: updateApply,
+            deleteBytes: deletes.count, deleteApplySeconds: deleteApply)
     }
 
     // MARK: Bundles
@@ -201,6 +215,14 @@ struct Bench {
                 to: folder + "/updates.sqsb", intoDirectory: false)
         }
         let importUpdates = try time { _ = try BundleExchange.importBundle(path: updateBundle.path, into: target, trust: trust) }
+        try deleteAll(source.database, keys: keys)
+        var deleteBundle: ExportResult!
+        let exportDeletes = try time {
+            deleteBundle = try BundleExchange.export(
+                replica: source, since: try target.knowledge(), key: key,
+                to: folder + "/deletes.sqsb", intoDirectory: false)
+        }
+        let importDeletes = try time { _ = try BundleExchange.importBundle(path: deleteBundle.path, into: target, trust: trust) }
         let count = keys.count
         print(
             "  export \(count) inserts".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      "
@@ -214,6 +236,13 @@ struct Bench {
         line(
             "  import \(count) updates", rate(count, session.updateApplySeconds), rate(count, importUpdates),
             (Double(count) / importUpdates) / (Double(count) / session.updateApplySeconds), "of session apply rate")
+        print(
+            "  export \(count) deletes".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      "
+                + rate(count, exportDeletes))
+        line(
+            "  import \(count) deletes", rate(count, session.deleteApplySeconds), rate(count, importDeletes),
+            (Double(count) / importDeletes) / (Double(count) / session.deleteApplySeconds), "of session apply rate")
+        let perDelete = Double(deleteBundle.bytes) / Double(count), perDeleteSession = Double(session.deleteBytes) / Double(count)
         let perInsert = Double(insertBundle.bytes) / Double(count), perInsertSession = Double(session.insertBytes) / Double(count)
         let perUpdate = Double(updateBundle.bytes) / Double(count), perUpdateSession = Double(session.updateBytes) / Double(count)
         line(
@@ -222,7 +251,58 @@ struct Bench {
         line(
             "  bytes per update", String(format: "%11.1f", perUpdateSession), String(format: "%9.1f", perUpdate),
             perUpdate / perUpdateSession, "of changeset size")
+        line(
+            "  bytes per delete", String(format: "%11.1f", perDeleteSession), String(format: "%9.1f", perDelete),
+            perDelete / perDeleteSession, "of changeset size")
+        try chinook(folder: folder, key: key)
         print("")
+    }
+
+    /// The Chinook sample (integer keys, foreign keys, a composite key): one bundle with
+    /// every row against the session changeset that inserts the same rows.
+    static func chinook(folder: String, key: SigningKey) throws {
+        let sample = ["../shared/data/chinook.sqlite", "shared/data/chinook.sqlite"].first {
+            FileManager.default.fileExists(atPath: $0)
+        }
+        guard let sample else {
+            print("  Chinook sample not found (../shared/data/chinook.sqlite): skipped")
+            return
+        }
+        let copy = folder + "/chinook.db"
+        try? FileManager.default.removeItem(atPath: copy)
+        try FileManager.default.copyItem(atPath: sample, toPath: copy)
+        let replica = try Replica.initialize(path: copy, name: "chinook").replica
+        try replica.track(try replica.userTableNames(), allowIntegerPrimaryKey: true)
+        let bundle = try BundleExchange.export(
+            replica: replica, since: Knowledge(), key: key, to: folder + "/chinook.sqsb", intoDirectory: false)
+
+        let empty = folder + "/chinook-empty.db"
+        try? FileManager.default.removeItem(atPath: empty)
+        let target = try Database(path: empty)
+        let tables = try replica.userTableNames()
+        for table in tables {
+            let create = try replica.database.scalar("SELECT sql FROM sqlite_schema WHERE name = ?", .text(table))?.stringValue ?? ""
+            try target.execute(create)
+        }
+        try target.execute("ATTACH DATABASE '\(copy)' AS source")
+        var session: OpaquePointer?
+        guard sqlite3session_create(target.sqliteHandle, "main", &session) == SQLITE_OK, let session else {
+            throw BenchError("sqlite3session_create failed")
+        }
+        defer { sqlite3session_delete(session) }
+        sqlite3session_attach(session, nil)
+        for table in tables {
+            try target.execute("INSERT INTO main.\(quoteIdentifier(table)) SELECT * FROM source.\(quoteIdentifier(table))")
+        }
+        var size: Int32 = 0
+        var buffer: UnsafeMutableRawPointer?
+        guard sqlite3session_changeset(session, &size, &buffer) == SQLITE_OK else {
+            throw BenchError("sqlite3session_changeset failed")
+        }
+        sqlite3_free(buffer)
+        line(
+            "  Chinook, \(bundle.rows) rows (bytes)", String(format: "%11d", Int(size)), String(format: "%9d", bundle.bytes),
+            Double(bundle.bytes) / Double(size), "of changeset size")
     }
 
     // MARK: Metadata
@@ -232,7 +312,12 @@ struct Bench {
         for row in try database.rows("SELECT name, sum(pgsize) FROM dbstat GROUP BY name") {
             let name = row[0].stringValue ?? "", bytes = Int(row[1].int64Value ?? 0)
             if name == "items" || name.hasPrefix("sqlite_autoindex_items") { data += bytes }
-            if name == "_sqsync_rows" || name == "_sqsync_cells" { metadata += bytes }
+            // Every byte sqsync keeps per row: entries, their indexes, and the capture log.
+            if ["_sqsync_rows", "_sqsync_cells", "_sqsync_log", "_sqsync_tombstones", "_sqsync_changes"].contains(where: {
+                name.hasPrefix($0)
+            }) {
+                metadata += bytes
+            }
         }
         return (data, metadata)
     }
@@ -253,6 +338,7 @@ struct Bench {
         let deleted = keys.count / 10
         try deleteAll(replica.database, keys: Array(keys.suffix(deleted)))
         let live = keys.count - deleted
+        try replica.numberPendingChanges()
         let before = try sizes(replica.database)
         _ = try replica.purge(dryRun: false)
         try replica.database.execute("VACUUM")
@@ -280,7 +366,6 @@ struct Bench {
             toFile: trustPath, atomically: true, encoding: .utf8)
         let source = try tracked(folder + "/large-source.db", name: "large")
         let target = try source.clone(to: folder + "/large-target.db", name: "large-target")
-        _ = target
         try insertAll(source.database, keys: (0..<largeRows).map { _ in UUID().uuidString.lowercased() })
         let bundle = try BundleExchange.export(
             replica: source, since: Knowledge(), key: key, to: folder + "/large.sqsb", intoDirectory: false)
@@ -293,6 +378,31 @@ struct Bench {
             String(
                 format: "  %d changes, %.1f MB bundle: %.1f s, %.0f changes/s, peak memory %.1f MB (exit %d)",
                 bundle.rows, Double(bundle.bytes) / 1e6, seconds, Double(bundle.rows) / seconds, Double(maxRSS) / 1024, status))
+
+        // A replica with every row tracked and acknowledged: a small export and status must
+        // cost what they read, not the database's size. The target tells the source what it
+        // now holds, as its next bundle would.
+        let reply = try BundleExchange.export(
+            replica: target, since: try source.knowledge(), key: key, to: folder + "/reply.sqsb", intoDirectory: false)
+        _ = try BundleExchange.importBundle(path: reply.path, into: source, trust: try AllowedSigners(text: String(contentsOfFile: trustPath, encoding: .utf8)))
+        let acknowledged = try source.knowledge()
+        try source.database.inTransaction {
+            let update = try source.database.cached("UPDATE items SET qty = qty + 1 WHERE rowid = ?")
+            for rowid in stride(from: 1, through: largeRows, by: max(1, largeRows / 100)).prefix(100) {
+                try update.bind([.integer(Int64(rowid))])
+                try update.run()
+            }
+        }
+        var small: ExportResult!
+        let exportSeconds = try time {
+            small = try BundleExchange.export(
+                replica: source, since: acknowledged, key: key, to: folder + "/small.sqsb", intoDirectory: false)
+        }
+        let statusSeconds = try time { _ = try source.status() }
+        print(
+            String(
+                format: "  export of %d changes from a %d-row replica: %.1f ms; status: %.1f ms",
+                small.rows, largeRows, exportSeconds * 1000, statusSeconds * 1000))
     }
 
     static func spawn(_ executable: String, _ arguments: [String]) throws -> pid_t {

@@ -88,6 +88,7 @@ public final class ChangeApplier {
         let cellsOfRow: Statement
         let deleteCells: Statement
         let upsertCell: Statement
+        let recordChange: Statement
 
         init(_ database: Database) throws {
             rowEntry = try database.prepare(ApplySQL.rowEntry)
@@ -95,6 +96,7 @@ public final class ChangeApplier {
             cellsOfRow = try database.prepare(ApplySQL.cellsOfRow)
             deleteCells = try database.prepare(ApplySQL.deleteCellsOfRow)
             upsertCell = try database.prepare(ApplySQL.upsertCell)
+            recordChange = try database.prepare(FoldSQL.recordChange)
         }
     }
 
@@ -305,6 +307,13 @@ public final class ChangeApplier {
             .integer(Int64(stamp.site)), .integer(stamp.seq),
         ])
         try statements.upsertRowEntry.run()
+        try recordChange(tid: tid, key: key, stamp: stamp)
+    }
+
+    /// Notes the change in `_sqsync_changes`, so export and status find it by (site, seq).
+    private func recordChange(tid: Int, key: SQLValue, stamp: LocalStamp) throws {
+        try statements.recordChange.bind([.integer(Int64(stamp.site)), .integer(stamp.seq), .integer(Int64(tid)), key])
+        try statements.recordChange.run()
     }
 
     private func writeCell(tid: Int, key: SQLValue, cid: Int, stamp: LocalStamp) throws {
@@ -313,6 +322,7 @@ public final class ChangeApplier {
             .integer(Int64(stamp.site)), .integer(stamp.seq),
         ])
         try statements.upsertCell.run()
+        try recordChange(tid: tid, key: key, stamp: stamp)
     }
 
     func deleteCells(tid: Int, key: SQLValue) throws {

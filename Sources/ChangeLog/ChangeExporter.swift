@@ -8,8 +8,8 @@ public final class ChangeExporter {
     private let tables: [TableInfo]
     private let siteIndex: [Int: Int]
     private let baseBySite: [Int: Int64]
-    /// True when few changes are needed: rows are then found through the (site, seq)
-    /// indexes and read by key, so the export costs what it sends, not the database size.
+    /// True when few changes are needed: rows are then found through `_sqsync_changes` and
+    /// read by key, so the export costs what it sends, not the database size.
     private let byKey: Bool
     /// Above this many changed entries, one pass over each table costs less than lookups.
     static let keyPathLimit = 50_000
@@ -47,12 +47,12 @@ public final class ChangeExporter {
     init(replica: Replica, since base: Knowledge, keyPathLimit: Int) throws {
         self.replica = replica
         let database = replica.database
-        var sites: [(site: Int, id: String, name: String, known: Int64, forgotten: Int64)] = []
+        var sites: [(site: Int, id: String, name: String, known: Int64, forgotten: Int64, changesFrom: Int64)] = []
         for row in try database.rows(ExportSQL.sites) {
             sites.append(
                 (
                     Int(row[0].int64Value ?? 0), row[1].stringValue ?? "", row[2].stringValue ?? "",
-                    row[3].int64Value ?? 0, row[4].int64Value ?? 0
+                    row[3].int64Value ?? 0, row[4].int64Value ?? 0, row[5].int64Value ?? 0
                 ))
         }
         // Writes made after the fold wait in the log: their values are in the tables already,
@@ -77,8 +77,13 @@ public final class ChangeExporter {
         }
 
         try Self.loadBase(baseBySite, into: database)
-        let pending = sites.filter { $0.known > (baseBySite[$0.site] ?? 0) }.map { ($0.site, baseBySite[$0.site] ?? 0) }
-        byKey = try Self.collectChangedKeys(pending, limit: keyPathLimit, in: database)
+        let pending = sites.filter { $0.known > (baseBySite[$0.site] ?? 0) }
+        // `_sqsync_changes` holds every change after `changesFrom`: it answers only when the
+        // receiver holds at least that much of every site.
+        let recorded = pending.allSatisfy { (baseBySite[$0.site] ?? 0) >= $0.changesFrom }
+        byKey =
+            try recorded
+            && Self.collectChangedKeys(pending.map { ($0.site, baseBySite[$0.site] ?? 0) }, limit: keyPathLimit, in: database)
         var touched: [TableInfo] = []
         let changedTables = byKey ? Set(try database.rows(ExportSQL.changedTables).compactMap { $0[0].int64Value }) : []
         for table in try replica.trackedTables() {
@@ -108,26 +113,21 @@ public final class ChangeExporter {
     }
 
     /// Fills `temp._sqsync_export_keys` with the rows that have a change the receiver
-    /// lacks, from the (site, seq) indexes; false (and nothing kept) past `limit` entries.
+    /// lacks, from `_sqsync_changes`; false (and nothing kept) past `limit` changes.
     private static func collectChangedKeys(_ pending: [(site: Int, base: Int64)], limit: Int, in database: Database) throws
         -> Bool
     {
-        var entries = 0
+        var changes = 0
         for (site, base) in pending {
-            for table in ["_sqsync_rows", "_sqsync_cells"] {
-                entries += Int(
-                    try database.scalar(
-                        ExportSQL.countChanged(table), .integer(Int64(site)), .integer(base), .integer(Int64(limit + 1)))?
-                        .int64Value ?? 0)
-                if entries > limit { return false }
-            }
+            changes += Int(
+                try database.scalar(ExportSQL.countChanged, .integer(Int64(site)), .integer(base), .integer(Int64(limit + 1)))?
+                    .int64Value ?? 0)
+            if changes > limit { return false }
         }
         try database.execute(ExportSQL.createKeysTable)
         try database.execute(#"DELETE FROM temp."_sqsync_export_keys""#)
         for (site, base) in pending {
-            for table in ["_sqsync_rows", "_sqsync_cells"] {
-                try database.run(ExportSQL.collectChanged(table), .integer(Int64(site)), .integer(base))
-            }
+            try database.run(ExportSQL.collectChanged, .integer(Int64(site)), .integer(base))
         }
         return true
     }
@@ -250,7 +250,7 @@ enum ExportSQL {
     /// Every site, this replica first, with its knowledge and purged-deletion mark.
     static let sites = """
         SELECT s."site", s."knowledge_id", coalesce(s."name", ''),
-               CASE WHEN s."site" = r."site" THEN r."seq" ELSE s."known_seq" END, s."forgotten_seq"
+               CASE WHEN s."site" = r."site" THEN r."seq" ELSE s."known_seq" END, s."forgotten_seq", s."changes_from"
         FROM "_sqsync_sites" s, "_sqsync_replica" r
         ORDER BY s."site" = r."site" DESC, s."site"
         """
@@ -273,19 +273,15 @@ enum ExportSQL {
             PRIMARY KEY ("tid", "pk")) WITHOUT ROWID
         """
 
-    /// Entries of one site after a sequence number, counted up to a limit (?3).
-    static func countChanged(_ table: String) -> String {
+    /// Changes of one site after a sequence number, counted up to a limit (?3).
+    static let countChanged = """
+        SELECT count(*) FROM (SELECT 1 FROM "_sqsync_changes" WHERE "site" = ?1 AND "seq" > ?2 LIMIT ?3)
         """
-        SELECT count(*) FROM (SELECT 1 FROM \(quoteIdentifier(table)) WHERE "site" = ?1 AND "seq" > ?2 LIMIT ?3)
-        """
-    }
 
-    static func collectChanged(_ table: String) -> String {
-        """
+    static let collectChanged = """
         INSERT OR IGNORE INTO temp."_sqsync_export_keys" ("tid", "pk")
-          SELECT "tid", "pk" FROM \(quoteIdentifier(table)) WHERE "site" = ?1 AND "seq" > ?2
+          SELECT "tid", "pk" FROM "_sqsync_changes" WHERE "site" = ?1 AND "seq" > ?2
         """
-    }
 
     static let changedTables = #"SELECT DISTINCT "tid" FROM temp."_sqsync_export_keys""#
 

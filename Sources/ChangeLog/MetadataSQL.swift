@@ -140,10 +140,18 @@ enum MetadataSQL {
                 "stamp" INTEGER NOT NULL
             );
 
-            -- Changes by origin and sequence number, for export and status: written by the fold
-            -- and by imports only, never on an application's write.
-            CREATE INDEX "_sqsync_rows_by_change" ON "_sqsync_rows" ("site", "seq");
-            CREATE INDEX "_sqsync_cells_by_change" ON "_sqsync_cells" ("site", "seq");
+            -- Recent changes by origin and sequence number, so that export and status read what
+            -- peers lack without reading every entry. Written by the fold and by imports, never
+            -- on an application's write; a change leaves once every live peer acknowledged it.
+            -- "changes_from": this table holds every change of that site after that seq.
+            CREATE TABLE "_sqsync_changes" (
+                "site" INTEGER NOT NULL,
+                "seq" INTEGER NOT NULL,
+                "tid" INTEGER NOT NULL,
+                "pk" NOT NULL,
+                PRIMARY KEY ("site", "seq", "tid", "pk")
+            ) WITHOUT ROWID;
+            ALTER TABLE "_sqsync_sites" ADD COLUMN "changes_from" INTEGER NOT NULL DEFAULT 0;
             -- Deletions waiting for purge, for status and purge without reading every entry.
             CREATE INDEX "_sqsync_tombstones" ON "_sqsync_rows" ("site", "seq") WHERE "cl" % 2 = 0;
             """
@@ -152,6 +160,12 @@ enum MetadataSQL {
 
     /// The migration that brought the capture log: older replicas get new triggers then.
     static let captureLogVersion = 2
+
+    static let changesBeforeTheChangeTable = """
+        UPDATE "_sqsync_sites" SET "changes_from" = max("changes_from",
+            CASE WHEN "site" = (SELECT "site" FROM "_sqsync_replica") THEN (SELECT "seq" FROM "_sqsync_replica")
+                 ELSE "known_seq" END)
+        """
 
     static let wallClockMilliseconds =
         "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"

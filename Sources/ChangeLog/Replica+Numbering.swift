@@ -13,6 +13,17 @@ extension Replica {
         try database.inTransaction {
             try foldCaptureLog()
             try numberUnnumberedEntries()
+            try forgetAcknowledgedChanges()
+        }
+    }
+
+    /// Drops from `_sqsync_changes` what every live peer acknowledged, site by site, and
+    /// records up to where: an export or status for a peer that knows less reads the
+    /// entries themselves instead. With no live peer, nothing needs keeping.
+    func forgetAcknowledgedChanges() throws {
+        try database.run(FoldSQL.advanceChangeHorizon, .integer(Int64(site)))
+        for row in try database.rows(#"SELECT "site", "changes_from" FROM "_sqsync_sites" WHERE "changes_from" > 0"#) {
+            try database.run(FoldSQL.forgetChanges, row[0], row[1])
         }
     }
 
@@ -28,12 +39,15 @@ extension Replica {
         let endLife = try database.cached(FoldSQL.endLife)
         let dropCells = try database.cached(FoldSQL.dropCells)
         let writeCell = try database.cached(FoldSQL.writeCell)
+        let recordChange = try database.cached(FoldSQL.recordChange)
         let site = SQLValue.integer(Int64(self.site))
         while try log.step() {
             lastID = log.int64(at: 0)
             let tid = log.value(at: 1), operation = Int(log.int64(at: 2)), key = log.value(at: 3)
             hlc = max(hlc + 1, log.int64(at: 5))
             seq += 1
+            try recordChange.bind([site, .integer(seq), tid, key])
+            try recordChange.run()
             switch operation {
             case TriggerSQL.Operation.insert, TriggerSQL.Operation.delete:
                 let upsert = operation == TriggerSQL.Operation.insert ? startLife : endLife
@@ -107,6 +121,21 @@ enum FoldSQL {
         """
 
     static let emptyLog = #"DELETE FROM "_sqsync_log" WHERE "id" <= ?1"#
+
+    static let recordChange = """
+        INSERT OR IGNORE INTO "_sqsync_changes" ("site", "seq", "tid", "pk") VALUES (?1, ?2, ?3, ?4)
+        """
+
+    /// Per site: the least any live peer (other than this replica, ?1) acknowledged of it; all
+    /// of it when there is no live peer.
+    static let advanceChangeHorizon = """
+        UPDATE "_sqsync_sites" AS s SET "changes_from" = max(s."changes_from", coalesce(
+            (SELECT min(coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = p."site" AND a."site" = s."site"), 0))
+             FROM "_sqsync_sites" p WHERE p."site" != ?1 AND p."retired" = 0),
+            CASE WHEN s."site" = ?1 THEN (SELECT "seq" FROM "_sqsync_replica") ELSE s."known_seq" END))
+        """
+
+    static let forgetChanges = #"DELETE FROM "_sqsync_changes" WHERE "site" = ?1 AND "seq" <= ?2"#
 
     static let advanceClock = #"UPDATE "_sqsync_replica" SET "seq" = ?1, "hlc" = max("hlc", ?2)"#
 }

@@ -47,6 +47,8 @@ public final class Replica {
         try database.inTransaction {
             try numberPendingChanges()
             for table in (try? trackedTables()) ?? [] { try installTriggers(for: table) }
+            // Changes made before `_sqsync_changes` existed are not in it.
+            try database.execute(MetadataSQL.changesBeforeTheChangeTable)
         }
     }
 
@@ -258,7 +260,9 @@ public final class Replica {
                     continue
                 }
                 try dropTriggers(of: name)
-                for metadata in ["_sqsync_log", "_sqsync_rows", "_sqsync_cells", "_sqsync_columns", "_sqsync_tables"] {
+                for metadata in [
+                    "_sqsync_log", "_sqsync_changes", "_sqsync_rows", "_sqsync_cells", "_sqsync_columns", "_sqsync_tables",
+                ] {
                     try database.run("DELETE FROM \(quoteIdentifier(metadata)) WHERE \"tid\" = ?", tid)
                 }
             }

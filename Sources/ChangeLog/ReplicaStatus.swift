@@ -31,17 +31,23 @@ extension Replica {
             let count = { (sql: String, values: [SQLValue]) throws -> Int in
                 Int(try self.database.rows(sql, values).first?.first?.int64Value ?? 0)
             }
+            let recordedFrom =
+                try database.scalar(#"SELECT "changes_from" FROM "_sqsync_sites" WHERE "site" = ?"#, .integer(local))?
+                .int64Value ?? 0
             var lags: [ReplicaStatus.PeerLag] = []
             for peer in try peers() where !peer.retired {
                 let acknowledged = peer.acknowledged[knowledgeID]
-                let unacknowledged = try count(StatusSQL.localChangesAfter, [.integer(local), .integer(acknowledged)])
+                // `_sqsync_changes` answers for peers that acknowledged what it forgot.
+                let unacknowledged = try count(
+                    acknowledged >= recordedFrom ? StatusSQL.recentLocalChangesAfter : StatusSQL.localChangesAfter,
+                    [.integer(local), .integer(acknowledged)])
                 let peerSite = try siteNumber(for: peer.knowledgeID, name: nil)
                 let heldBack = try count(StatusSQL.tombstonesNotAcknowledged, [.integer(Int64(peerSite))])
                 lags.append(.init(peer: peer, unacknowledged: unacknowledged, tombstonesHeldBack: heldBack))
             }
             return ReplicaStatus(
                 knowledgeID: knowledgeID, name: name, knowledge: try knowledge(), trackedTables: tables,
-                localChanges: try count(StatusSQL.localChangesAfter, [.integer(local), .integer(0)]),
+                localChanges: Int(try knowledge()[knowledgeID]),
                 tombstones: try count(#"SELECT count(*) FROM "_sqsync_rows" WHERE "cl" % 2 = 0"#, []),
                 peers: lags,
                 held: try database.rows(#"SELECT "path", "reason" FROM "_sqsync_held" ORDER BY "held_at""#).map {
@@ -56,6 +62,17 @@ enum StatusSQL {
     static let localChangesAfter = """
         SELECT (SELECT count(*) FROM "_sqsync_rows" WHERE "site" = ?1 AND "seq" > ?2)
              + (SELECT count(*) FROM "_sqsync_cells" WHERE "site" = ?1 AND "seq" > ?2)
+        """
+
+    /// The same count through `_sqsync_changes`: entries whose current stamp is a change
+    /// it holds.
+    static let recentLocalChangesAfter = """
+        SELECT (SELECT count(*) FROM "_sqsync_changes" c JOIN "_sqsync_rows" r
+                  ON r."tid" = c."tid" AND r."pk" = c."pk" AND r."site" = c."site" AND r."seq" = c."seq"
+                WHERE c."site" = ?1 AND c."seq" > ?2)
+             + (SELECT count(*) FROM "_sqsync_changes" c JOIN "_sqsync_cells" e
+                  ON e."tid" = c."tid" AND e."pk" = c."pk" AND e."site" = c."site" AND e."seq" = c."seq"
+                WHERE c."site" = ?1 AND c."seq" > ?2)
         """
 
     static let tombstonesNotAcknowledged = """
