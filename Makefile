@@ -88,7 +88,7 @@ deb: dist
 	gzip -9n $(DIST)/deb/usr/share/man/man1/sqsync.1
 	install -d $(DIST)/deb/DEBIAN
 	packaging/deb-control.sh $(VERSION) $(ARCH) $(RELEASE_BIN) $(DIST)/deb > $(DIST)/deb/DEBIAN/control
-	dpkg-deb --root-owner-group -Zxz --build $(DIST)/deb $(DEB)
+	dpkg-deb --root-owner-group --build $(DIST)/deb $(DEB)
 
 # The same files for `tar -xzf ... -C /usr/local`.
 tarball: dist
