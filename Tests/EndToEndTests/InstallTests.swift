@@ -100,6 +100,31 @@ final class InstallTests: XCTestCase {
         XCTAssertEqual(version.stdout.trimmingCharacters(in: .whitespacesAndNewlines), Repository.version, version.stderr)
     }
 
+    /// The tarball README tells a site to unpack into /usr/local holds the same files, laid out for it.
+    func testTarballUnpacksIntoUsrLocal() throws {
+        try requireTools(["/usr/bin/make", "/usr/bin/tar"], install: "apt-get install make tar")
+        let harness = try Harness()
+        let make = try Repository.make(["tarball", "OUT=\(harness.directory.path)"])
+        XCTAssertEqual(make.status, 0, "make tarball failed: \(make.stderr)")
+        let arch = try Harness.run("/usr/bin/dpkg", ["--print-architecture"]).stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let tarball = harness.path("sqsync-\(Repository.version)-linux-\(arch).tar.gz")
+        let local = harness.path("usr/local")
+        try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: true)
+        let untar = try Harness.run("/usr/bin/tar", ["-xzf", tarball, "-C", local])
+        XCTAssertEqual(untar.status, 0, untar.stderr)
+        for file in [
+            "bin/sqsync", "share/man/man1/sqsync.1", "share/bash-completion/completions/sqsync",
+            "share/zsh/site-functions/_sqsync", "share/fish/vendor_completions.d/sqsync.fish",
+        ] {
+            XCTAssertFalse(try installedText(local + "/" + file, binary: file.hasPrefix("bin/")).isEmpty)
+        }
+        let service = try installedText(local + "/share/doc/sqsync/examples/sqsync.service")
+        XCTAssertTrue(service.contains("ExecStart=/usr/local/bin/sqsync sync "), service)
+        let version = try Harness.run("/usr/bin/env", clean(harness.path("home")) + [local + "/bin/sqsync", "--version"])
+        XCTAssertEqual(version.stdout.trimmingCharacters(in: .whitespacesAndNewlines), Repository.version, version.stderr)
+    }
+
     /// README's install lines name the package and tarball this version builds.
     func testReadmeInstallLinesNameThisVersion() throws {
         let readme = try String(contentsOfFile: Repository.path("README.md"), encoding: .utf8)
@@ -108,9 +133,13 @@ final class InstallTests: XCTestCase {
         XCTAssertTrue(readme.contains("sqsync-\(version)-linux-amd64.tar.gz"), "README names another tarball")
     }
 
-    private func installedText(_ path: String, file: StaticString = #filePath, line: UInt = #line) throws -> String {
-        let text = try String(contentsOfFile: path, encoding: .utf8)
-        XCTAssertFalse(text.isEmpty, "\(path) is empty", file: file, line: line)
-        return text
+    /// A file's text (or, for a binary, its bytes as Latin-1), failing the test when it is empty.
+    private func installedText(
+        _ path: String, binary: Bool = false, file: StaticString = #filePath, line: UInt = #line
+    ) throws -> String {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        XCTAssertFalse(data.isEmpty, "\(path) is empty", file: file, line: line)
+        if binary { return String(decoding: data.prefix(4), as: UTF8.self) }
+        return String(decoding: data, as: UTF8.self)
     }
 }
