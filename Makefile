@@ -1,9 +1,28 @@
 # The two set-up commands (README): `make demo` builds everything and runs the demo;
 # `make test` runs every test. Both install the Debian packages they need when run as root.
-APT_PACKAGES := libsqlite3-dev libssh-dev sqlite3 openssh-server openssh-client faketime mtools dosfstools
+# `make install [PREFIX=/usr/local] [DESTDIR=]`, `make deb` and `make tarball` ship a release
+# build that needs no Swift toolchain on the site machine.
+APT_PACKAGES := libsqlite3-dev libssh-dev sqlite3 openssh-server openssh-client faketime mtools dosfstools binutils
 SWIFT ?= swift
+PREFIX ?= /usr/local
+DESTDIR ?=
+# Where `make deb` and `make tarball` write their file.
+OUT ?= .
 
-.PHONY: deps build demo test bench format
+# The version is written down once, in Sources/sqsync/Version.swift.
+VERSION := $(shell sed -n 's/^let sqsyncVersion = "\(.*\)"$$/\1/p' Sources/sqsync/Version.swift)
+ARCH := $(shell dpkg --print-architecture)
+
+# Release files are built in their own scratch folder: the static link never thrashes the
+# debug build or `make bench`, and `make install` can run while `swift test` holds `.build`.
+DIST := .build-dist
+RELEASE_BIN := $(DIST)/release/sqsync
+MANPAGE := $(DIST)/share/sqsync.1
+COMPLETIONS := $(DIST)/share/completion.bash $(DIST)/share/completion.zsh $(DIST)/share/completion.fish
+DEB := $(OUT)/sqsync_$(VERSION)_$(ARCH).deb
+TARBALL := $(OUT)/sqsync-$(VERSION)-linux-$(ARCH).tar.gz
+
+.PHONY: deps build demo test bench format dist install deb tarball FORCE
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -21,10 +40,58 @@ build: deps
 demo: build
 	scripts/demo.sh
 
-test: deps
+# The release files are built first, so the install and package tests find them ready.
+test: deps dist
 	SWIFT=$(SWIFT) scripts/test.sh
 
 bench: deps
 	$(SWIFT) build -c release --product sqsync
 	$(SWIFT) build -c release --product sqsync-bench
 	.build/release/sqsync-bench
+
+# SwiftPM decides whether the binary is stale, so it always gets asked; the files made from the
+# binary are remade only when it changed.
+$(RELEASE_BIN): deps FORCE
+	$(SWIFT) build --scratch-path $(DIST) -c release --static-swift-stdlib --product sqsync
+
+# The man page comes from the command definitions (argument-parser's manual generator). The
+# plugin builds the package itself; a debug build, so it leaves the static release link alone.
+$(MANPAGE): $(RELEASE_BIN)
+	$(SWIFT) package --scratch-path $(DIST) plugin generate-manual --configuration debug
+	mkdir -p $(@D)
+	cp $(DIST)/plugins/GenerateManual/outputs/sqsync/sqsync.1 $@
+
+$(DIST)/share/completion.%: $(RELEASE_BIN)
+	mkdir -p $(@D)
+	$(RELEASE_BIN) --generate-completion-script $* > $@.tmp
+	mv $@.tmp $@
+
+dist: $(RELEASE_BIN) $(MANPAGE) $(COMPLETIONS)
+
+install: dist
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions \
+		$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d $(DESTDIR)$(PREFIX)/share/doc/sqsync/examples
+	install -m 0755 $(RELEASE_BIN) $(DESTDIR)$(PREFIX)/bin/sqsync
+	strip $(DESTDIR)$(PREFIX)/bin/sqsync
+	install -m 0644 $(MANPAGE) $(DESTDIR)$(PREFIX)/share/man/man1/sqsync.1
+	install -m 0644 $(DIST)/share/completion.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sqsync
+	install -m 0644 $(DIST)/share/completion.zsh $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_sqsync
+	install -m 0644 $(DIST)/share/completion.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/sqsync.fish
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' packaging/sqsync.service > $(DESTDIR)$(PREFIX)/share/doc/sqsync/examples/sqsync.service
+	install -m 0644 packaging/sqsync.timer $(DESTDIR)$(PREFIX)/share/doc/sqsync/examples/sqsync.timer
+
+# A .deb made with dpkg-deb alone; Depends lists the packages of the libraries the binary links.
+deb: dist
+	rm -rf $(DIST)/deb
+	$(MAKE) install DESTDIR=$(DIST)/deb PREFIX=/usr
+	gzip -9n $(DIST)/deb/usr/share/man/man1/sqsync.1
+	install -d $(DIST)/deb/DEBIAN
+	packaging/deb-control.sh $(VERSION) $(ARCH) $(RELEASE_BIN) $(DIST)/deb > $(DIST)/deb/DEBIAN/control
+	dpkg-deb --root-owner-group --build $(DIST)/deb $(DEB)
+
+# The same files for `tar -xzf ... -C /usr/local`.
+tarball: dist
+	rm -rf $(DIST)/tarball
+	$(MAKE) install DESTDIR=$(DIST)/tarball PREFIX=/usr/local
+	tar -czf $(TARBALL) --owner=0 --group=0 -C $(DIST)/tarball/usr/local bin share

@@ -10,7 +10,7 @@ struct SQSync: ParsableCommand {
             Exit codes: 0 success (including nothing to do), 1 failure, 2 usage error, \
             3 a bundle was rejected, 4 another sqsync holds the database's sync lock.
             """,
-        version: "0.1.0",
+        version: sqsyncVersion,
         subcommands: [
             Keygen.self, Init.self, Track.self, Untrack.self, Status.self, Export.self, Import.self,
             Sync.self, Peers.self, Purge.self, Conflicts.self, Inspect.self, Doctor.self, Refresh.self, Clone.self,

@@ -18,6 +18,12 @@ extension SQSync {
         @Option(name: .long, help: "The signer's name in allowed_signers (default: user@host).")
         var name: String?
 
+        @Flag(
+            name: .long,
+            help: ArgumentHelp(
+                "Also add the key's line to the --trust file (default ~/.config/sqsync/allowed_signers), creating it."))
+        var trustSelf = false
+
         func run() throws {
             let path = out ?? global.keyPath
             let principal =
@@ -28,11 +34,19 @@ extension SQSync {
             let key = SigningKey.generate(comment: principal)
             try key.write(privateKeyPath: path)
             let line = AllowedSigners.line(principal: principal, key: key.publicKey)
+            if trustSelf { try AllowedSigners.append(line: line, toFileAt: global.trustPath) }
             if global.json {
-                global.emitJSON([
+                var object: [String: Any] = [
                     "private_key": path, "public_key": path + ".pub", "allowed_signers": line,
                     "fingerprint": key.publicKey.fingerprint,
-                ])
+                ]
+                if trustSelf { object["trusted_in"] = global.trustPath }
+                global.emitJSON(object)
+            } else if trustSelf {
+                global.say(
+                    "wrote \(path) and \(path).pub and added this line to \(global.trustPath); "
+                        + "add it to allowed_signers on every other replica that should trust it:")
+                print(line)
             } else {
                 global.say(
                     "wrote \(path) and \(path).pub; add this line to allowed_signers on every replica that should trust it:")
