@@ -50,21 +50,23 @@ public enum BundleExchange {
         }
     }
 
-    /// `<sender>_<first>-<last>_<suffix>.sqsb`: valid on FAT32 and exFAT. The suffix is
-    /// random unless given, so two exports never collide.
+    /// `<sender>_<first>-<last>_<suffix>.sqsb`: valid on FAT32 and exFAT. `first` is the first
+    /// of the sender's own changes the bundle may carry and `last` the sender's own sequence
+    /// number when it wrote it, so a bundle with none of its own changes reads `6-5`: a name
+    /// never claims a change its sender had not made. The suffix is random unless given, so
+    /// two exports never collide.
     public static func fileName(for header: ChangeSetHeader, suffix: String? = nil) -> String {
-        let range = header.senderRange
         let suffix = suffix ?? String(format: "%08x", UInt32.random(in: 0...UInt32.max))
-        return "\(header.sender)_\(range.lowerBound)-\(range.upperBound)_\(suffix).sqsb"
+        return "\(header.sender)_\(header.base[0] + 1)-\(header.senderSeq)_\(suffix).sqsb"
     }
 
-    /// The sender's sequence range a bundle file name announces, if it is one of ours.
-    public static func senderRange(ofFileName name: String) -> ClosedRange<Int64>? {
+    /// The sender's own sequence number a bundle file name announces (`last`), if it is one of ours.
+    public static func senderSeq(ofFileName name: String) -> Int64? {
         let parts = name.split(separator: "_")
         guard parts.count == 3 else { return nil }
         let bounds = parts[1].split(separator: "-").compactMap { Int64($0) }
-        guard bounds.count == 2, bounds[0] <= bounds[1] else { return nil }
-        return bounds[0]...bounds[1]
+        guard bounds.count == 2, bounds[0] <= bounds[1] + 1 else { return nil }
+        return bounds[1]
     }
 
     public static func isBundleFileName(_ name: String) -> Bool {

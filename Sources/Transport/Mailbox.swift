@@ -82,7 +82,7 @@ public final class Mailbox {
 
         let mine = try transport.listFiles(in: "\(Self.outbox)/\(me)").filter(BundleExchange.isBundleFileName)
         let ownSeq = knowledge[me]
-        if let foreign = mine.first(where: { (BundleExchange.senderRange(ofFileName: $0)?.upperBound ?? 0) > ownSeq }) {
+        if let foreign = mine.first(where: { (BundleExchange.senderSeq(ofFileName: $0) ?? 0) > ownSeq }) {
             // A bundle in this replica's own outbox with changes it never made: another database
             // writes under the same knowledge ID. Leave everything as it is and say so.
             report.refused.append((foreign, "\(transport.displayName)/\(Self.outbox)/\(me)/\(foreign) carries changes of this replica's knowledge ID \(me) that it never made: another database is a copy of this one; keep one and make the others with `sqsync clone`"))

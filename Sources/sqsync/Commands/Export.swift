@@ -50,7 +50,7 @@ extension SQSync {
                     "knowledge": Dictionary(uniqueKeysWithValues: zip(result.header.sites, result.header.knowledge)),
                 ])
             } else {
-                global.say("wrote \(result.path): \(result.rows) rows changed, \(result.bytes) bytes")
+                global.say("wrote \(result.path): \(counted(result.rows, "row")) changed, \(counted(result.bytes, "byte"))")
             }
         }
     }

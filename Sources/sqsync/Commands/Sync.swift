@@ -73,8 +73,9 @@ extension SQSync {
                     "rows_out": report.exported?.rows ?? 0, "removed": report.removed,
                 ])
             } else {
+                let out = report.exported.map { "1 bundle out (\(counted($0.rows, "row")))" } ?? "nothing new out"
                 global.say(
-                    "synced with \(target): \(applied.count) bundles in (\(changesIn) rows changed, \(conflicts) conflicts\(held > 0 ? ", \(held) held" : "")), \(report.exported == nil ? "nothing new out" : "1 bundle out (\(report.exported!.rows) rows)")\(report.removed > 0 ? ", \(report.removed) old bundles removed" : "")"
+                    "synced with \(target): \(counted(applied.count, "bundle")) in (\(counted(changesIn, "row")) changed, \(counted(conflicts, "conflict"))\(held > 0 ? ", \(held) held" : "")), \(out)\(report.removed > 0 ? ", \(counted(report.removed, "old bundle")) removed" : "")"
                 )
             }
         }
