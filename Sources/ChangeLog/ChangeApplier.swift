@@ -101,12 +101,13 @@ public final class ChangeApplier {
     /// Checks that the change set may be applied here, before anything is written: it does
     /// not come from this replica's own identity or a retired peer, and every table and
     /// column it carries exists here (otherwise it must be held until a migration).
-    public init(replica: Replica, header: ChangeSetHeader) throws {
+    /// `checkingOwnBundle` admits this replica's own identity, for a trial that must change nothing.
+    public init(replica: Replica, header: ChangeSetHeader, checkingOwnBundle: Bool = false) throws {
         self.replica = replica
         self.database = replica.database
         self.header = header
         let path = replica.path
-        if header.sender == replica.knowledgeID {
+        if header.sender == replica.knowledgeID && !checkingOwnBundle {
             throw ChangeLogError(
                 .identityClash,
                 "\(path): the bundle comes from a replica with this replica's own knowledge ID \(replica.knowledgeID): one database was copied instead of cloned; keep one copy and make others with `sqsync clone`"
