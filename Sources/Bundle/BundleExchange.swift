@@ -83,7 +83,7 @@ public enum BundleExchange {
     /// another database writes under this ID, and is refused as a copy.
     public static func importBundle(
         path: String, into replica: Replica, trust: AllowedSigners, dryRun: Bool = false,
-        progress: ((Int) -> Void)? = nil
+        learning: LearningEvent.ByWriter = [:], progress: ((Int) -> Void)? = nil
     ) throws -> ImportResult {
         let reader = try BundleReader(path: path)
         let signer = try reader.verify(trust: trust)
@@ -99,7 +99,8 @@ public enum BundleExchange {
         defer { if enforcedForeignKeys { try? replica.database.execute("PRAGMA foreign_keys = ON") } }
         do {
             result.summary = try replica.database.inTransaction(commit: !dryRun && !own) {
-                let applier = try ChangeApplier(replica: replica, header: reader.header, checkingOwnBundle: own)
+                let applier = try ChangeApplier(
+                    replica: replica, header: reader.header, checkingOwnBundle: own, learning: learning)
                 var applied = 0
                 try reader.forEachChange { change in
                     try applier.apply(change)

@@ -57,6 +57,8 @@ public final class Mailbox {
         transport.uploadOwner = me
         report.leftoversRemoved = try removeOwnLeftovers(of: me)
 
+        let before = try replica.knowledge()
+        let peers = try readAcknowledgements(excluding: me, replica: replica, trust: trust, scratch: scratch, report: &report)
         report.imported += try BundleExchange.retryHeld(replica: replica, trust: trust)
         var listed: Set<String> = []
         var bundles: [(sender: String, name: String)] = []
@@ -72,7 +74,8 @@ public final class Mailbox {
             let local = scratch.path + "/" + bundle.name
             guard try fetch("\(Self.outbox)/\(bundle.sender)", bundle.name, to: local) else { continue }
             do {
-                let result = try BundleExchange.importBundle(path: local, into: replica, trust: trust)
+                let result = try BundleExchange.importBundle(
+                    path: local, into: replica, trust: trust, learning: peers.mapValues(\.learned))
                 report.imported.append(result)
                 try replica.markSeen(bundle: bundle.name, knowledge: result.senderKnowledge)
             } catch let error as BundleError where error.kind != .io {
@@ -88,8 +91,9 @@ public final class Mailbox {
         try replica.forgetSeen(keeping: listed)
 
         let knowledge = try replica.knowledge()
-        try writeAcknowledgement(knowledge, of: me, name: replica.name, key: key, scratch: scratch)
-        let readers = try readerKnowledge(excluding: me, replica: replica, trust: trust, scratch: scratch, report: &report)
+        try writeAcknowledgement(
+            knowledge, learnedSince: before, of: me, name: replica.name, key: key, trust: trust, scratch: scratch)
+        let readers = peers.mapValues(\.knowledge)
 
         var mine: [String] = []
         for name in try transport.listFiles(in: "\(Self.outbox)/\(me)") {
@@ -193,16 +197,32 @@ public final class Mailbox {
     }
 
     /// Leaves this replica's signed acknowledgement and removes every other file in its folder
-    /// (only it writes there, so anything else is stale or planted).
+    /// (only it writes there, so anything else is stale or planted). What this sync's imports
+    /// taught it (from `before` to `knowledge`) updates the learning events its previous
+    /// acknowledgement reported.
     private func writeAcknowledgement(
-        _ knowledge: Knowledge, of me: String, name replicaName: String, key: SigningKey, scratch: ScratchDirectory
+        _ knowledge: Knowledge, learnedSince before: Knowledge, of me: String, name replicaName: String, key: SigningKey,
+        trust: AllowedSigners, scratch: ScratchDirectory
     ) throws {
         let folder = "\(Self.acks)/\(me)"
         let old = try transport.listFiles(in: folder)
+        var earlier: [String: LearningEvent] = [:]
+        if let previous = old.filter({ $0.hasSuffix(".ack") }).max() {
+            let local = scratch.path + "/" + previous
+            if try fetch(folder, previous, to: local),
+                let text = try? String(contentsOfFile: local, encoding: .utf8),
+                let acknowledgement = try? MailboxAcknowledgement.verified(text, expectedReplica: me, trust: trust)
+            {
+                earlier = acknowledgement.acknowledgement.learned
+            }
+            try? FileManager.default.removeItem(atPath: local)
+        }
+        let learned = LearningEvent.after(earlier, before: before, after: knowledge, ownSeq: before[me], me: me)
         let stamp = String(format: "%020llu", UInt64(Date().timeIntervalSince1970 * 1000))
         let name = "\(stamp)_\(String(format: "%08x", UInt32.random(in: 0...UInt32.max))).ack"
         let local = scratch.path + "/" + name
-        let text = try MailboxAcknowledgement(replica: me, name: replicaName, knowledge: knowledge).signedText(key: key)
+        let text = try MailboxAcknowledgement(replica: me, name: replicaName, knowledge: knowledge, learned: learned)
+            .signedText(key: key)
         try Data(text.utf8).write(to: URL(fileURLWithPath: local))
         try transport.writeFile(from: local, to: "\(folder)/\(name)")
         for stale in old where stale != name { try transport.removeFile("\(folder)/\(stale)") }
@@ -211,11 +231,11 @@ public final class Mailbox {
     /// The newest validly signed acknowledgement of every other replica that left one here,
     /// also recorded in the replica (so `status` shows it). Newer files that are not validly
     /// signed for that replica are ignored with a warning, and do not hide an older valid one.
-    private func readerKnowledge(
+    private func readAcknowledgements(
         excluding me: String, replica: Replica, trust: AllowedSigners, scratch: ScratchDirectory, report: inout SyncReport
-    ) throws -> [String: Knowledge] {
+    ) throws -> [String: MailboxAcknowledgement] {
         let retired = Set(try replica.peers().filter(\.retired).map(\.knowledgeID))
-        var readers: [String: Knowledge] = [:]
+        var readers: [String: MailboxAcknowledgement] = [:]
         for reader in try transport.listDirectories(in: Self.acks) where reader != me && !retired.contains(reader) {
             let folder = "\(Self.acks)/\(reader)"
             for name in try transport.listFiles(in: folder).filter({ $0.hasSuffix(".ack") }).sorted().reversed() {
@@ -225,7 +245,7 @@ public final class Mailbox {
                 do {
                     let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: local)), as: UTF8.self)
                     let acknowledgement = try MailboxAcknowledgement.verified(text, expectedReplica: reader, trust: trust).acknowledgement
-                    readers[reader] = acknowledgement.knowledge
+                    readers[reader] = acknowledgement
                     try replica.recordAcknowledgement(
                         of: reader, name: acknowledgement.name, knowledge: acknowledgement.knowledge)
                     break

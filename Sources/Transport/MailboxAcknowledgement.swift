@@ -16,6 +16,7 @@ import Foundation
 ///     replica <knowledge-id>
 ///     name <name>
 ///     knowledge <id>:<seq>,<id>:<seq>
+///     learned <id>:<previous>:<reached>:<own-seq>,…     (see ``LearningEvent``)
 ///     -----BEGIN SSH SIGNATURE-----      (over every byte above this line)
 ///     …
 ///     -----END SSH SIGNATURE-----
@@ -28,11 +29,16 @@ struct MailboxAcknowledgement {
     var replica: String
     var name: String
     var knowledge: Knowledge
+    /// The replica's latest ``LearningEvent`` per other replica.
+    var learned: [String: LearningEvent] = [:]
 
     /// The file's whole text, signed with `key`.
     func signedText(key: SigningKey) throws -> String {
         let payload = [
-            Self.magic, "replica \(replica)", "name \(name.filter { !$0.isNewline })", "knowledge \(knowledge)", "",
+            Self.magic, "replica \(replica)", "name \(name.filter { !$0.isNewline })", "knowledge \(knowledge)",
+            "learned " + learned.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value.previous):\($0.value.reached):\($0.value.ownSeq)" }
+                .joined(separator: ","),
+            "",
         ].joined(separator: "\n")
         let signature = try SSHSignature.sign(
             messageDigest: SHA512.hash(data: Data(payload.utf8)), namespace: Self.namespace, key: key)
@@ -79,6 +85,15 @@ struct MailboxAcknowledgement {
         guard replica == expectedReplica else {
             throw TransportError(.io, "speaks for replica \(replica), not \(expectedReplica)")
         }
-        return (MailboxAcknowledgement(replica: replica, name: fields["name"] ?? "", knowledge: knowledge), signer)
+        var learned: [String: LearningEvent] = [:]
+        for entry in (fields["learned"] ?? "").split(separator: ",") {
+            let parts = entry.split(separator: ":")
+            guard parts.count == 4, let previous = Int64(parts[1]), let reached = Int64(parts[2]), let own = Int64(parts[3])
+            else { throw TransportError(.io, "not an acknowledgement") }
+            learned[String(parts[0])] = LearningEvent(previous: previous, reached: reached, ownSeq: own)
+        }
+        return (
+            MailboxAcknowledgement(replica: replica, name: fields["name"] ?? "", knowledge: knowledge, learned: learned), signer
+        )
     }
 }
