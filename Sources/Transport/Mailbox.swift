@@ -110,11 +110,16 @@ public final class Mailbox {
             if try isSignedBundle(path, of: me, beyond: knowledge[me], trust: trust, scratch: scratch) {
                 // A bundle in this replica's own outbox with changes it never made: another database
                 // writes under the same knowledge ID. Leave everything as it is and say so.
-                report.refused.append((name, "\(transport.displayName)/\(path) carries changes of this replica's knowledge ID \(me) that it never made: another database is a copy of this one; keep one and make the others with `sqsync clone`"))
+                report.refused.append(
+                    (
+                        name,
+                        "\(transport.displayName)/\(path) carries changes of this replica's knowledge ID \(me) that it never made: another database is a copy of this one; keep one and make the others with `sqsync clone`"
+                    ))
                 return report
             }
             try transport.removeFile(path)
-            report.warnings.append("\(transport.displayName)/\(path): not a bundle signed by this replica's knowledge ID; removed")
+            report.warnings.append(
+                "\(transport.displayName)/\(path): not a bundle signed by this replica's knowledge ID; removed")
         }
         let base = Knowledge.common(Array(readers.values))
         let everyoneHasAll = !readers.isEmpty && base.covers(knowledge)
@@ -180,7 +185,9 @@ public final class Mailbox {
 
     /// Whether a file in this replica's outbox is a bundle signed by a trusted key under this
     /// replica's knowledge ID, with changes beyond `seq`: a copy of this database wrote it.
-    private func isSignedBundle(_ path: String, of me: String, beyond seq: Int64, trust: AllowedSigners, scratch: ScratchDirectory)
+    private func isSignedBundle(
+        _ path: String, of me: String, beyond seq: Int64, trust: AllowedSigners, scratch: ScratchDirectory
+    )
         throws -> Bool
     {
         let local = scratch.path + "/outbox-check.sqsb"
@@ -244,7 +251,8 @@ public final class Mailbox {
                 guard try fetch(folder, name, to: local) else { continue }
                 do {
                     let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: local)), as: UTF8.self)
-                    let acknowledgement = try MailboxAcknowledgement.verified(text, expectedReplica: reader, trust: trust).acknowledgement
+                    let acknowledgement = try MailboxAcknowledgement.verified(text, expectedReplica: reader, trust: trust)
+                        .acknowledgement
                     readers[reader] = acknowledgement
                     try replica.recordAcknowledgement(
                         of: reader, name: acknowledgement.name, knowledge: acknowledgement.knowledge)

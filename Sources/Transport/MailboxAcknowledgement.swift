@@ -36,7 +36,10 @@ struct MailboxAcknowledgement {
     func signedText(key: SigningKey) throws -> String {
         let payload = [
             Self.magic, "replica \(replica)", "name \(name.filter { !$0.isNewline })", "knowledge \(knowledge)",
-            "learned " + learned.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value.previous):\($0.value.reached):\($0.value.ownSeq)" }
+            "learned "
+                + learned.sorted { $0.key < $1.key }.map {
+                    "\($0.key):\($0.value.previous):\($0.value.reached):\($0.value.ownSeq)"
+                }
                 .joined(separator: ","),
             "",
         ].joined(separator: "\n")

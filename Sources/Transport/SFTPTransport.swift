@@ -10,6 +10,10 @@ import Foundation
 /// names) makes that the right behaviour anyway. A writer killed half-way leaves a `.tmp-`
 /// file, which is never listed.
 ///
+/// Symbolic links planted in the mailbox are not followed: listings keep only regular files
+/// and folders (the server reports a link's own type), and ``makeDirectories(_:)`` checks
+/// every component with `lstat`, so a link where a folder should be is refused.
+///
 /// Every wait for the server is bounded by ``SSHOptions/timeoutSeconds``: a transfer that keeps
 /// moving may take longer in total, one that stalls fails with `.timeout`.
 ///

@@ -56,16 +56,21 @@ final class MailboxTamperTests: XCTestCase {
         // new), signed by an untrusted key, and B's genuine one copied into C's folder.
         let newest = "99999999999999999999"
         try write("\(aID) 999\n\(bID) 999\n\(cID) 999\n", "sqsync/acks/\(cID)/\(newest)_00000001.ack")
-        try write("sqsync-ack 1\nreplica \(cID)\nname C\nknowledge \(everything)\nlearned \n", "sqsync/acks/\(cID)/\(newest)_00000002.ack")
-        try write(try signedAck(replica: cID, knowledge: everything, keyFile: evilKey), "sqsync/acks/\(cID)/\(newest)_00000003.ack")
-        try write(try signedAck(replica: bID, knowledge: everything, keyFile: evilKey), "sqsync/acks/\(bID)/\(newest)_00000001.ack")
+        try write(
+            "sqsync-ack 1\nreplica \(cID)\nname C\nknowledge \(everything)\nlearned \n",
+            "sqsync/acks/\(cID)/\(newest)_00000002.ack")
+        try write(
+            try signedAck(replica: cID, knowledge: everything, keyFile: evilKey), "sqsync/acks/\(cID)/\(newest)_00000003.ack")
+        try write(
+            try signedAck(replica: bID, knowledge: everything, keyFile: evilKey), "sqsync/acks/\(bID)/\(newest)_00000001.ack")
         let genuineB = try XCTUnwrap(
             try FileManager.default.contentsOfDirectory(atPath: box + "/sqsync/acks/\(bID)").filter { $0.hasPrefix("0") }.first)
         try FileManager.default.copyItem(
             atPath: box + "/sqsync/acks/\(bID)/\(genuineB)", toPath: box + "/sqsync/acks/\(cID)/\(newest)_00000004.ack")
         // Symbolic links: an acknowledgement, a "bundle" in B's own outbox, a whole outbox.
         try FileManager.default.createSymbolicLink(
-            atPath: box + "/sqsync/acks/\(cID)/\(newest)_00000005.ack", withDestinationPath: box + "/sqsync/acks/\(bID)/\(genuineB)")
+            atPath: box + "/sqsync/acks/\(cID)/\(newest)_00000005.ack",
+            withDestinationPath: box + "/sqsync/acks/\(bID)/\(genuineB)")
         try FileManager.default.createSymbolicLink(
             atPath: box + "/sqsync/outbox/\(bID)/\(bID)_1-999_deadbeef.sqsb", withDestinationPath: victim)
         let elsewhere = h.path("elsewhere")
@@ -82,7 +87,9 @@ final class MailboxTamperTests: XCTestCase {
         try write("not a bundle", "sqsync/outbox/\(fakeID)/\(fakeID)_1-1_00000000.sqsb")
 
         /// A sync that sees the planted bundle: exit 3, one line naming it, the rest done.
-        func tamperedSync(_ db: String, _ name: String, file: StaticString = #filePath, line: UInt = #line) throws -> ProcessResult {
+        func tamperedSync(
+            _ db: String, _ name: String, file: StaticString = #filePath, line: UInt = #line
+        ) throws -> ProcessResult {
             let result = try h.sync(db, as: name, box)
             XCTAssertEqual(result.status, 3, "\(name): \(result.stderr)", file: file, line: line)
             XCTAssertTrue(result.stderr.contains("\(fakeID)_1-1_00000000.sqsb"), result.stderr, file: file, line: line)
