@@ -15,6 +15,8 @@ public struct ImportResult: Sendable {
         case applied
         /// Verified, but waiting for a schema migration; kept beside the database.
         case held(reason: String)
+        /// Written by this very replica, and everything in it is held here as it was written.
+        case ownBundle
     }
 
     public var path: String
@@ -50,21 +52,23 @@ public enum BundleExchange {
         }
     }
 
-    /// `<sender>_<first>-<last>_<suffix>.sqsb`: valid on FAT32 and exFAT. The suffix is
-    /// random unless given, so two exports never collide.
+    /// `<sender>_<first>-<last>_<suffix>.sqsb`: valid on FAT32 and exFAT. `first` is the first
+    /// of the sender's own changes the bundle may carry and `last` the sender's own sequence
+    /// number when it wrote it, so a bundle with none of its own changes reads `6-5`: a name
+    /// never claims a change its sender had not made. The suffix is random unless given, so
+    /// two exports never collide.
     public static func fileName(for header: ChangeSetHeader, suffix: String? = nil) -> String {
-        let range = header.senderRange
         let suffix = suffix ?? String(format: "%08x", UInt32.random(in: 0...UInt32.max))
-        return "\(header.sender)_\(range.lowerBound)-\(range.upperBound)_\(suffix).sqsb"
+        return "\(header.sender)_\(header.base[0] + 1)-\(header.senderSeq)_\(suffix).sqsb"
     }
 
-    /// The sender's sequence range a bundle file name announces, if it is one of ours.
-    public static func senderRange(ofFileName name: String) -> ClosedRange<Int64>? {
+    /// The sender's own sequence number a bundle file name announces (`last`), if it is one of ours.
+    public static func senderSeq(ofFileName name: String) -> Int64? {
         let parts = name.split(separator: "_")
         guard parts.count == 3 else { return nil }
         let bounds = parts[1].split(separator: "-").compactMap { Int64($0) }
-        guard bounds.count == 2, bounds[0] <= bounds[1] else { return nil }
-        return bounds[0]...bounds[1]
+        guard bounds.count == 2, bounds[0] <= bounds[1] + 1 else { return nil }
+        return bounds[1]
     }
 
     public static func isBundleFileName(_ name: String) -> Bool {
@@ -73,12 +77,17 @@ public enum BundleExchange {
 
     /// Verifies a bundle completely, then merges it in one transaction. A schema the
     /// replica lacks holds the bundle (copied beside the database) instead of failing.
+    /// A bundle of this replica's own knowledge ID (an operator importing a whole stick's
+    /// outboxes) is tried without committing: if it would change nothing here, this replica
+    /// wrote it and the outcome is ``ImportResult/Outcome/ownBundle``; anything else means
+    /// another database writes under this ID, and is refused as a copy.
     public static func importBundle(
         path: String, into replica: Replica, trust: AllowedSigners, dryRun: Bool = false,
-        progress: ((Int) -> Void)? = nil
+        learning: LearningEvent.ByWriter = [:], progress: ((Int) -> Void)? = nil
     ) throws -> ImportResult {
         let reader = try BundleReader(path: path)
         let signer = try reader.verify(trust: trust)
+        let own = reader.header.sender == replica.knowledgeID
         var result = ImportResult(
             path: path, sender: reader.header.sender, senderName: reader.header.senderName, signer: signer,
             senderKnowledge: Knowledge(Dictionary(uniqueKeysWithValues: zip(reader.header.sites, reader.header.knowledge))),
@@ -89,8 +98,9 @@ public enum BundleExchange {
         if enforcedForeignKeys { try replica.database.execute("PRAGMA foreign_keys = OFF") }
         defer { if enforcedForeignKeys { try? replica.database.execute("PRAGMA foreign_keys = ON") } }
         do {
-            result.summary = try replica.database.inTransaction(commit: !dryRun) {
-                let applier = try ChangeApplier(replica: replica, header: reader.header)
+            result.summary = try replica.database.inTransaction(commit: !dryRun && !own) {
+                let applier = try ChangeApplier(
+                    replica: replica, header: reader.header, checkingOwnBundle: own, learning: learning)
                 var applied = 0
                 try reader.forEachChange { change in
                     try applier.apply(change)
@@ -99,13 +109,29 @@ public enum BundleExchange {
                 }
                 return try applier.finish()
             }
+        } catch let error as ChangeLogError where own {
+            throw copiedIdentity(path, replica: replica, error.description)
         } catch let error as ChangeLogError where error.kind == .schemaMismatch {
             result.outcome = .held(reason: error.description)
             if !dryRun { try HeldBundles(replica: replica).hold(reader, reason: error.description) }
             return result
         }
+        if own {
+            guard result.summary.changes == 0 && result.summary.conflicts == 0 else {
+                throw copiedIdentity(path, replica: replica, "its changes differ from the ones held here")
+            }
+            result.outcome = .ownBundle
+            return result
+        }
         if !dryRun { try HeldBundles(replica: replica).release(digestOf: reader) }
         return result
+    }
+
+    private static func copiedIdentity(_ path: String, replica: Replica, _ detail: String) -> ChangeLogError {
+        ChangeLogError(
+            .identityClash,
+            "\(path): the bundle comes from this replica's own knowledge ID \(replica.knowledgeID) but was not written by \(replica.path) (\(detail)): one database was copied instead of cloned; keep one copy and make others with `sqsync clone`"
+        )
     }
 
     /// Imports every bundle a replica holds, in case a migration now lets them apply.

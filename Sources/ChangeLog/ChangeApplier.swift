@@ -78,6 +78,7 @@ public final class ChangeApplier {
     private let knownBefore: [Int: Int64]
     private let senderKnows: [Int: Int64]
     private let targets: [Target]
+    let learning: LearningEvent.ByWriter
     var highestClock: Int64
     private let statements: Statements
 
@@ -103,12 +104,17 @@ public final class ChangeApplier {
     /// Checks that the change set may be applied here, before anything is written: it does
     /// not come from this replica's own identity or a retired peer, and every table and
     /// column it carries exists here (otherwise it must be held until a migration).
-    public init(replica: Replica, header: ChangeSetHeader) throws {
+    /// `checkingOwnBundle` admits this replica's own identity, for a trial that must change nothing.
+    /// `learning`: when peers learned of this replica's changes (``LearningEvent``), if known.
+    public init(
+        replica: Replica, header: ChangeSetHeader, checkingOwnBundle: Bool = false, learning: LearningEvent.ByWriter = [:]
+    ) throws {
         self.replica = replica
+        self.learning = learning
         self.database = replica.database
         self.header = header
         let path = replica.path
-        if header.sender == replica.knowledgeID {
+        if header.sender == replica.knowledgeID && !checkingOwnBundle {
             throw ChangeLogError(
                 .identityClash,
                 "\(path): the bundle comes from a replica with this replica's own knowledge ID \(replica.knowledgeID): one database was copied instead of cloned; keep one copy and make others with `sqsync clone`"
@@ -423,7 +429,9 @@ public final class ChangeApplier {
             }
             if isLater(theirs, than: ours) {
                 winners.append((incoming, column, theirs))
-                if !knownToSender(ours) && !knownHere(theirs) { displaced.append((column, ours, theirs)) }
+                if (!knownToSender(ours) || overwritesConcurrentOwnValue(ours, with: theirs)) && !knownHere(theirs) {
+                    displaced.append((column, ours, theirs))
+                }
             } else if !knownHere(theirs) {
                 losers.append((column, incoming.value, theirs, ours))
             }

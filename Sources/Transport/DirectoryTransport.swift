@@ -2,16 +2,21 @@ import Foundation
 
 /// A mailbox in a local folder: a shared folder or a mounted USB stick.
 ///
-/// Files are published as the ``Transport`` contract asks: written to `.tmp-<uuid>` in the
+/// Files are published as the ``Transport`` contract asks: written to `.tmp-<owner>-<uuid>` in the
 /// target folder, flushed with `fsync`, then given their final name with `link` + `unlink`,
 /// which fails with `EEXIST` instead of replacing a file another writer published. Where the
 /// file system has no hard links (FAT and exFAT sticks), it falls back to checking that the
 /// name is free and `rename`: that leaves a tiny window in which two writers of the *same*
 /// name could race, which the contract rules out by giving every published file a unique
 /// name. Finally the folder itself is flushed, so the new name survives a power cut.
+///
+/// Whoever can write to the folder may plant symbolic links: none is listed, and a path
+/// with a symbolic link anywhere below the root is refused, never followed, so no read,
+/// write or removal reaches outside the mailbox. (The root itself may be a link.)
 public final class DirectoryTransport: Transport {
     /// The folder everything is relative to.
     public let root: String
+    public var uploadOwner = ""
 
     public var displayName: String { root }
 
@@ -24,21 +29,25 @@ public final class DirectoryTransport: Transport {
         try entries(in: directory).filter { $0.isFile && !$0.name.hasPrefix(temporaryPrefix) }.map(\.name)
     }
 
+    public func temporaryFiles(in directory: String) throws -> [String] {
+        try entries(in: directory).filter { $0.isFile && $0.name.hasPrefix(temporaryPrefix) }.map(\.name)
+    }
+
     public func listDirectories(in directory: String) throws -> [String] {
         try entries(in: directory).filter(\.isDirectory).map(\.name)
     }
 
     public func readFile(_ path: String, to localPath: String) throws {
-        let input = try LocalFile(path: try RelativePath.join(root, path), flags: O_RDONLY | O_CLOEXEC)
+        let input = try LocalFile(path: try resolved(path), flags: O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         try LocalFile.replace(localPath) { output in try input.copy(to: output) }
     }
 
     public func writeFile(from localPath: String, to path: String) throws {
-        let final = try RelativePath.join(root, path)
+        let final = try resolved(path)
         let folder = RelativePath.parent(of: final)
         guard try !exists(final) else { throw alreadyExists(final) }
         let input = try LocalFile(path: localPath, flags: O_RDONLY | O_CLOEXEC)
-        let temporary = "\(folder)/\(temporaryPrefix)\(UUID().uuidString.lowercased())"
+        let temporary = temporaryName(in: folder)
         let output = try LocalFile(path: temporary, flags: O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC)
         do {
             try input.copy(to: output)
@@ -53,12 +62,12 @@ public final class DirectoryTransport: Transport {
     }
 
     public func removeFile(_ path: String) throws {
-        let target = try RelativePath.join(root, path)
+        let target = try resolved(path)
         try POSIX.run("unlink", target, allowing: [ENOENT], { unlink(target) }, failed: { $0 != 0 })
     }
 
     public func makeDirectories(_ path: String) throws {
-        let full = try RelativePath.join(root, path)
+        let full = try resolved(path)
         var current = ""
         for (index, part) in full.split(separator: "/").enumerated() {
             current = index == 0 && !full.hasPrefix("/") ? String(part) : "\(current)/\(part)"
@@ -73,6 +82,23 @@ public final class DirectoryTransport: Transport {
                 try LocalFile.syncDirectory(RelativePath.parent(of: current))
             }
         }
+    }
+
+    /// The full path of a transport path, refused when a component below the root is a
+    /// symbolic link (planted by whoever can write to the folder), so it is never followed.
+    private func resolved(_ path: String) throws -> String {
+        var current = try RelativePath.join(root, "")
+        for part in try RelativePath.components(path) {
+            current = try RelativePath.join(current, part)
+            var info = stat()
+            let status = try POSIX.run(
+                "lstat", current, allowing: [ENOENT, ENOTDIR], { lstat(current, &info) }, failed: { $0 != 0 })
+            if status.errno != nil { break }
+            if info.st_mode & S_IFMT == S_IFLNK {
+                throw TransportError(.io, "\(current): is a symbolic link; refusing to follow it out of the mailbox")
+            }
+        }
+        return try RelativePath.join(root, path)
     }
 
     /// Gives `temporary` the name `final` unless `final` already exists (see the type's comment).
@@ -101,7 +127,7 @@ public final class DirectoryTransport: Transport {
     /// file systems leave unknown), sorted by name. A missing folder, or a file where a folder
     /// was expected, has none (as over SFTP, where OpenSSH reports both as "no such file").
     private func entries(in directory: String) throws -> [Entry] {
-        let folder = try RelativePath.join(root, directory)
+        let folder = try resolved(directory)
         let opened = try POSIX.run(
             "opendir", folder, allowing: [ENOENT, ENOTDIR], { opendir(folder) }, failed: { $0 == nil })
         guard let stream = opened.value else { return [] }
@@ -152,11 +178,15 @@ let temporaryPrefix = ".tmp-"
 
 /// Turns transport-relative paths (`/`-separated, below the root) into full ones.
 enum RelativePath {
-    /// The non-empty components of `path`; `..` is refused so no path leaves the root.
+    /// The non-empty components of `path`; `..` and absolute paths are refused so no path
+    /// leaves the root.
     static func components(_ path: String) throws -> [String] {
         let parts = path.split(separator: "/").filter { $0 != "." }.map(String.init)
         guard !parts.contains("..") else {
             throw TransportError(.io, "\(path): a transport path may not contain '..'")
+        }
+        guard !path.hasPrefix("/") else {
+            throw TransportError(.io, "\(path): a transport path is relative to the mailbox, not absolute")
         }
         return parts
     }

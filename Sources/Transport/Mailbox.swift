@@ -13,6 +13,11 @@ public struct SyncReport: Sendable {
     public var refused: [(name: String, reason: String)] = []
     public var exported: ExportResult?
     public var removed = 0
+    /// Unfinished uploads of this replica (a sync killed half-way) removed from the mailbox.
+    public var leftoversRemoved = 0
+    /// Files in the mailbox that were ignored (unsigned, forged or untrusted acknowledgements,
+    /// junk in this replica's outbox): one line each, naming the file.
+    public var warnings: [String] = []
 
     public init() {}
 }
@@ -20,11 +25,17 @@ public struct SyncReport: Sendable {
 /// The mailbox layout shared by every medium (SPEC §5):
 ///
 ///     sqsync/outbox/<knowledge-id>/<bundle>.sqsb   what each replica left for the others
-///     sqsync/acks/<knowledge-id>/<clock>_<r>.ack   what each replica last said it holds
+///     sqsync/acks/<knowledge-id>/<clock>_<r>.ack   what each replica last said it holds (signed)
 ///
 /// A sync imports what is new, acknowledges, then leaves one bundle with what the
 /// least-informed reader lacks, replacing its previous one. A stick thus carries bundles
 /// for many sites and relays between sites that never meet. Not Sendable on purpose.
+///
+/// Whoever can write to the folder is not trusted: acknowledgements count only when signed
+/// by a trusted key for the replica whose folder holds them (``MailboxAcknowledgement``),
+/// and a file in this replica's own outbox that it did not write is removed unless it is a
+/// bundle signed under this replica's knowledge ID (a copied database). Symbolic links are
+/// never listed nor followed (see each transport).
 public final class Mailbox {
     static let outbox = "sqsync/outbox"
     static let acks = "sqsync/acks"
@@ -43,7 +54,11 @@ public final class Mailbox {
         try replica.numberPendingChanges()
         try transport.makeDirectories("\(Self.outbox)/\(me)")
         try transport.makeDirectories("\(Self.acks)/\(me)")
+        transport.uploadOwner = me
+        report.leftoversRemoved = try removeOwnLeftovers(of: me)
 
+        let before = try replica.knowledge()
+        let peers = try readAcknowledgements(excluding: me, replica: replica, trust: trust, scratch: scratch, report: &report)
         report.imported += try BundleExchange.retryHeld(replica: replica, trust: trust)
         var listed: Set<String> = []
         var bundles: [(sender: String, name: String)] = []
@@ -59,7 +74,8 @@ public final class Mailbox {
             let local = scratch.path + "/" + bundle.name
             guard try fetch("\(Self.outbox)/\(bundle.sender)", bundle.name, to: local) else { continue }
             do {
-                let result = try BundleExchange.importBundle(path: local, into: replica, trust: trust)
+                let result = try BundleExchange.importBundle(
+                    path: local, into: replica, trust: trust, learning: peers.mapValues(\.learned))
                 report.imported.append(result)
                 try replica.markSeen(bundle: bundle.name, knowledge: result.senderKnowledge)
             } catch let error as BundleError where error.kind != .io {
@@ -75,18 +91,35 @@ public final class Mailbox {
         try replica.forgetSeen(keeping: listed)
 
         let knowledge = try replica.knowledge()
-        try writeAcknowledgement(knowledge, of: me, scratch: scratch)
-        // Acknowledgement files are not signed: they choose what to export and which bundles
-        // to remove here, but purge trusts only the acknowledgements signed bundles carry.
-        let readers = try readerKnowledge(excluding: me, replica: replica, scratch: scratch)
+        try writeAcknowledgement(
+            knowledge, learnedSince: before, of: me, name: replica.name, key: key, trust: trust, scratch: scratch)
+        let readers = peers.mapValues(\.knowledge)
 
-        let mine = try transport.listFiles(in: "\(Self.outbox)/\(me)").filter(BundleExchange.isBundleFileName)
-        let ownSeq = knowledge[me]
-        if let foreign = mine.first(where: { (BundleExchange.senderRange(ofFileName: $0)?.upperBound ?? 0) > ownSeq }) {
-            // A bundle in this replica's own outbox with changes it never made: another database
-            // writes under the same knowledge ID. Leave everything as it is and say so.
-            report.refused.append((foreign, "\(transport.displayName)/\(Self.outbox)/\(me)/\(foreign) carries changes of this replica's knowledge ID \(me) that it never made: another database is a copy of this one; keep one and make the others with `sqsync clone`"))
-            return report
+        var mine: [String] = []
+        for name in try transport.listFiles(in: "\(Self.outbox)/\(me)") {
+            let path = "\(Self.outbox)/\(me)/\(name)"
+            guard BundleExchange.isBundleFileName(name) else {
+                try transport.removeFile(path)
+                report.warnings.append("\(transport.displayName)/\(path): not written by this replica; removed")
+                continue
+            }
+            guard (BundleExchange.senderSeq(ofFileName: name) ?? 0) > knowledge[me] else {
+                mine.append(name)
+                continue
+            }
+            if try isSignedBundle(path, of: me, beyond: knowledge[me], trust: trust, scratch: scratch) {
+                // A bundle in this replica's own outbox with changes it never made: another database
+                // writes under the same knowledge ID. Leave everything as it is and say so.
+                report.refused.append(
+                    (
+                        name,
+                        "\(transport.displayName)/\(path) carries changes of this replica's knowledge ID \(me) that it never made: another database is a copy of this one; keep one and make the others with `sqsync clone`"
+                    ))
+                return report
+            }
+            try transport.removeFile(path)
+            report.warnings.append(
+                "\(transport.displayName)/\(path): not a bundle signed by this replica's knowledge ID; removed")
         }
         let base = Knowledge.common(Array(readers.values))
         let everyoneHasAll = !readers.isEmpty && base.covers(knowledge)
@@ -137,35 +170,97 @@ public final class Mailbox {
         return digest.prefix(4).map { String(format: "%02x", $0) }.joined()
     }
 
-    private func writeAcknowledgement(_ knowledge: Knowledge, of me: String, scratch: ScratchDirectory) throws {
+    /// Removes what uploads of this replica killed half-way left in the two folders only it
+    /// writes to; others' unfinished uploads are theirs to clear.
+    private func removeOwnLeftovers(of me: String) throws -> Int {
+        var removed = 0
+        for folder in ["\(Self.outbox)/\(me)", "\(Self.acks)/\(me)"] {
+            for name in try transport.temporaryFiles(in: folder) where name.hasPrefix("\(temporaryPrefix)\(me)-") {
+                try transport.removeFile("\(folder)/\(name)")
+                removed += 1
+            }
+        }
+        return removed
+    }
+
+    /// Whether a file in this replica's outbox is a bundle signed by a trusted key under this
+    /// replica's knowledge ID, with changes beyond `seq`: a copy of this database wrote it.
+    private func isSignedBundle(
+        _ path: String, of me: String, beyond seq: Int64, trust: AllowedSigners, scratch: ScratchDirectory
+    )
+        throws -> Bool
+    {
+        let local = scratch.path + "/outbox-check.sqsb"
+        defer { try? FileManager.default.removeItem(atPath: local) }
+        let folder = RelativePath.parent(of: path), name = String(path.dropFirst(folder.count + 1))
+        guard try fetch(folder, name, to: local) else { return false }
+        do {
+            let reader = try BundleReader(path: local)
+            _ = try reader.verify(trust: trust)
+            return reader.header.sender == me && reader.header.senderSeq > seq
+        } catch is BundleError {
+            return false
+        }
+    }
+
+    /// Leaves this replica's signed acknowledgement and removes every other file in its folder
+    /// (only it writes there, so anything else is stale or planted). What this sync's imports
+    /// taught it (from `before` to `knowledge`) updates the learning events its previous
+    /// acknowledgement reported.
+    private func writeAcknowledgement(
+        _ knowledge: Knowledge, learnedSince before: Knowledge, of me: String, name replicaName: String, key: SigningKey,
+        trust: AllowedSigners, scratch: ScratchDirectory
+    ) throws {
         let folder = "\(Self.acks)/\(me)"
-        let old = try transport.listFiles(in: folder).filter { $0.hasSuffix(".ack") }
+        let old = try transport.listFiles(in: folder)
+        var earlier: [String: LearningEvent] = [:]
+        if let previous = old.filter({ $0.hasSuffix(".ack") }).max() {
+            let local = scratch.path + "/" + previous
+            if try fetch(folder, previous, to: local),
+                let text = try? String(contentsOfFile: local, encoding: .utf8),
+                let acknowledgement = try? MailboxAcknowledgement.verified(text, expectedReplica: me, trust: trust)
+            {
+                earlier = acknowledgement.acknowledgement.learned
+            }
+            try? FileManager.default.removeItem(atPath: local)
+        }
+        let learned = LearningEvent.after(earlier, before: before, after: knowledge, ownSeq: before[me], me: me)
         let stamp = String(format: "%020llu", UInt64(Date().timeIntervalSince1970 * 1000))
         let name = "\(stamp)_\(String(format: "%08x", UInt32.random(in: 0...UInt32.max))).ack"
         let local = scratch.path + "/" + name
-        let text = knowledge.seqs.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)\n" }.joined()
+        let text = try MailboxAcknowledgement(replica: me, name: replicaName, knowledge: knowledge, learned: learned)
+            .signedText(key: key)
         try Data(text.utf8).write(to: URL(fileURLWithPath: local))
         try transport.writeFile(from: local, to: "\(folder)/\(name)")
-        for stale in old where stale < name { try transport.removeFile("\(folder)/\(stale)") }
+        for stale in old where stale != name { try transport.removeFile("\(folder)/\(stale)") }
     }
 
-    /// The newest acknowledgement of every other replica that left one here.
-    private func readerKnowledge(excluding me: String, replica: Replica, scratch: ScratchDirectory) throws -> [String: Knowledge]
-    {
+    /// The newest validly signed acknowledgement of every other replica that left one here,
+    /// also recorded in the replica (so `status` shows it). Newer files that are not validly
+    /// signed for that replica are ignored with a warning, and do not hide an older valid one.
+    private func readAcknowledgements(
+        excluding me: String, replica: Replica, trust: AllowedSigners, scratch: ScratchDirectory, report: inout SyncReport
+    ) throws -> [String: MailboxAcknowledgement] {
         let retired = Set(try replica.peers().filter(\.retired).map(\.knowledgeID))
-        var readers: [String: Knowledge] = [:]
+        var readers: [String: MailboxAcknowledgement] = [:]
         for reader in try transport.listDirectories(in: Self.acks) where reader != me && !retired.contains(reader) {
-            guard let newest = try transport.listFiles(in: "\(Self.acks)/\(reader)").filter({ $0.hasSuffix(".ack") }).max() else {
-                continue
+            let folder = "\(Self.acks)/\(reader)"
+            for name in try transport.listFiles(in: folder).filter({ $0.hasSuffix(".ack") }).sorted().reversed() {
+                let local = scratch.path + "/" + name
+                defer { try? FileManager.default.removeItem(atPath: local) }
+                guard try fetch(folder, name, to: local) else { continue }
+                do {
+                    let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: local)), as: UTF8.self)
+                    let acknowledgement = try MailboxAcknowledgement.verified(text, expectedReplica: reader, trust: trust)
+                        .acknowledgement
+                    readers[reader] = acknowledgement
+                    try replica.recordAcknowledgement(
+                        of: reader, name: acknowledgement.name, knowledge: acknowledgement.knowledge)
+                    break
+                } catch let error as TransportError {
+                    report.warnings.append("\(transport.displayName)/\(folder)/\(name): ignored: \(error.description)")
+                }
             }
-            let local = scratch.path + "/" + newest
-            guard try fetch("\(Self.acks)/\(reader)", newest, to: local) else { continue }
-            var seqs: [String: Int64] = [:]
-            for line in (try String(contentsOfFile: local, encoding: .utf8)).split(separator: "\n") {
-                let fields = line.split(separator: " ")
-                if fields.count == 2, let seq = Int64(fields[1]) { seqs[String(fields[0])] = seq }
-            }
-            readers[reader] = Knowledge(seqs)
         }
         return readers
     }

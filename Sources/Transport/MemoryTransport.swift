@@ -15,6 +15,7 @@ public final class MemoryTransport: Transport {
     public private(set) var directories: Set<String> = [""]
 
     public let displayName: String
+    public var uploadOwner = ""
 
     public init(displayName: String = "memory:") {
         self.displayName = displayName
@@ -23,6 +24,11 @@ public final class MemoryTransport: Transport {
     public func listFiles(in directory: String) throws -> [String] {
         let folder = try normalized(directory)
         return files.keys.compactMap { child(of: folder, $0) }.filter { !$0.hasPrefix(temporaryPrefix) }.sorted()
+    }
+
+    public func temporaryFiles(in directory: String) throws -> [String] {
+        let folder = try normalized(directory)
+        return files.keys.compactMap { child(of: folder, $0) }.filter { $0.hasPrefix(temporaryPrefix) }.sorted()
     }
 
     public func listDirectories(in directory: String) throws -> [String] {

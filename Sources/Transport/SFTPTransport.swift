@@ -4,11 +4,15 @@ import Foundation
 /// A mailbox in a folder on an SSH server, reached over SFTP, so the server needs nothing but
 /// OpenSSH (no sqsync).
 ///
-/// Uploads go to `.tmp-<uuid>` in the target folder, are flushed with `fsync@openssh.com`
+/// Uploads go to `.tmp-<owner>-<uuid>` in the target folder, are flushed with `fsync@openssh.com`
 /// when the server offers it, and are then renamed. libssh 0.10 only has the plain SFTPv3
 /// rename, which refuses to replace an existing name; the ``Transport`` contract (unique
 /// names) makes that the right behaviour anyway. A writer killed half-way leaves a `.tmp-`
 /// file, which is never listed.
+///
+/// Symbolic links planted in the mailbox are not followed: listings keep only regular files
+/// and folders (the server reports a link's own type), and ``makeDirectories(_:)`` checks
+/// every component with `lstat`, so a link where a folder should be is refused.
 ///
 /// Every wait for the server is bounded by ``SSHOptions/timeoutSeconds``: a transfer that keeps
 /// moving may take longer in total, one that stalls fails with `.timeout`.
@@ -21,6 +25,7 @@ public final class SFTPTransport: Transport {
     /// The target's folder as SFTP sees it (relative paths start in the login folder).
     private let root: String
     private let canFsync: Bool
+    public var uploadOwner = ""
 
     /// Connects, checks the host key, logs in and opens SFTP; fails with a ``TransportError``
     /// whose kind tells the caller what to tell the user (unknown or changed host key,
@@ -41,6 +46,12 @@ public final class SFTPTransport: Transport {
 
     public func listDirectories(in directory: String) throws -> [String] {
         try entries(in: directory).filter { $0.type == SSH_FILEXFER_TYPE_DIRECTORY }.map(\.name)
+    }
+
+    public func temporaryFiles(in directory: String) throws -> [String] {
+        try entries(in: directory)
+            .filter { $0.type == SSH_FILEXFER_TYPE_REGULAR && $0.name.hasPrefix(temporaryPrefix) }
+            .map(\.name)
     }
 
     public func readFile(_ path: String, to localPath: String) throws {
@@ -65,7 +76,7 @@ public final class SFTPTransport: Transport {
         let final = try remote(path)
         guard try attributes(final) == nil else { throw alreadyExists(final) }
         let input = try LocalFile(path: localPath, flags: O_RDONLY | O_CLOEXEC)
-        let temporary = "\(RelativePath.parent(of: final))/\(temporaryPrefix)\(UUID().uuidString.lowercased())"
+        let temporary = temporaryName(in: RelativePath.parent(of: final))
         let file = try SFTPFile(sftp, path: temporary, flags: O_WRONLY | O_CREAT | O_EXCL)
         do {
             try upload(input, to: file)

@@ -30,6 +30,21 @@ public protocol Transport: AnyObject {
 
     /// Creates `path` and any missing parents; an existing folder is not an error.
     func makeDirectories(_ path: String) throws
+
+    /// Who is uploading: temporary names are `.tmp-<uploadOwner>-<random>` (`.tmp-<random>`
+    /// while empty), so a writer can recognise, and remove, what its own killed uploads left.
+    var uploadOwner: String { get set }
+
+    /// Names of the unfinished uploads (`.tmp-…` files, anyone's) in `directory`.
+    func temporaryFiles(in directory: String) throws -> [String]
+}
+
+extension Transport {
+    /// A new temporary name in `folder` for an upload (see ``uploadOwner``).
+    func temporaryName(in folder: String) -> String {
+        let owner = uploadOwner.isEmpty ? "" : uploadOwner + "-"
+        return "\(folder)/\(temporaryPrefix)\(owner)\(UUID().uuidString.lowercased())"
+    }
 }
 
 /// A transport failure, with the medium and the path or host it concerns in its message.

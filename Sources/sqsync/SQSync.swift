@@ -17,10 +17,11 @@ struct SQSync: ParsableCommand {
         ])
 
     /// Runs the command and maps every failure to one stderr line and the spec's exit codes;
-    /// ArgumentParser's own usage errors (64) become 2.
+    /// ArgumentParser's own usage errors (64) become 2. Global options may come first.
     static func main() {
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(
+                GlobalOptionsPlacement.reordered(Array(CommandLine.arguments.dropFirst()), root: SQSync.self))
             try command.run()
         } catch let exit as ExitCode {
             Foundation.exit(exit.rawValue)

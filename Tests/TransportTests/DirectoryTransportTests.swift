@@ -162,6 +162,40 @@ final class DirectoryTransportTests: XCTestCase {
         XCTAssertEqual(try RelativePath.join(".", "a/b"), "a/b")
         XCTAssertEqual(try RelativePath.join("/srv/box/", ""), "/srv/box/")
         XCTAssertThrowsError(try RelativePath.join("/srv", "a/../../etc"))
+        XCTAssertThrowsError(try RelativePath.join("/srv", "/etc/passwd"), "an absolute path leaves the root")
+    }
+
+    func testUploadsAreNamedAfterTheirOwnerAndListedAsTemporary() throws {
+        let scratch = try makeScratchFolder(self)
+        let transport = DirectoryTransport(root: scratch.path)
+        transport.uploadOwner = "owner-id"
+        XCTAssertTrue(transport.temporaryName(in: "box").hasPrefix("box/.tmp-owner-id-"))
+        try transport.makeDirectories("box")
+        try Data("partial".utf8).write(to: scratch.appendingPathComponent("box/.tmp-owner-id-1"))
+        try Data("x".utf8).write(to: scratch.appendingPathComponent("box/real"))
+        XCTAssertEqual(try transport.temporaryFiles(in: "box"), [".tmp-owner-id-1"])
+        XCTAssertEqual(try transport.listFiles(in: "box"), ["real"])
+    }
+
+    func testSymbolicLinksBelowTheRootAreNeitherListedNorFollowed() throws {
+        let scratch = try makeScratchFolder(self)
+        let outside = scratch.appendingPathComponent("outside").path
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        try Data("secret".utf8).write(to: URL(fileURLWithPath: outside + "/file"))
+        let transport = DirectoryTransport(root: scratch.appendingPathComponent("box").path)
+        try transport.makeDirectories("sqsync")
+        let root = transport.root
+        try FileManager.default.createSymbolicLink(atPath: root + "/sqsync/linked", withDestinationPath: outside)
+        try FileManager.default.createSymbolicLink(atPath: root + "/sqsync/file-link", withDestinationPath: outside + "/file")
+        XCTAssertEqual(try transport.listFiles(in: "sqsync"), [])
+        XCTAssertEqual(try transport.listDirectories(in: "sqsync"), [])
+        let local = scratch.appendingPathComponent("copy").path
+        XCTAssertThrowsError(try transport.readFile("sqsync/file-link", to: local))
+        XCTAssertThrowsError(try transport.readFile("sqsync/linked/file", to: local))
+        XCTAssertThrowsError(try transport.listFiles(in: "sqsync/linked"))
+        XCTAssertThrowsError(try transport.removeFile("sqsync/linked/file"))
+        XCTAssertThrowsError(try transport.writeFile(from: outside + "/file", to: "sqsync/linked/new"))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outside), ["file"])
     }
 }
 

@@ -36,7 +36,7 @@ extension SQSync {
             }
             if clear {
                 let removed = try replica.clearConflicts()
-                global.say("cleared \(removed) conflicts")
+                global.say("cleared \(counted(removed, "conflict"))")
             }
         }
 

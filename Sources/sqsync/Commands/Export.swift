@@ -15,7 +15,9 @@ extension SQSync {
             String?
         @Option(
             name: .customLong("for"),
-            help: ArgumentHelp("Only what this peer (name or knowledge ID) has not acknowledged.", valueName: "PEER"))
+            help: ArgumentHelp(
+                "Only what this peer (name or knowledge ID) has not acknowledged; everything for a knowledge ID never heard of.",
+                valueName: "PEER"))
         var peer: String?
         @Option(name: .long, help: ArgumentHelp("Only what this knowledge lacks (ID:SEQ,ID:SEQ…).", valueName: "KNOWLEDGE"))
         var since: String?
@@ -32,7 +34,7 @@ extension SQSync {
             let replica = try Replica(path: db)
             let key = try global.signingKey()
             var base = Knowledge()
-            if let peer { base = try replica.peer(named: peer).acknowledged }
+            if let peer { base = try acknowledged(by: peer, replica: replica) }
             if let since { base = try Knowledge(parsing: since) }
             if let to {
                 var isDirectory: ObjCBool = false
@@ -50,7 +52,19 @@ extension SQSync {
                     "knowledge": Dictionary(uniqueKeysWithValues: zip(result.header.sites, result.header.knowledge)),
                 ])
             } else {
-                global.say("wrote \(result.path): \(result.rows) rows changed, \(result.bytes) bytes")
+                global.say("wrote \(result.path): \(counted(result.rows, "row")) changed, \(counted(result.bytes, "byte"))")
+            }
+        }
+
+        /// What `peer` acknowledged. A peer known by name or ID (met directly, relayed, or
+        /// through a mailbox acknowledgement) has its acknowledgement; a well-formed knowledge ID
+        /// never heard of gets everything, so a first bundle can be made for a new site.
+        private func acknowledged(by peer: String, replica: Replica) throws -> Knowledge {
+            do {
+                return try replica.peer(named: peer).acknowledged
+            } catch is ChangeLogError where UUID(uuidString: peer) != nil {
+                global.say("\(peer) has acknowledged nothing yet: exporting every change")
+                return Knowledge()
             }
         }
     }

@@ -6,62 +6,113 @@ import Foundation
 extension SQSync {
     struct Import: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Verify and merge bundles, in any order; one transaction per bundle.")
+            abstract: "Verify and merge bundles, in any order; one transaction per bundle.",
+            discussion: """
+                Every file is tried on its own: a bad one is reported (one line naming it) and the \
+                others are still applied. Exit 3 if any file was rejected (not a bundle, damaged, \
+                badly signed, untrusted), else 1 if any could not be applied. Files in a folder that \
+                are not bundles (*.sqsb) are listed as skipped.
+                """)
 
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The replica.") var db: String
         @Argument(help: "Bundle files, or folders of bundles.") var bundles: [String]
         @Flag(name: .long, help: "Report per table what would change and conflict; change nothing.") var dryRun = false
 
+        /// What became of one file named on the command line or found in a folder.
+        private enum Outcome {
+            case imported(ImportResult)
+            case skipped(path: String, reason: String)
+            case failed(path: String, message: String, exitCode: Int32)
+        }
+
         func run() throws {
             let replica = try Replica(path: db)
             let trust = try global.trustedSigners()
             var files: [String] = []
+            var outcomes: [Outcome] = []
             for path in bundles {
                 var isDirectory: ObjCBool = false
-                guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-                    throw Failure.raise("\(path): no such file")
-                }
-                if isDirectory.boolValue {
-                    let names = try FileManager.default.contentsOfDirectory(atPath: path).filter(BundleExchange.isBundleFileName)
-                        .sorted()
-                    files += names.map { path + "/" + $0 }
+                if !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+                    outcomes.append(.failed(path: path, message: "\(path): no such file", exitCode: Failure.failed))
+                } else if isDirectory.boolValue {
+                    for name in try FileManager.default.contentsOfDirectory(atPath: path).sorted() {
+                        if BundleExchange.isBundleFileName(name) {
+                            files.append(path + "/" + name)
+                        } else {
+                            outcomes.append(.skipped(path: path + "/" + name, reason: "not a bundle (*.sqsb)"))
+                        }
+                    }
                 } else {
                     files.append(path)
                 }
             }
-            var results: [ImportResult] = []
-            if !dryRun { results += try BundleExchange.retryHeld(replica: replica, trust: trust) }
-            for file in files {
-                results.append(
-                    try BundleExchange.importBundle(
-                        path: file, into: replica, trust: trust, dryRun: dryRun, progress: global.progress("importing \(file)")))
-                global.endProgress()
+            if !dryRun {
+                outcomes += try BundleExchange.retryHeld(replica: replica, trust: trust).map(Outcome.imported)
             }
-            report(results)
+            for file in files {
+                outcomes.append(try importing(file, into: replica, trust: trust))
+            }
+            report(outcomes)
+            let codes = outcomes.compactMap { outcome -> Int32? in
+                if case .failed(_, _, let code) = outcome { return code }
+                return nil
+            }
+            if codes.contains(Failure.rejectedBundle) { throw ExitCode(Failure.rejectedBundle) }
+            if let code = codes.first { throw ExitCode(code) }
         }
 
-        private func report(_ results: [ImportResult]) {
+        /// One bundle; a failure that concerns only this file is returned, not thrown, so the
+        /// other files are still applied.
+        private func importing(_ file: String, into replica: Replica, trust: AllowedSigners) throws -> Outcome {
+            defer { global.endProgress() }
+            do {
+                return .imported(
+                    try BundleExchange.importBundle(
+                        path: file, into: replica, trust: trust, dryRun: dryRun, progress: global.progress("importing \(file)")))
+            } catch let error as BundleError {
+                return failure(file, error)
+            } catch let error as ChangeLogError {
+                return failure(file, error)
+            }
+        }
+
+        private func failure(_ file: String, _ error: Error) -> Outcome {
+            let failure = Failure(error) ?? Failure(message: "\(error)", exitCode: Failure.failed)
+            let message = failure.message.contains(file) ? failure.message : "\(file): \(failure.message)"
+            return .failed(path: file, message: message, exitCode: failure.exitCode)
+        }
+
+        private func report(_ outcomes: [Outcome]) {
+            for case .failed(_, let message, _) in outcomes {
+                FileHandle.standardError.write(Data("sqsync: \(message)\n".utf8))
+            }
             if global.json {
-                global.emitJSON([
-                    "dry_run": dryRun,
-                    "bundles": results.map { result -> [String: Any] in
-                        var object: [String: Any] = ["path": result.path, "sender": result.sender, "signer": result.signer]
-                        object.merge(result.summary.jsonObject) { a, _ in a }
-                        if case .held(let reason) = result.outcome { object["held"] = reason }
-                        return object
-                    },
-                ])
+                global.emitJSON(["dry_run": dryRun, "bundles": outcomes.map(jsonObject)])
                 return
             }
-            for result in results {
-                if case .held(let reason) = result.outcome {
-                    global.say("held \(result.path): \(reason)")
+            for outcome in outcomes {
+                switch outcome {
+                case .skipped(let path, let reason):
+                    global.say("skipped \(path): \(reason)")
+                case .failed:
                     continue
+                case .imported(let result):
+                    say(result)
                 }
+            }
+        }
+
+        private func say(_ result: ImportResult) {
+            switch result.outcome {
+            case .held(let reason):
+                global.say("held \(result.path): \(reason)")
+            case .ownBundle:
+                global.say("nothing new in \(result.path): this replica wrote it")
+            case .applied:
                 let verb = dryRun ? "would apply" : "applied"
                 global.say(
-                    "\(verb) \(result.path) from \(result.senderName) (signed by \(result.signer)): \(result.summary.changes) rows changed, \(result.summary.conflicts) conflicts"
+                    "\(verb) \(result.path) from \(result.senderName) (signed by \(result.signer)): \(counted(result.summary.changes, "row")) changed, \(counted(result.summary.conflicts, "conflict"))"
                 )
                 if dryRun {
                     for (table, counts) in result.summary.tables.sorted(by: { $0.key < $1.key }) {
@@ -70,6 +121,27 @@ extension SQSync {
                         )
                     }
                 }
+            }
+        }
+
+        /// One entry of `bundles` in the JSON output (docs/JSON_OUTPUT.md).
+        private func jsonObject(_ outcome: Outcome) -> [String: Any] {
+            switch outcome {
+            case .skipped(let path, let reason):
+                return ["path": path, "status": "skipped", "reason": reason]
+            case .failed(let path, let message, let code):
+                return ["path": path, "status": code == Failure.rejectedBundle ? "rejected" : "failed", "reason": message]
+            case .imported(let result):
+                var object: [String: Any] = ["path": result.path, "sender": result.sender, "signer": result.signer]
+                object.merge(result.summary.jsonObject) { a, _ in a }
+                switch result.outcome {
+                case .applied: object["status"] = dryRun ? "would_apply" : "applied"
+                case .ownBundle: object["status"] = "own"
+                case .held(let reason):
+                    object["status"] = "held"
+                    object["held"] = reason
+                }
+                return object
             }
         }
     }

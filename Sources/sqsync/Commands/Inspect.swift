@@ -48,7 +48,7 @@ extension SQSync {
                 ])
             } else {
                 var lines = [
-                    "bundle     \(file) (format \(reader.version), \(reader.fileSize) bytes)",
+                    "bundle     \(file) (format \(reader.version), \(counted(reader.fileSize, "byte")))",
                     "sender     \(header.senderName) (\(header.sender)), seq \(header.senderSeq)",
                     "created    \(Date(timeIntervalSince1970: Double(reader.createdAt) / 1000))",
                     "knowledge  \(Knowledge(Dictionary(uniqueKeysWithValues: zip(header.sites, header.knowledge))))",

@@ -69,7 +69,7 @@ extension SQSync {
                 global.emitJSON(["dry_run": dryRun, "tombstones_purged": result.tombstones, "held_back_by": holders])
             } else {
                 global.say(
-                    "\(dryRun ? "would purge" : "purged") \(result.tombstones) tombstones"
+                    "\(dryRun ? "would purge" : "purged") \(counted(result.tombstones, "tombstone"))"
                         + (holders.isEmpty ? "" : "; kept others for \(holders.joined(separator: ", "))"))
             }
         }

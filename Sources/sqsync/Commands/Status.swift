@@ -32,15 +32,15 @@ extension SQSync {
                 "tables     "
                     + (status.trackedTables.isEmpty
                         ? "none tracked"
-                        : status.trackedTables.map { "\($0.name) (\($0.rows) rows)" }.joined(separator: ", ")),
-                "changes    \(status.localChanges) local changes recorded, \(status.conflicts) conflicts logged",
+                        : status.trackedTables.map { "\($0.name) (\(counted($0.rows, "row")))" }.joined(separator: ", ")),
+                "changes    \(counted(status.localChanges, "local change")) recorded, \(counted(status.conflicts, "conflict")) logged",
             ]
             if status.peers.isEmpty {
                 lines.append("peers      none yet")
             }
             for lag in status.peers {
                 lines.append(
-                    "peer       \(lag.peer.name.isEmpty ? lag.peer.knowledgeID : lag.peer.name) (\(lag.peer.knowledgeID)): \(lag.unacknowledged) local changes not acknowledged, last heard \(lag.peer.lastHeard ?? "never")"
+                    "peer       \(lag.peer.name.isEmpty ? lag.peer.knowledgeID : lag.peer.name) (\(lag.peer.knowledgeID)): \(counted(lag.unacknowledged, "local change")) not acknowledged, last heard \(lag.peer.lastHeard ?? "never")"
                 )
             }
             let holders = status.peers.filter { $0.tombstonesHeldBack > 0 }.map {

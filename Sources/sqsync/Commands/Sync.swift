@@ -64,6 +64,9 @@ extension SQSync {
             for problem in report.rejected + report.refused {
                 FileHandle.standardError.write(Data("sqsync: \(target): \(problem.reason)\n".utf8))
             }
+            for warning in report.warnings {
+                FileHandle.standardError.write(Data("sqsync: warning: \(warning)\n".utf8))
+            }
             if global.json {
                 global.emitJSON([
                     "target": target, "bundles_in": applied.count, "changes_in": changesIn, "conflicts": conflicts,
@@ -71,10 +74,12 @@ extension SQSync {
                     "refused": report.refused.map { ["name": $0.name, "reason": $0.reason] },
                     "bundle_out": report.exported.map { URL(fileURLWithPath: $0.path).lastPathComponent } as Any,
                     "rows_out": report.exported?.rows ?? 0, "removed": report.removed,
+                    "leftovers_removed": report.leftoversRemoved, "warnings": report.warnings,
                 ])
             } else {
+                let out = report.exported.map { "1 bundle out (\(counted($0.rows, "row")))" } ?? "nothing new out"
                 global.say(
-                    "synced with \(target): \(applied.count) bundles in (\(changesIn) rows changed, \(conflicts) conflicts\(held > 0 ? ", \(held) held" : "")), \(report.exported == nil ? "nothing new out" : "1 bundle out (\(report.exported!.rows) rows)")\(report.removed > 0 ? ", \(report.removed) old bundles removed" : "")"
+                    "synced with \(target): \(counted(applied.count, "bundle")) in (\(counted(changesIn, "row")) changed, \(counted(conflicts, "conflict"))\(held > 0 ? ", \(held) held" : "")), \(out)\(report.removed > 0 ? ", \(counted(report.removed, "old bundle")) removed" : "")\(report.leftoversRemoved > 0 ? ", \(counted(report.leftoversRemoved, "unfinished upload")) of an earlier run removed" : "")"
                 )
             }
         }

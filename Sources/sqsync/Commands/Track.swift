@@ -27,7 +27,7 @@ extension SQSync {
             if global.json {
                 global.emitJSON(["tracked": captured.map { ["table": $0.table, "rows_captured": $0.rows] }])
             } else {
-                for entry in captured { global.say("tracking \(entry.table) (\(entry.rows) existing rows captured)") }
+                for entry in captured { global.say("tracking \(entry.table) (\(counted(entry.rows, "existing row")) captured)") }
             }
         }
     }
@@ -63,7 +63,7 @@ extension SQSync {
             if global.json {
                 global.emitJSON(["refreshed": tables])
             } else {
-                global.say("rebuilt triggers for \(tables.count) tables")
+                global.say("rebuilt triggers for \(counted(tables.count, "table"))")
             }
         }
     }

@@ -1,0 +1,102 @@
+import Bundle
+import ChangeLog
+import Crypto
+import Foundation
+
+/// What a replica left in a mailbox's `acks/<knowledge-id>/` folder: the knowledge it holds,
+/// signed like a bundle (SSHSIG, namespace `sqsync`, by a key in the reader's
+/// `allowed_signers`).
+///
+/// Acknowledgements decide what a sync leaves for the others and which bundles it removes,
+/// so an unsigned one would let anyone who can write to the folder (or the stick) make a peer
+/// skip exporting changes, or have a bundle removed before its reader took it. The signed
+/// text names the replica, so a valid file copied into another replica's folder is refused.
+///
+///     sqsync-ack 1
+///     replica <knowledge-id>
+///     name <name>
+///     knowledge <id>:<seq>,<id>:<seq>
+///     learned <id>:<previous>:<reached>:<own-seq>,…     (see ``LearningEvent``)
+///     -----BEGIN SSH SIGNATURE-----      (over every byte above this line)
+///     …
+///     -----END SSH SIGNATURE-----
+struct MailboxAcknowledgement {
+    static let magic = "sqsync-ack 1"
+    /// Bundles' namespace: `allowed_signers` lines limit sqsync keys to it. The signed text
+    /// starts with ``magic``, never with a bundle's magic, so one cannot pass for the other.
+    static let namespace = "sqsync"
+
+    var replica: String
+    var name: String
+    var knowledge: Knowledge
+    /// The replica's latest ``LearningEvent`` per other replica.
+    var learned: [String: LearningEvent] = [:]
+
+    /// The file's whole text, signed with `key`.
+    func signedText(key: SigningKey) throws -> String {
+        let payload = [
+            Self.magic, "replica \(replica)", "name \(name.filter { !$0.isNewline })", "knowledge \(knowledge)",
+            "learned "
+                + learned.sorted { $0.key < $1.key }.map {
+                    "\($0.key):\($0.value.previous):\($0.value.reached):\($0.value.ownSeq)"
+                }
+                .joined(separator: ","),
+            "",
+        ].joined(separator: "\n")
+        let signature = try SSHSignature.sign(
+            messageDigest: SHA512.hash(data: Data(payload.utf8)), namespace: Self.namespace, key: key)
+        return payload + signature.armored + (signature.armored.hasSuffix("\n") ? "" : "\n")
+    }
+
+    /// Reads a file left in `acks/<expectedReplica>/`; throws a one-line reason (without the
+    /// file's name) when it is not signed by a trusted key or speaks for another replica.
+    /// Returns the acknowledgement and the signer's principal.
+    static func verified(
+        _ text: String, expectedReplica: String, trust: AllowedSigners
+    ) throws -> (acknowledgement: MailboxAcknowledgement, signer: String) {
+        guard let armor = text.range(of: "-----BEGIN SSH SIGNATURE-----") else {
+            throw TransportError(.io, "not signed")
+        }
+        let payload = String(text[..<armor.lowerBound])
+        let signature: SSHSignature
+        do {
+            signature = try SSHSignature(armored: String(text[armor.lowerBound...]))
+        } catch {
+            throw TransportError(.io, "damaged signature")
+        }
+        guard
+            signature.isValid(
+                messageDigest: SHA512.hash(data: Data(payload.utf8)), namespace: namespace)
+        else {
+            throw TransportError(.io, "bad signature: the file was altered after it was signed")
+        }
+        guard let signer = trust.principal(for: signature.publicKey, namespace: namespace) else {
+            throw TransportError(.io, "signed by an untrusted key \(signature.publicKey.fingerprint)")
+        }
+        var fields: [String: String] = [:]
+        let lines = payload.split(separator: "\n", omittingEmptySubsequences: false)
+        guard lines.first == Substring(magic) else { throw TransportError(.io, "not an acknowledgement") }
+        for line in lines.dropFirst() {
+            guard let space = line.firstIndex(of: " ") else { continue }
+            fields[String(line[..<space])] = String(line[line.index(after: space)...])
+        }
+        guard let replica = fields["replica"], let knowledgeText = fields["knowledge"],
+            let knowledge = try? Knowledge(parsing: knowledgeText)
+        else {
+            throw TransportError(.io, "not an acknowledgement")
+        }
+        guard replica == expectedReplica else {
+            throw TransportError(.io, "speaks for replica \(replica), not \(expectedReplica)")
+        }
+        var learned: [String: LearningEvent] = [:]
+        for entry in (fields["learned"] ?? "").split(separator: ",") {
+            let parts = entry.split(separator: ":")
+            guard parts.count == 4, let previous = Int64(parts[1]), let reached = Int64(parts[2]), let own = Int64(parts[3])
+            else { throw TransportError(.io, "not an acknowledgement") }
+            learned[String(parts[0])] = LearningEvent(previous: previous, reached: reached, ownSeq: own)
+        }
+        return (
+            MailboxAcknowledgement(replica: replica, name: fields["name"] ?? "", knowledge: knowledge, learned: learned), signer
+        )
+    }
+}

@@ -1,0 +1,147 @@
+import Foundation
+import XCTest
+
+/// Someone who can write to the shared folder (or the stick) but holds no trusted key plants
+/// forged, untrusted and misplaced acknowledgements, symbolic links and junk. Through the
+/// built binary: every change still reaches every site, no bundle is removed before its
+/// readers took it, nothing outside the mailbox is touched, and each ignored file is named.
+final class MailboxTamperTests: XCTestCase {
+    private var h: Harness!
+    private var a = "", b = "", c = "", box = ""
+    private var replicas: [(db: String, name: String)] { [(a, "A"), (b, "B"), (c, "C")] }
+    private static let sshKeygen = "/usr/bin/ssh-keygen"
+
+    override func setUpWithError() throws {
+        h = try Harness()
+        a = try h.makeReplica("A", schema: "CREATE TABLE t(id TEXT PRIMARY KEY, v TEXT); INSERT INTO t VALUES ('0', 'seed');")
+        b = try h.cloneReplica(a, as: "B")
+        c = try h.cloneReplica(a, as: "C")
+        box = h.path("shared")
+        try FileManager.default.createDirectory(atPath: box, withIntermediateDirectories: true)
+    }
+
+    override func tearDown() { h = nil }
+
+    private func rows(_ db: String) throws -> String { try h.dump(db, table: "t", orderBy: "id") }
+
+    private func write(_ text: String, _ relative: String) throws {
+        try Data(text.utf8).write(to: URL(fileURLWithPath: box + "/" + relative))
+    }
+
+    /// An acknowledgement for `replica` in the right format, signed by `keyFile` with ssh-keygen.
+    private func signedAck(replica: String, knowledge: String, keyFile: String) throws -> String {
+        let payload = "sqsync-ack 1\nreplica \(replica)\nname evil\nknowledge \(knowledge)\nlearned \n"
+        let file = h.path("payload-\(UUID().uuidString.prefix(6))")
+        try Data(payload.utf8).write(to: URL(fileURLWithPath: file))
+        let signed = try Harness.run(Self.sshKeygen, ["-Y", "sign", "-f", keyFile, "-n", "sqsync", file])
+        XCTAssertEqual(signed.status, 0, signed.stderr)
+        return payload + (try String(contentsOfFile: file + ".sig", encoding: .utf8))
+    }
+
+    func testTamperedMailboxLosesNoChangeAndRemovesNoBundleEarly() throws {
+        try requireTools([Self.sshKeygen], install: "apt-get install openssh-client")
+        for replica in replicas + [(a, "A")] { try h.syncOK(replica.db, as: replica.name, box) }
+        let ids = try replicas.map { try h.knowledgeID($0.db) }
+        let (aID, bID, cID) = (ids[0], ids[1], ids[2])
+        let everything = ids.map { "\($0):999" }.joined(separator: ",")
+
+        // A key nobody trusts.
+        let evilKey = h.path("evil.key")
+        XCTAssertEqual(try h.sqsync(["keygen", "--out", evilKey, "--name", "evil"]).status, 0)
+        // A file outside the mailbox that links point at.
+        let victim = h.path("victim.txt")
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: victim))
+
+        // Forged acknowledgements claiming B and C hold everything: unsigned (old format and
+        // new), signed by an untrusted key, and B's genuine one copied into C's folder.
+        let newest = "99999999999999999999"
+        try write("\(aID) 999\n\(bID) 999\n\(cID) 999\n", "sqsync/acks/\(cID)/\(newest)_00000001.ack")
+        try write(
+            "sqsync-ack 1\nreplica \(cID)\nname C\nknowledge \(everything)\nlearned \n",
+            "sqsync/acks/\(cID)/\(newest)_00000002.ack")
+        try write(
+            try signedAck(replica: cID, knowledge: everything, keyFile: evilKey), "sqsync/acks/\(cID)/\(newest)_00000003.ack")
+        try write(
+            try signedAck(replica: bID, knowledge: everything, keyFile: evilKey), "sqsync/acks/\(bID)/\(newest)_00000001.ack")
+        let genuineB = try XCTUnwrap(
+            try FileManager.default.contentsOfDirectory(atPath: box + "/sqsync/acks/\(bID)").filter { $0.hasPrefix("0") }.first)
+        try FileManager.default.copyItem(
+            atPath: box + "/sqsync/acks/\(bID)/\(genuineB)", toPath: box + "/sqsync/acks/\(cID)/\(newest)_00000004.ack")
+        // Symbolic links: an acknowledgement, a "bundle" in B's own outbox, a whole outbox.
+        try FileManager.default.createSymbolicLink(
+            atPath: box + "/sqsync/acks/\(cID)/\(newest)_00000005.ack",
+            withDestinationPath: box + "/sqsync/acks/\(bID)/\(genuineB)")
+        try FileManager.default.createSymbolicLink(
+            atPath: box + "/sqsync/outbox/\(bID)/\(bID)_1-999_deadbeef.sqsb", withDestinationPath: victim)
+        let elsewhere = h.path("elsewhere")
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        try Data("keep me too".utf8).write(to: URL(fileURLWithPath: elsewhere + "/x_1-1_00000000.sqsb"))
+        try FileManager.default.createSymbolicLink(atPath: box + "/sqsync/outbox/linked", withDestinationPath: elsewhere)
+        // Junk: in A's own outbox, beside the mailbox, and a file named like a bundle in
+        // another outbox (rejected: exit 3, named).
+        try write("junk", "sqsync/outbox/\(aID)/notes.txt")
+        try write("junk", "sqsync/junk.bin")
+        let fakeID = UUID().uuidString.lowercased()
+        try FileManager.default.createDirectory(
+            atPath: box + "/sqsync/outbox/\(fakeID)", withIntermediateDirectories: true)
+        try write("not a bundle", "sqsync/outbox/\(fakeID)/\(fakeID)_1-1_00000000.sqsb")
+
+        /// A sync that sees the planted bundle: exit 3, one line naming it, the rest done.
+        func tamperedSync(
+            _ db: String, _ name: String, file: StaticString = #filePath, line: UInt = #line
+        ) throws -> ProcessResult {
+            let result = try h.sync(db, as: name, box)
+            XCTAssertEqual(result.status, 3, "\(name): \(result.stderr)", file: file, line: line)
+            XCTAssertTrue(result.stderr.contains("\(fakeID)_1-1_00000000.sqsb"), result.stderr, file: file, line: line)
+            XCTAssertTrue(result.stderr.contains("synced with"), result.stderr, file: file, line: line)
+            return result
+        }
+
+        try h.sqlite(a, "INSERT INTO t VALUES ('a', 'from A');")
+        try h.sqlite(b, "INSERT INTO t VALUES ('b', 'from B');")
+        try h.sqlite(c, "INSERT INTO t VALUES ('c', 'from C');")
+
+        let first = try tamperedSync(a, "A")
+        for forged in 1...4 {
+            XCTAssertTrue(
+                first.stderr.contains("sqsync/acks/\(cID)/\(newest)_0000000\(forged).ack: ignored"),
+                "forged ack \(forged) must be named: \(first.stderr)")
+        }
+        XCTAssertTrue(first.stderr.contains("sqsync/acks/\(bID)/\(newest)_00000001.ack: ignored"), first.stderr)
+        XCTAssertTrue(first.stderr.contains("outbox/\(aID)/notes.txt"), first.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: box + "/sqsync/outbox/\(aID)/notes.txt"))
+        let aBundles = bundlesIn(box).filter { $0.contains("/\(aID)/") }
+        XCTAssertEqual(aBundles.count, 1, "A left its bundle: \(bundlesIn(box))")
+
+        _ = try tamperedSync(b, "B")
+        XCTAssertTrue(
+            FileManager.default.fileExists(atPath: aBundles[0]), "C has not taken A's bundle yet: it must not be removed")
+        _ = try tamperedSync(c, "C")
+        for _ in 0..<2 {
+            for replica in replicas { _ = try tamperedSync(replica.db, replica.name) }
+        }
+        let expected = "'0'|'seed'\n'a'|'from A'\n'b'|'from B'\n'c'|'from C'\n"
+        for replica in replicas { XCTAssertEqual(try rows(replica.db), expected, "\(replica.name) lost a change") }
+
+        XCTAssertEqual(try String(contentsOfFile: victim, encoding: .utf8), "keep me", "a link was followed")
+        XCTAssertEqual(try String(contentsOfFile: elsewhere + "/x_1-1_00000000.sqsb", encoding: .utf8), "keep me too")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: elsewhere + "/x_1-1_00000000.sqsb"))
+    }
+
+    func testDirectoryTransportRefusesLinksOutOfTheMailbox() throws {
+        try h.syncOK(a, as: "A", box)
+        let aID = try h.knowledgeID(a)
+        // Someone swaps A's own acknowledgement folder for a link to a folder outside.
+        let outside = h.path("outside")
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        try Data("precious".utf8).write(to: URL(fileURLWithPath: outside + "/precious.ack"))
+        let folder = box + "/sqsync/acks/\(aID)"
+        try FileManager.default.removeItem(atPath: folder)
+        try FileManager.default.createSymbolicLink(atPath: folder, withDestinationPath: outside)
+        let result = try h.sync(a, as: "A", box)
+        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertEqual(result.stderrLines.count, 1, result.stderr)
+        XCTAssertTrue(result.stderr.contains("symbolic link"), result.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outside), ["precious.ack"])
+    }
+}

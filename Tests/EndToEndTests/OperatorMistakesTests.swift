@@ -1,0 +1,256 @@
+import Foundation
+import XCTest
+
+/// What operators do by habit or by mistake (cron on a quiet site, importing a whole stick,
+/// options before the subcommand, a killed upload) gets the expected answer, through the
+/// built binary: exit code, message and resulting data.
+final class OperatorMistakesTests: XCTestCase {
+    private var h: Harness!
+    private var hq = "", site = "", box = ""
+
+    private static let schema = """
+        CREATE TABLE t(id TEXT PRIMARY KEY, v TEXT);
+        INSERT INTO t VALUES ('1', 'one'), ('2', 'two');
+        """
+
+    override func setUpWithError() throws {
+        h = try Harness()
+        hq = try h.makeReplica("HQ", schema: Self.schema)
+        site = try h.cloneReplica(hq, as: "S1")
+        box = h.path("stick")
+        try FileManager.default.createDirectory(atPath: box, withIntermediateDirectories: true)
+    }
+
+    override func tearDown() { h = nil }
+
+    private func rows(_ db: String) throws -> String { try h.dump(db, table: "t", orderBy: "id") }
+
+    /// Runs the binary with exactly these arguments (no options appended).
+    private func run(_ arguments: [String]) throws -> ProcessResult {
+        try Harness.run(Harness.binary, arguments)
+    }
+
+    // MARK: 1. a quiet site under cron
+
+    func testReadOnlySiteSyncsTenTimesInARow() throws {
+        for round in 1...10 {
+            let result = try h.sync(site, as: "S1", box)
+            XCTAssertEqual(result.status, 0, "round \(round): \(result.stderr)")
+            XCTAssertFalse(result.stderr.contains("copy"), "round \(round): \(result.stderr)")
+        }
+        // HQ joins and writes; the quiet site keeps syncing without alarms and gets the change.
+        try h.sqlite(hq, "UPDATE t SET v = 'from hq' WHERE id = '1';")
+        for round in 1...3 {
+            try h.syncOK(hq, as: "HQ", box)
+            try h.syncOK(site, as: "S1", box, file: #filePath, line: #line)
+            XCTAssertEqual(try rows(site), try rows(hq), "round \(round)")
+        }
+    }
+
+    func testCopiedDatabaseIsStillDetectedThroughTheFolder() throws {
+        try h.syncOK(site, as: "S1", box)
+        try h.ok(["status", site])  // settle the WAL so the copy is the whole database
+        let copy = try h.copyFile(site, to: "S1-copy.db")
+        try h.sqlite(copy, "INSERT INTO t VALUES ('c', 'made on the copy');")
+        try h.syncOK(copy, as: "S1", box)
+        let before = try h.fullDump(site)
+        let result = try h.sync(site, as: "S1", box)
+        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertTrue(result.stderr.contains("another database is a copy of this one"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("sqsync clone"), result.stderr)
+        XCTAssertEqual(try h.fullDump(site), before)
+    }
+
+    // MARK: 2. status after folder syncs
+
+    func testStatusShowsWhatSitesAcknowledgedInTheFolder() throws {
+        let site2 = try h.cloneReplica(hq, as: "S2")
+        for (db, name) in [(hq, "HQ"), (site, "S1"), (site2, "S2")] { try h.syncOK(db, as: name, box) }  // all read the stick
+        try h.sqlite(hq, "UPDATE t SET v = 'x' WHERE id = '1'; INSERT INTO t VALUES ('3', 'three');")
+        for (db, name) in [(hq, "HQ"), (site, "S1"), (site2, "S2"), (hq, "HQ")] { try h.syncOK(db, as: name, box) }
+        let status = try h.okJSON(["status", hq])
+        let peers = try XCTUnwrap(status["peers"] as? [[String: Any]])
+        XCTAssertEqual(peers.count, 2, "\(peers)")
+        for peer in peers {
+            XCTAssertEqual(peer["unacknowledged"] as? Int, 0, "the site's signed ack file holds everything: \(peer)")
+        }
+        let human = try h.ok(["status", hq]).stdout
+        XCTAssertEqual(human.components(separatedBy: "0 local changes not acknowledged").count - 1, 2, human)
+    }
+
+    // MARK: 3. importing a mixture
+
+    func testImportAppliesGoodBundlesReportsTheBadFileAndExitsThree() throws {
+        try h.sqlite(hq, "INSERT INTO t VALUES ('g', 'good');")
+        let good = try h.export(hq, as: "HQ")
+        try h.sqlite(hq, "INSERT INTO t VALUES ('m', 'more');")
+        let more = try h.export(hq, as: "HQ")
+        let junk = h.path("junk.txt")
+        try Data("not a bundle\n".utf8).write(to: URL(fileURLWithPath: junk))
+
+        let result = try h.sqsync(["import", site, good, junk, more], key: "S1")
+        XCTAssertEqual(result.status, 3, result.stderr)
+        let errors = result.stderrLines.filter { $0.hasPrefix("sqsync: ") }
+        XCTAssertEqual(errors.count, 1, result.stderr)
+        XCTAssertTrue(errors.first?.contains(junk) ?? false, result.stderr)
+        XCTAssertEqual(result.stderrLines.filter { $0.hasPrefix("applied ") }.count, 2, result.stderr)
+        XCTAssertEqual(try rows(site), try rows(hq), "both valid bundles were applied")
+
+        let json = h.json(try h.sqsync(["import", site, good, junk, more, "--json"], key: "S1"))
+        let entries = try XCTUnwrap(json["bundles"] as? [[String: Any]])
+        XCTAssertEqual(entries.map { $0["path"] as? String }, [good, junk, more])
+        XCTAssertEqual(entries.map { $0["status"] as? String }, ["applied", "rejected", "applied"])
+        XCTAssertNotNil(entries[1]["reason"])
+    }
+
+    func testImportingAFolderNamesTheFilesItSkipped() throws {
+        try h.sqlite(hq, "INSERT INTO t VALUES ('f', 'in a folder');")
+        let folder = h.path("incoming")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        _ = try h.ok(["export", hq, "--to", folder], key: "HQ")
+        try Data("notes".utf8).write(to: URL(fileURLWithPath: folder + "/README.txt"))
+        let result = try h.ok(["import", site, folder], key: "S1")
+        XCTAssertTrue(result.stderr.contains("skipped \(folder)/README.txt"), result.stderr)
+        XCTAssertEqual(try rows(site), try rows(hq))
+        let json = try h.okJSON(["import", site, folder], key: "S1")
+        let statuses = (json["bundles"] as? [[String: Any]] ?? []).map { $0["status"] as? String }
+        XCTAssertEqual(statuses.sorted { ($0 ?? "") < ($1 ?? "") }, ["applied", "skipped"], "\(json)")
+    }
+
+    // MARK: 4. export --for a peer only heard of
+
+    func testExportForAPeerKnownOnlyThroughTheMailbox() throws {
+        let site2 = try h.cloneReplica(site, as: "S2")  // HQ has never heard of S2
+        let site2ID = try h.knowledgeID(site2)
+        XCTAssertEqual(try h.sqsync(["export", hq, "--for", "S2", "-o", h.path("x.sqsb")], key: "HQ").status, 2)
+        // HQ leaves everything; S2 takes it and, having nothing HQ lacks, leaves only its
+        // acknowledgement; HQ hears of S2 through that file alone.
+        try h.syncOK(hq, as: "HQ", box)
+        XCTAssertTrue(try h.syncJSON(site2, as: "S2", box)["bundle_out"] is NSNull)
+        try h.syncOK(hq, as: "HQ", box)
+        try h.sqlite(hq, "INSERT INTO t VALUES ('n', 'new');")
+        for peer in ["S2", site2ID] {
+            let out = h.path("for-\(peer.prefix(4)).sqsb")
+            let json = try h.okJSON(["export", hq, "--for", peer, "-o", out], key: "HQ")
+            XCTAssertEqual(json["rows"] as? Int, 1, "only the change S2 lacks: \(json)")
+        }
+        // A knowledge ID never heard of at all gets everything.
+        let stranger = UUID().uuidString.lowercased()
+        let result = try h.ok(["export", hq, "--for", stranger, "-o", h.path("all.sqsb")], key: "HQ")
+        XCTAssertTrue(result.stderr.contains("exporting every change"), result.stderr)
+        XCTAssertEqual(h.json(try h.ok(["inspect", h.path("all.sqsb"), "--json"]))["verified"] as? Bool, true)
+    }
+
+    // MARK: 5. global options anywhere
+
+    func testGlobalOptionsBeforeOrAfterTheSubcommand() throws {
+        let before = try run(["--json", "status", hq])
+        let after = try run(["status", hq, "--json"])
+        XCTAssertEqual(before.status, 0, before.stderr)
+        XCTAssertEqual(before.stdout, after.stdout)
+        XCTAssertNotNil(h.json(before)["knowledge_id"])
+
+        try h.sqlite(hq, "INSERT INTO t VALUES ('k', 'key first');")
+        let sync = try run(["--key", h.keyPath("HQ"), "--trust=\(h.trustFile)", "-q", "sync", hq, box])
+        XCTAssertEqual(sync.status, 0, sync.stderr)
+        XCTAssertEqual(sync.stderr, "", "-q before the subcommand silences it")
+        let retire = try run(["--json", "peers", "retire", hq, "nobody"])
+        XCTAssertEqual(retire.status, 2, retire.stderr)
+
+        let unknown = try run(["--bogus", "status", hq])
+        XCTAssertEqual(unknown.status, 2, unknown.stderr)
+        XCTAssertTrue(unknown.stderr.contains("--bogus"), unknown.stderr)
+        XCTAssertEqual(try run(["status", hq, "--bogus"]).status, 2)
+        let help = try run(["--help"])
+        XCTAssertEqual(help.status, 0)
+        XCTAssertTrue(help.stdout.contains("SUBCOMMANDS"), help.stdout)
+        XCTAssertEqual(try run(["status", "--help"]).status, 0)
+    }
+
+    // MARK: 6. importing this replica's own bundles
+
+    func testImportingTheWholeStickIncludingOwnBundlesIsNothingNew() throws {
+        try h.sqlite(site, "INSERT INTO t VALUES ('s', 'from the site');")
+        try h.syncOK(hq, as: "HQ", box)
+        try h.syncOK(site, as: "S1", box)
+        let files = bundlesIn(box)
+        let siteID = try h.knowledgeID(site)
+        XCTAssertTrue(files.contains { $0.contains("/\(siteID)/") }, "the site left its own bundle: \(files)")
+        let before = try h.fullDump(site)
+        let result = try h.sqsync(["import", site] + files, key: "S1")
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stderr.contains("nothing new"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("this replica wrote it"), result.stderr)
+        XCTAssertEqual(try h.fullDump(site), before, "nothing was new, so nothing changed")
+
+        // A copy's bundle under the same knowledge ID is still refused.
+        let copy = try h.copyFile(site, to: "S1-copy.db")
+        try h.sqlite(copy, "INSERT INTO t VALUES ('z', 'copy');")
+        let fromCopy = try h.export(copy, as: "S1")
+        let clash = try h.sqsync(["import", site, fromCopy], key: "S1")
+        XCTAssertEqual(clash.status, 1, clash.stderr)
+        XCTAssertEqual(clash.stderrLines.count, 1, clash.stderr)
+        XCTAssertTrue(clash.stderr.contains(siteID) && clash.stderr.contains("sqsync clone"), clash.stderr)
+        XCTAssertEqual(try h.fullDump(site), before)
+    }
+
+    // MARK: 7. a lost value is visible on its own replica
+
+    func testConcurrentLossIsLoggedOnTheReplicaWhoseValueLost() throws {
+        for (db, name) in [(hq, "HQ"), (site, "S1"), (hq, "HQ")] { try h.syncOK(db, as: name, box) }
+        try h.sqlite(hq, "UPDATE t SET v = 'hq edit' WHERE id = '1';")
+        usleep(20_000)
+        try h.sqlite(site, "UPDATE t SET v = 'site edit' WHERE id = '1';")  // concurrent and later: it wins
+        for (db, name) in [(hq, "HQ"), (site, "S1"), (hq, "HQ")] { try h.syncOK(db, as: name, box) }
+        XCTAssertEqual(try rows(hq), try rows(site))
+        XCTAssertEqual(try h.sqlite(hq, "SELECT v FROM t WHERE id = '1';"), "site edit\n")
+        for db in [hq, site] {
+            let logged = try h.conflicts(db)
+            XCTAssertEqual(logged.count, 1, "\(db): \(logged)")
+            XCTAssertEqual(logged.first?["kind"] as? String, "concurrent update")
+            XCTAssertEqual(logged.first?["column_name"] as? String, "v")
+            XCTAssertEqual(logged.first?["lost_value"] as? String, "hq edit")
+            XCTAssertEqual(logged.first?["lost_site"] as? String, try h.knowledgeID(hq))
+        }
+
+        // An edit made after seeing the other's is no conflict, on either side.
+        try h.ok(["conflicts", hq, "--clear"])
+        try h.ok(["conflicts", site, "--clear"])
+        try h.sqlite(hq, "UPDATE t SET v = 'hq again' WHERE id = '1';")
+        try h.syncOK(hq, as: "HQ", box)
+        try h.syncOK(site, as: "S1", box)
+        try h.sqlite(site, "UPDATE t SET v = 'site, having seen it' WHERE id = '1';")
+        try h.syncOK(site, as: "S1", box)
+        try h.syncOK(hq, as: "HQ", box)
+        XCTAssertEqual(try h.sqlite(hq, "SELECT v FROM t WHERE id = '1';"), "site, having seen it\n")
+        XCTAssertEqual(try h.conflicts(hq).count, 0)
+        XCTAssertEqual(try h.conflicts(site).count, 0)
+    }
+
+    // MARK: 8. a killed upload's leftovers
+
+    func testNextSyncRemovesOnlyItsOwnUnfinishedUploads() throws {
+        for (db, name) in [(hq, "HQ"), (site, "S1")] { try h.syncOK(db, as: name, box) }
+        let hqID = try h.knowledgeID(hq), siteID = try h.knowledgeID(site)
+        let planted = [
+            "sqsync/outbox/\(siteID)/.tmp-\(siteID)-0123", "sqsync/acks/\(siteID)/.tmp-\(siteID)-4567",
+            "sqsync/outbox/\(siteID)/.tmp-someone-else", "sqsync/outbox/\(hqID)/.tmp-\(hqID)-89ab",
+        ]
+        for path in planted { try Data("partial".utf8).write(to: URL(fileURLWithPath: box + "/" + path)) }
+        let json = try h.syncJSON(site, as: "S1", box)
+        XCTAssertEqual(json["leftovers_removed"] as? Int, 2, "\(json)")
+        let left = filesBelow(box).filter { ($0 as NSString).lastPathComponent.hasPrefix(".tmp-") }
+        XCTAssertEqual(left, [planted[3], planted[2]].sorted(), "only the site's own leftovers go")
+        XCTAssertTrue(try h.ok(["sync", site, box], key: "S1").stderr.contains("synced"))
+    }
+
+    // MARK: 10. counts
+
+    func testSyncSaysOneBundleIn() throws {
+        try h.sqlite(hq, "INSERT INTO t VALUES ('p', 'plural');")
+        try h.syncOK(hq, as: "HQ", box)
+        let result = try h.syncOK(site, as: "S1", box)
+        XCTAssertTrue(result.stderr.contains(": 1 bundle in (1 row changed, 0 conflicts)"), result.stderr)
+        XCTAssertFalse(result.stderr.contains("1 bundles"), result.stderr)
+    }
+}
