@@ -55,11 +55,12 @@ $(RELEASE_BIN): deps FORCE
 	$(SWIFT) build --scratch-path $(DIST) -c release --static-swift-stdlib --product sqsync
 
 # The man page comes from the command definitions (argument-parser's manual generator). The
-# plugin builds the package itself; a debug build, so it leaves the static release link alone.
+# plugin builds the package itself: a debug build in `.build`, the one the tests use anyway,
+# so it leaves the static release link alone. It runs before the tests, never during them.
 $(MANPAGE): $(RELEASE_BIN)
-	$(SWIFT) package --scratch-path $(DIST) plugin generate-manual --configuration debug
+	$(SWIFT) package plugin generate-manual --configuration debug
 	mkdir -p $(@D)
-	cp $(DIST)/plugins/GenerateManual/outputs/sqsync/sqsync.1 $@
+	cp .build/plugins/GenerateManual/outputs/sqsync/sqsync.1 $@
 
 $(DIST)/share/completion.%: $(RELEASE_BIN)
 	mkdir -p $(@D)

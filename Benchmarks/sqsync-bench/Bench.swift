@@ -25,6 +25,7 @@ struct Bench {
         try bundles(folder: folder, keys: keys, session: session)
         try metadata(folder: folder, keys: keys)
         try SSHRound.run(folder: folder, changes: 10_000)
+        try QuietSync.run(folder: folder)
         if largeRows > 0 { try largeImport(folder: folder) }
     }
 

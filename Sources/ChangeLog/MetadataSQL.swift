@@ -152,6 +152,16 @@ enum MetadataSQL {
                 PRIMARY KEY ("site", "seq", "tid", "pk")
             ) WITHOUT ROWID;
             ALTER TABLE "_sqsync_sites" ADD COLUMN "changes_from" INTEGER NOT NULL DEFAULT 0;
+
+            -- The newest acknowledgement file read (or written) per mailbox and replica, with its
+            -- verified text: a quiet sync reads a listing, not every replica's file again.
+            CREATE TABLE "_sqsync_mailbox_acks" (
+                "mailbox" TEXT NOT NULL,
+                "replica" TEXT NOT NULL,
+                "file" TEXT NOT NULL,
+                "text" TEXT NOT NULL,
+                PRIMARY KEY ("mailbox", "replica")
+            ) WITHOUT ROWID;
             -- Deletions waiting for purge, for status and purge without reading every entry.
             CREATE INDEX "_sqsync_tombstones" ON "_sqsync_rows" ("site", "seq") WHERE "cl" % 2 = 0;
             """

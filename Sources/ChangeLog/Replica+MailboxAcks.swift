@@ -13,3 +13,28 @@ extension Replica {
         }
     }
 }
+
+extension Replica {
+    /// The acknowledgement files a mailbox last showed, by replica: file name and text.
+    public func cachedMailboxAcknowledgements(mailbox: String) throws -> [String: (file: String, text: String)] {
+        var cached: [String: (file: String, text: String)] = [:]
+        for row in try database.rows(
+            #"SELECT "replica", "file", "text" FROM "_sqsync_mailbox_acks" WHERE "mailbox" = ?"#, .text(mailbox))
+        {
+            cached[row[0].stringValue ?? ""] = (row[1].stringValue ?? "", row[2].stringValue ?? "")
+        }
+        return cached
+    }
+
+    /// Remembers an acknowledgement file that was verified (or written) here.
+    public func cacheMailboxAcknowledgement(mailbox: String, replica: String, file: String, text: String) throws {
+        try database.run(
+            #"INSERT OR REPLACE INTO "_sqsync_mailbox_acks" ("mailbox", "replica", "file", "text") VALUES (?, ?, ?, ?)"#,
+            .text(mailbox), .text(replica), .text(file), .text(text))
+    }
+
+    /// Knowledge IDs of retired peers, without reading every acknowledgement.
+    public func retiredPeerIDs() throws -> Set<String> {
+        Set(try database.rows(#"SELECT "knowledge_id" FROM "_sqsync_sites" WHERE "retired" = 1"#).compactMap { $0[0].stringValue })
+    }
+}

@@ -41,6 +41,9 @@ public final class Mailbox {
     static let acks = "sqsync/acks"
 
     public let transport: Transport
+    /// Acknowledgement files this sync verified or wrote, remembered in the replica only when
+    /// the sync succeeds: a refused sync leaves the database as it was.
+    private var verifiedAcknowledgements: [(replica: String, file: String, text: String)] = []
 
     public init(transport: Transport) {
         self.transport = transport
@@ -50,6 +53,7 @@ public final class Mailbox {
         ScratchDirectory.clearLeftovers(beside: replica.path)
         let scratch = try ScratchDirectory(beside: replica.path)
         var report = SyncReport()
+        verifiedAcknowledgements = []
         let me = replica.knowledgeID
         try replica.numberPendingChanges()
         try transport.makeDirectories("\(Self.outbox)/\(me)")
@@ -69,7 +73,7 @@ public final class Mailbox {
             }
         }
         let seen = try replica.seenBundles()
-        let retired = Set(try replica.peers().filter(\.retired).map(\.knowledgeID))
+        let retired = try replica.retiredPeerIDs()
         for bundle in bundles where bundle.sender != me && seen[bundle.name] == nil && !retired.contains(bundle.sender) {
             let local = scratch.path + "/" + bundle.name
             guard try fetch("\(Self.outbox)/\(bundle.sender)", bundle.name, to: local) else { continue }
@@ -92,7 +96,7 @@ public final class Mailbox {
 
         let knowledge = try replica.knowledge()
         try writeAcknowledgement(
-            knowledge, learnedSince: before, of: me, name: replica.name, key: key, trust: trust, scratch: scratch)
+            knowledge, learnedSince: before, of: replica, key: key, trust: trust, scratch: scratch)
         let readers = peers.mapValues(\.knowledge)
 
         var mine: [String] = []
@@ -143,6 +147,10 @@ public final class Mailbox {
         }
         report.removed += try removeBundlesEveryReaderHolds(
             bundles.filter { $0.sender != me }, readers: readers, me: me, knowledge: knowledge, seen: try replica.seenBundles())
+        for verified in verifiedAcknowledgements {
+            try replica.cacheMailboxAcknowledgement(
+                mailbox: transport.displayName, replica: verified.replica, file: verified.file, text: verified.text)
+        }
         return report
     }
 
@@ -208,23 +216,40 @@ public final class Mailbox {
     /// taught it (from `before` to `knowledge`) updates the learning events its previous
     /// acknowledgement reported.
     private func writeAcknowledgement(
-        _ knowledge: Knowledge, learnedSince before: Knowledge, of me: String, name replicaName: String, key: SigningKey,
+        _ knowledge: Knowledge, learnedSince before: Knowledge, of replica: Replica, key: SigningKey,
         trust: AllowedSigners, scratch: ScratchDirectory
     ) throws {
+        let me = replica.knowledgeID, replicaName = replica.name
         let folder = "\(Self.acks)/\(me)"
         let old = try transport.listFiles(in: folder)
         var earlier: [String: LearningEvent] = [:]
+        var unchanged: MailboxAcknowledgement?
         if let previous = old.filter({ $0.hasSuffix(".ack") }).max() {
-            let local = scratch.path + "/" + previous
-            if try fetch(folder, previous, to: local),
-                let text = try? String(contentsOfFile: local, encoding: .utf8),
-                let acknowledgement = try? MailboxAcknowledgement.verified(text, expectedReplica: me, trust: trust)
+            if let cached = try replica.cachedMailboxAcknowledgements(mailbox: transport.displayName)[me],
+                cached.file == previous,
+                let acknowledgement = try? MailboxAcknowledgement.alreadyVerified(cached.text, expectedReplica: me, trust: trust)
             {
                 earlier = acknowledgement.acknowledgement.learned
+                unchanged = acknowledgement.acknowledgement
+            } else {
+                let local = scratch.path + "/" + previous
+                if try fetch(folder, previous, to: local),
+                    let text = try? String(contentsOfFile: local, encoding: .utf8),
+                    let acknowledgement = try? MailboxAcknowledgement.verified(text, expectedReplica: me, trust: trust)
+                {
+                    earlier = acknowledgement.acknowledgement.learned
+                }
+                try? FileManager.default.removeItem(atPath: local)
             }
-            try? FileManager.default.removeItem(atPath: local)
         }
         let learned = LearningEvent.after(earlier, before: before, after: knowledge, ownSeq: before[me], me: me)
+        // A quiet sync leaves the file it wrote last time: same knowledge, same name, same news.
+        if let unchanged, unchanged.knowledge == knowledge, unchanged.learned == learned, unchanged.name == replicaName,
+            let previous = old.filter({ $0.hasSuffix(".ack") }).max()
+        {
+            for stale in old where stale != previous { try transport.removeFile("\(folder)/\(stale)") }
+            return
+        }
         let stamp = String(format: "%020llu", UInt64(Date().timeIntervalSince1970 * 1000))
         let name = "\(stamp)_\(String(format: "%08x", UInt32.random(in: 0...UInt32.max))).ack"
         let local = scratch.path + "/" + name
@@ -232,6 +257,7 @@ public final class Mailbox {
             .signedText(key: key)
         try Data(text.utf8).write(to: URL(fileURLWithPath: local))
         try transport.writeFile(from: local, to: "\(folder)/\(name)")
+        verifiedAcknowledgements.append((me, name, text))
         for stale in old where stale != name { try transport.removeFile("\(folder)/\(stale)") }
     }
 
@@ -241,11 +267,20 @@ public final class Mailbox {
     private func readAcknowledgements(
         excluding me: String, replica: Replica, trust: AllowedSigners, scratch: ScratchDirectory, report: inout SyncReport
     ) throws -> [String: MailboxAcknowledgement] {
-        let retired = Set(try replica.peers().filter(\.retired).map(\.knowledgeID))
+        let retired = try replica.retiredPeerIDs()
+        let cache = try replica.cachedMailboxAcknowledgements(mailbox: transport.displayName)
         var readers: [String: MailboxAcknowledgement] = [:]
         for reader in try transport.listDirectories(in: Self.acks) where reader != me && !retired.contains(reader) {
             let folder = "\(Self.acks)/\(reader)"
             for name in try transport.listFiles(in: folder).filter({ $0.hasSuffix(".ack") }).sorted().reversed() {
+                // Read and recorded by an earlier sync: names are unique, so the listing is enough.
+                if let cached = cache[reader], cached.file == name,
+                    let acknowledgement = try? MailboxAcknowledgement.alreadyVerified(
+                        cached.text, expectedReplica: reader, trust: trust)
+                {
+                    readers[reader] = acknowledgement.acknowledgement
+                    break
+                }
                 let local = scratch.path + "/" + name
                 defer { try? FileManager.default.removeItem(atPath: local) }
                 guard try fetch(folder, name, to: local) else { continue }
@@ -256,6 +291,7 @@ public final class Mailbox {
                     readers[reader] = acknowledgement
                     try replica.recordAcknowledgement(
                         of: reader, name: acknowledgement.name, knowledge: acknowledgement.knowledge)
+                    verifiedAcknowledgements.append((reader, name, text))
                     break
                 } catch let error as TransportError {
                     report.warnings.append("\(transport.displayName)/\(folder)/\(name): ignored: \(error.description)")
