@@ -100,7 +100,10 @@ public enum BundleExchange {
         do {
             result.summary = try replica.database.inTransaction(commit: !dryRun && !own) {
                 let applier = try ChangeApplier(
-                    replica: replica, header: reader.header, checkingOwnBundle: own, learning: learning)
+                    replica: replica, header: reader.header, checkingOwnBundle: own,
+                    learning: learning.merging(reader.header.learningBySender) { mailbox, bundle in
+                        mailbox.merging(bundle) { _, signedInBundle in signedInBundle }
+                    })
                 var applied = 0
                 try reader.forEachChange { change in
                     try applier.apply(change)
@@ -150,5 +153,15 @@ public enum BundleExchange {
             }
         }
         return results
+    }
+}
+
+extension ChangeSetHeader {
+    /// The sender's learning events by knowledge ID, as the applier takes them.
+    var learningBySender: LearningEvent.ByWriter {
+        guard !senderLearned.isEmpty else { return [:] }
+        var events: [String: LearningEvent] = [:]
+        for (site, event) in senderLearned { events[sites[site]] = event }
+        return [sender: events]
     }
 }

@@ -72,7 +72,7 @@ public final class BundleReader {
         }
         let headerLength = try input.readCount(limit: payloadLength)
         let headerSource = ArraySource(try input.readBytes(headerLength), path: path)
-        (header, createdAt) = try Self.decodeHeader(headerSource)
+        (header, createdAt) = try Self.decodeHeader(headerSource, version: version)
         guard headerSource.isAtEnd else { throw headerSource.corrupt("unexpected bytes after the header") }
         recordsOffset = input.consumed
     }
@@ -82,7 +82,7 @@ public final class BundleReader {
         return try input.readBytes(range.count)
     }
 
-    static func decodeHeader(_ source: ArraySource) throws -> (ChangeSetHeader, Int64) {
+    static func decodeHeader(_ source: ArraySource, version: UInt8) throws -> (ChangeSetHeader, Int64) {
         let siteCount = try source.readCount(limit: 1 << 20)
         guard siteCount >= 1 else { throw source.corrupt("no sender") }
         var sites: [String] = [], names: [String] = [], knowledge: [Int64] = [], base: [Int64] = [], forgotten: [Int64] = []
@@ -116,9 +116,18 @@ public final class BundleReader {
             guard !key.isEmpty else { throw source.corrupt("table \(name) without a key") }
             tables.append(TableSchema(name: name, columns: columns, primaryKey: key))
         }
+        var learned: [Int: LearningEvent] = [:]
+        if version >= 2 {
+            for _ in 0..<(try source.readCount(limit: siteCount)) {
+                let site = try source.readIndex(below: siteCount, "learned site")
+                guard learned[site] == nil else { throw source.corrupt("a learned site listed twice") }
+                learned[site] = LearningEvent(
+                    previous: try source.readInt64(), reached: try source.readInt64(), ownSeq: try source.readInt64())
+            }
+        }
         let header = ChangeSetHeader(
             sites: sites, siteNames: names, knowledge: knowledge, base: base, forgotten: forgotten, senderSeq: senderSeq,
-            senderHLC: senderHLC, acknowledgements: acknowledgements, tables: tables)
+            senderHLC: senderHLC, acknowledgements: acknowledgements, tables: tables, senderLearned: learned)
         return (header, createdAt)
     }
 

@@ -70,6 +70,13 @@ public final class BundleWriter {
             BundleCodec.appendVarint(table.primaryKey.count, to: &bytes)
             for index in table.primaryKey { BundleCodec.appendVarint(index, to: &bytes) }
         }
+        BundleCodec.appendVarint(header.senderLearned.count, to: &bytes)
+        for (site, event) in header.senderLearned.sorted(by: { $0.key < $1.key }) {
+            BundleCodec.appendVarint(site, to: &bytes)
+            BundleCodec.appendVarint(event.previous, to: &bytes)
+            BundleCodec.appendVarint(event.reached, to: &bytes)
+            BundleCodec.appendVarint(event.ownSeq, to: &bytes)
+        }
         return bytes
     }
 

@@ -46,6 +46,11 @@ enum ApplySQL {
         UPDATE "_sqsync_sites" SET "known_seq" = max("known_seq", ?) WHERE "site" = ?
         """
 
+    /// The latest time this replica learned of a site's changes (``LearningEvent``).
+    static let recordLearning = """
+        INSERT OR REPLACE INTO "_sqsync_learned" ("site", "previous", "reached", "own_seq") VALUES (?, ?, ?, ?)
+        """
+
     static let heardFrom = """
         UPDATE "_sqsync_sites" SET "last_heard" = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
             "reported_seq" = CASE WHEN "reported_seq" IS NULL OR "reported_seq" < ?1 THEN ?1 ELSE "reported_seq" END,

@@ -76,6 +76,8 @@ public final class ChangeApplier {
     private let localSite: [Int]
     var siteIDs: [Int: String]
     private let knownBefore: [Int: Int64]
+    /// This replica's own sequence number when the import began.
+    private let ownSeqBefore: Int64
     private let senderKnows: [Int: Int64]
     private let targets: [Target]
     let learning: LearningEvent.ByWriter
@@ -187,6 +189,7 @@ public final class ChangeApplier {
         let knowledge = try replica.knowledge()
         for (site, id) in siteIDs { knownBefore[site] = knowledge[id] }
         self.knownBefore = knownBefore
+        ownSeqBefore = knowledge[replica.knowledgeID]
         for (index, site) in localSite.enumerated() where header.forgotten[index] > (knownBefore[site] ?? 0) {
             throw ChangeLogError(
                 .staleReplica,
@@ -500,6 +503,12 @@ public final class ChangeApplier {
         if covered {
             for (index, site) in localSite.enumerated() where site != replica.site {
                 try database.run(ApplySQL.advanceKnowledge, .integer(header.knowledge[index]), .integer(Int64(site)))
+                let before = knownBefore[site] ?? 0
+                if header.knowledge[index] > before {
+                    try database.run(
+                        ApplySQL.recordLearning, .integer(Int64(site)), .integer(before), .integer(header.knowledge[index]),
+                        .integer(ownSeqBefore))
+                }
             }
         }
         var summary = ApplySummary()

@@ -91,6 +91,12 @@ public final class ChangeExporter {
             if changed { touched.append(table) }
         }
         self.tables = touched
+        var learned: [Int: LearningEvent] = [:]
+        for row in try database.rows(#"SELECT "site", "previous", "reached", "own_seq" FROM "_sqsync_learned""#) {
+            guard let index = siteIndex[Int(row[0].int64Value ?? -1)] else { continue }
+            learned[index] = LearningEvent(
+                previous: row[1].int64Value ?? 0, reached: row[2].int64Value ?? 0, ownSeq: row[3].int64Value ?? 0)
+        }
         header = ChangeSetHeader(
             sites: sites.map(\.id), siteNames: sites.map(\.name), knowledge: sites.map(\.known),
             base: sites.map { baseBySite[$0.site] ?? 0 }, forgotten: sites.map(\.forgotten), senderSeq: clock[0].int64Value ?? 0,
@@ -100,7 +106,8 @@ public final class ChangeExporter {
                 TableSchema(
                     name: table.name, columns: table.columns.map(\.name),
                     primaryKey: table.primaryKey.map { key in table.columns.firstIndex { $0.cid == key.cid }! })
-            })
+            },
+            senderLearned: learned)
     }
 
     private static func loadBase(_ base: [Int: Int64], into database: Database) throws {

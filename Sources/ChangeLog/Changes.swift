@@ -95,12 +95,16 @@ public struct ChangeSetHeader: Sendable, Equatable {
     public var senderSeq: Int64
     public var senderHLC: Int64
     public var acknowledgements: [Acknowledgement]
+    /// When the sender last learned of each replica's changes, by site index (format 2).
+    public var senderLearned: [Int: LearningEvent]
     public var tables: [TableSchema]
 
     public init(
         sites: [String], siteNames: [String], knowledge: [Int64], base: [Int64], forgotten: [Int64], senderSeq: Int64,
-        senderHLC: Int64, acknowledgements: [Acknowledgement], tables: [TableSchema]
+        senderHLC: Int64, acknowledgements: [Acknowledgement], tables: [TableSchema],
+        senderLearned: [Int: LearningEvent] = [:]
     ) {
+        self.senderLearned = senderLearned
         self.sites = sites
         self.siteNames = siteNames
         self.knowledge = knowledge

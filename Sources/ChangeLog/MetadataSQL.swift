@@ -153,6 +153,17 @@ enum MetadataSQL {
             ) WITHOUT ROWID;
             ALTER TABLE "_sqsync_sites" ADD COLUMN "changes_from" INTEGER NOT NULL DEFAULT 0;
 
+            -- When this replica last learned of each other replica's changes (LearningEvent): its
+            -- knowledge of "site" went from "previous" to "reached" by an import made while its
+            -- own seq was "own_seq". Exports carry it, so a peer can tell which of its values
+            -- this replica overwrote without having seen them.
+            CREATE TABLE "_sqsync_learned" (
+                "site" INTEGER PRIMARY KEY,
+                "previous" INTEGER NOT NULL,
+                "reached" INTEGER NOT NULL,
+                "own_seq" INTEGER NOT NULL
+            );
+
             -- The newest acknowledgement file read (or written) per mailbox and replica, with its
             -- verified text: a quiet sync reads a listing, not every replica's file again.
             CREATE TABLE "_sqsync_mailbox_acks" (

@@ -227,6 +227,38 @@ final class OperatorMistakesTests: XCTestCase {
         XCTAssertEqual(try h.conflicts(site).count, 0)
     }
 
+    /// The same with bundles carried as files (`export`/`import`): the bundle's signed header
+    /// says when its sender learned of the other's changes.
+    func testConcurrentLossIsLoggedOnBothSidesWithBundleFiles() throws {
+        try h.send((hq, "HQ"), to: (site, "S1"))
+        try h.send((site, "S1"), to: (hq, "HQ"))
+        try h.sqlite(hq, "UPDATE t SET v = 'hq edit' WHERE id = '1';")
+        usleep(20_000)
+        try h.sqlite(site, "UPDATE t SET v = 'site edit' WHERE id = '1';")  // concurrent and later: it wins
+        try h.send((hq, "HQ"), to: (site, "S1"))  // the site logs the loss of HQ's value
+        try h.send((site, "S1"), to: (hq, "HQ"))  // HQ's value is overwritten here: logged too
+        XCTAssertEqual(try h.sqlite(hq, "SELECT v FROM t WHERE id = '1';"), "site edit\n")
+        XCTAssertEqual(try rows(hq), try rows(site))
+        for db in [hq, site] {
+            let logged = try h.conflicts(db)
+            XCTAssertEqual(logged.count, 1, "\(db): \(logged)")
+            XCTAssertEqual(logged.first?["kind"] as? String, "concurrent update")
+            XCTAssertEqual(logged.first?["lost_value"] as? String, "hq edit")
+            XCTAssertEqual(logged.first?["lost_site"] as? String, try h.knowledgeID(hq))
+        }
+
+        // An edit made after seeing the other's is no conflict, on either side.
+        try h.ok(["conflicts", hq, "--clear"])
+        try h.ok(["conflicts", site, "--clear"])
+        try h.sqlite(hq, "UPDATE t SET v = 'hq again' WHERE id = '1';")
+        try h.send((hq, "HQ"), to: (site, "S1"))
+        try h.sqlite(site, "UPDATE t SET v = 'site, having seen it' WHERE id = '1';")
+        try h.send((site, "S1"), to: (hq, "HQ"))
+        XCTAssertEqual(try h.sqlite(hq, "SELECT v FROM t WHERE id = '1';"), "site, having seen it\n")
+        XCTAssertEqual(try h.conflicts(hq).count, 0)
+        XCTAssertEqual(try h.conflicts(site).count, 0)
+    }
+
     // MARK: 8. a killed upload's leftovers
 
     func testNextSyncRemovesOnlyItsOwnUnfinishedUploads() throws {
