@@ -9,6 +9,11 @@ import CZlib
 /// what it declares: a decompression bomb fails on its first oversized block.
 enum BlockCompression {
     static let maxBlockBytes = 1 << 20
+    /// Records may inflate to this much whatever the bundle's size...
+    static let inflateAllowance = 64 << 20
+    /// ...and beyond it to this many times the compressed bytes read: row data compresses
+    /// well, but never like a bomb (zlib's own limit is 1032:1).
+    static let maxRatio = 256
     /// Level 6 (zlib's default) gives most of level 9's size at a fraction of its time.
     static let level: Int32 = 6
 
@@ -20,15 +25,15 @@ enum BlockCompression {
                 compress2(out.baseAddress, &length, input.baseAddress, uLong(input.count), level)
             }
         }
-        guard rc == Z_OK else { throw BundleError(.io, "zlib could not compress a block (error \(rc))") }
+        guard rc == Z_OK else { throw BundleError(.io, "zlib could not compress a block: \(message(rc))") }
         output.removeSubrange(Int(length)...)
         return output
     }
 
     /// Inflates one block into `output`, which must come out exactly `rawLength` bytes long.
     static func inflate(_ compressed: [UInt8], rawLength: Int, into output: inout [UInt8], path: String) throws {
-        output.removeAll(keepingCapacity: true)
-        output.append(contentsOf: repeatElement(0, count: rawLength))
+        // Blocks are mostly the same size: the buffer is reused, not refilled.
+        if output.count != rawLength { output = [UInt8](repeating: 0, count: rawLength) }
         var length = uLong(rawLength)
         var consumed = uLong(compressed.count)
         let rc = output.withUnsafeMutableBufferPointer { out in
@@ -45,7 +50,12 @@ enum BlockCompression {
             throw BundleError(
                 .corrupt, "\(path): damaged bundle (a compressed block does not match its declared \(rawLength) bytes)")
         }
-        throw BundleError(.corrupt, "\(path): damaged bundle (a compressed block does not inflate: zlib error \(rc))")
+        throw BundleError(.corrupt, "\(path): damaged bundle (a compressed block does not inflate: \(message(rc)))")
+    }
+
+    /// zlib's own words for a return code.
+    static func message(_ rc: Int32) -> String {
+        zError(rc).map { String(cString: $0) } ?? "zlib error \(rc)"
     }
 }
 
@@ -96,6 +106,8 @@ final class InflatingSource: ByteSource {
     private var compressed: [UInt8] = []
     private var position = 0
     private var ended = false
+    private var inflatedBytes = 0
+    private var compressedBytes = 0
 
     init(_ input: HashingFileInput) {
         self.input = input
@@ -115,6 +127,14 @@ final class InflatingSource: ByteSource {
             block.removeAll(keepingCapacity: true)
             position = 0
             return false
+        }
+        compressedBytes += compressedLength
+        inflatedBytes += rawLength
+        guard inflatedBytes <= max(BlockCompression.inflateAllowance, BlockCompression.maxRatio * compressedBytes) else {
+            throw BundleError(
+                .corrupt,
+                "\(path): damaged bundle (records inflate past \(BlockCompression.maxRatio) times their compressed size: a decompression bomb)"
+            )
         }
         compressed = try input.readBytes(compressedLength)
         try BlockCompression.inflate(compressed, rawLength: rawLength, into: &block, path: path)

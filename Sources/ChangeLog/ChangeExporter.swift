@@ -160,8 +160,7 @@ public final class ChangeExporter {
             if byKey {
                 let keys = try database.prepare(ExportSQL.changedLiveRows)
                 try keys.bind([.integer(Int64(table.tid))])
-                let lookup = try database.prepare(
-                    ApplySQL.selectRow(table.name, columns: table.columns.map(\.name), key: table.primaryKey))
+                let lookup = try database.prepare(ExportSQL.rowByKey(table))
                 while try keys.step() {
                     guard let key = KeyCodec.decode(keys.value(at: 4), columns: table.primaryKey.count) else {
                         throw undecodableKey(table)
@@ -289,6 +288,15 @@ enum ExportSQL {
         INSERT OR IGNORE INTO temp."_sqsync_export_keys" ("tid", "pk")
           SELECT "tid", "pk" FROM "_sqsync_changes" WHERE "site" = ?1 AND "seq" > ?2
         """
+
+    /// One row by its key values; `IS`, so a NULL part of a composite key still matches, as
+    /// the one-pass export's join on the stored key does.
+    static func rowByKey(_ table: TableInfo) -> String {
+        let columns = table.columns.map { quoteIdentifier($0.name) }.joined(separator: ", ")
+        let condition = table.primaryKey.enumerated().map { "\(quoteIdentifier($0.element.name)) IS ?\($0.offset + 1)" }
+            .joined(separator: " AND ")
+        return "SELECT \(columns) FROM \(quoteIdentifier(table.name)) WHERE \(condition)"
+    }
 
     static let changedTables = #"SELECT DISTINCT "tid" FROM temp."_sqsync_export_keys""#
 

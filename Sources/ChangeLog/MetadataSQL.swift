@@ -152,6 +152,8 @@ enum MetadataSQL {
                 PRIMARY KEY ("site", "seq", "tid", "pk")
             ) WITHOUT ROWID;
             ALTER TABLE "_sqsync_sites" ADD COLUMN "changes_from" INTEGER NOT NULL DEFAULT 0;
+            -- 1 once the replica's triggers write the log (Replica.adoptCaptureLog).
+            ALTER TABLE "_sqsync_replica" ADD COLUMN "capture_log" INTEGER NOT NULL DEFAULT 0;
 
             -- When this replica last learned of each other replica's changes (LearningEvent): its
             -- knowledge of "site" went from "previous" to "reached" by an import made while its
@@ -163,6 +165,13 @@ enum MetadataSQL {
                 "reached" INTEGER NOT NULL,
                 "own_seq" INTEGER NOT NULL
             );
+
+            -- Bundles this replica uploaded to a mailbox: only those are kept in its outbox.
+            CREATE TABLE "_sqsync_mailbox_uploads" (
+                "mailbox" TEXT NOT NULL,
+                "file" TEXT NOT NULL,
+                PRIMARY KEY ("mailbox", "file")
+            ) WITHOUT ROWID;
 
             -- The newest acknowledgement file read (or written) per mailbox and replica, with its
             -- verified text: a quiet sync reads a listing, not every replica's file again.
@@ -178,9 +187,6 @@ enum MetadataSQL {
             """
         ),
     ]
-
-    /// The migration that brought the capture log: older replicas get new triggers then.
-    static let captureLogVersion = 2
 
     static let changesBeforeTheChangeTable = """
         UPDATE "_sqsync_sites" SET "changes_from" = max("changes_from",
@@ -206,5 +212,8 @@ enum CloneSQL {
         #"UPDATE "_sqsync_cells" SET "site" = \#(newSite) WHERE "seq" = 0"#,
         #"UPDATE "_sqsync_replica" SET "site" = \#(newSite), "seq" = 0, "applying" = 0"#,
     ]
-    static let forgetSourceState = [#"DELETE FROM "_sqsync_held""#, #"DELETE FROM "_sqsync_seen_bundles""#]
+    static let forgetSourceState = [
+        #"DELETE FROM "_sqsync_held""#, #"DELETE FROM "_sqsync_seen_bundles""#, #"DELETE FROM "_sqsync_mailbox_acks""#,
+        #"DELETE FROM "_sqsync_mailbox_uploads""#,
+    ]
 }

@@ -75,8 +75,8 @@ enum LifecycleSQL {
         DELETE FROM "_sqsync_rows" AS r WHERE \(purgeable)
         """
 
-    /// Deletes leave their row's column entries behind (it keeps the delete trigger to one
-    /// statement); they carry nothing once the row is dead, and go with the next purge.
+    /// Column entries of dead rows carry nothing: the fold and imports drop them with the
+    /// delete, and this clears any left by replicas from before the capture log.
     static let dropCellsOfDeadRows = """
         DELETE FROM "_sqsync_cells" AS c WHERE NOT EXISTS (
             SELECT 1 FROM "_sqsync_rows" r WHERE r."tid" = c."tid" AND r."pk" = c."pk" AND r."cl" % 2 = 1)

@@ -38,3 +38,24 @@ extension Replica {
         Set(try database.rows(#"SELECT "knowledge_id" FROM "_sqsync_sites" WHERE "retired" = 1"#).compactMap { $0[0].stringValue })
     }
 }
+
+extension Replica {
+    /// Bundles this replica left in a mailbox's outbox: a file there with a matching name
+    /// that it did not upload (planted by whoever can write to the folder) is never kept.
+    public func uploadedBundles(mailbox: String) throws -> Set<String> {
+        Set(
+            try database.rows(#"SELECT "file" FROM "_sqsync_mailbox_uploads" WHERE "mailbox" = ?"#, .text(mailbox))
+                .compactMap { $0[0].stringValue })
+    }
+
+    /// Records the bundles this replica now keeps in a mailbox's outbox, forgetting the rest.
+    public func rememberUploads(mailbox: String, files: Set<String>) throws {
+        try database.inTransaction {
+            try database.run(#"DELETE FROM "_sqsync_mailbox_uploads" WHERE "mailbox" = ?"#, .text(mailbox))
+            for file in files {
+                try database.run(
+                    #"INSERT INTO "_sqsync_mailbox_uploads" ("mailbox", "file") VALUES (?, ?)"#, .text(mailbox), .text(file))
+            }
+        }
+    }
+}

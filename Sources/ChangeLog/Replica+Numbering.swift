@@ -12,7 +12,6 @@ extension Replica {
     public func numberPendingChanges() throws {
         try database.inTransaction {
             try foldCaptureLog()
-            try numberUnnumberedEntries()
             try forgetAcknowledgedChanges()
         }
     }
@@ -73,10 +72,9 @@ extension Replica {
     }
 
     /// Entries left unnumbered (sequence number 0) by the triggers of sqsync versions before
-    /// the capture log; none are written any more.
-    private func numberUnnumberedEntries() throws {
+    /// the capture log, numbered once when such a replica is upgraded; none are written since.
+    func numberUnnumberedEntries() throws {
         for (table, keyColumns) in [("_sqsync_rows", ["tid", "pk"]), ("_sqsync_cells", ["tid", "pk", "cid"])] {
-            guard try database.scalar(NumberingSQL.anyPending(table: table))?.int64Value == 1 else { continue }
             try database.execute(NumberingSQL.collectPending(table: table, keyColumns: keyColumns))
             let pending = try database.rows(#"SELECT count(*), max("hlc") FROM temp."_sqsync_pending""#)[0]
             let count = pending[0].int64Value ?? 0
@@ -142,13 +140,6 @@ enum FoldSQL {
 
 /// The statements that number entries left unnumbered by earlier versions' triggers.
 enum NumberingSQL {
-    static func anyPending(table: String) -> String {
-        """
-        SELECT EXISTS (SELECT 1 FROM \(quoteIdentifier(table))
-                       WHERE "site" = (SELECT "site" FROM "_sqsync_replica") AND "seq" = 0)
-        """
-    }
-
     static func collectPending(table: String, keyColumns: [String]) -> String {
         let keys = keyColumns.map(quoteIdentifier).joined(separator: ", ")
         return """

@@ -26,7 +26,7 @@ public final class Replica {
         self.database = database
         self.path = database.path
         try database.useWriteAheadLog()
-        let applied = try Self.migrate(database)
+        try Self.migrate(database)
         guard
             let row = try database.rows(
                 """
@@ -38,17 +38,23 @@ public final class Replica {
         site = Int(row[0].int64Value ?? 0)
         knowledgeID = row[1].stringValue ?? ""
         name = row[2].stringValue ?? ""
-        if applied.contains(MetadataSQL.captureLogVersion) { try adoptCaptureLog() }
+        if try database.scalar(#"SELECT "capture_log" FROM "_sqsync_replica""#)?.int64Value != 1 {
+            try adoptCaptureLog()
+        }
     }
 
     /// A replica made before the capture log still has triggers that write the metadata
-    /// directly: number what they wrote, then give every tracked table the log's triggers.
+    /// directly, leaving their changes unnumbered. Numbers what they wrote, gives every
+    /// tracked table the log's triggers, and marks the replica done, in one transaction: a
+    /// failure (the app holding the lock too long) leaves it to the next open, never half done.
     private func adoptCaptureLog() throws {
         try database.inTransaction {
-            try numberPendingChanges()
-            for table in (try? trackedTables()) ?? [] { try installTriggers(for: table) }
+            try numberUnnumberedEntries()
+            // A table dropped since it was tracked keeps no triggers; doctor reports it.
+            for table in try trackedTables(skippingMissing: true) { try installTriggers(for: table) }
             // Changes made before `_sqsync_changes` existed are not in it.
             try database.execute(MetadataSQL.changesBeforeTheChangeTable)
+            try database.execute(#"UPDATE "_sqsync_replica" SET "capture_log" = 1"#)
         }
     }
 
@@ -76,16 +82,15 @@ public final class Replica {
                 #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#,
                 .text(newKnowledgeID()), .text(replicaName))
             try database.execute(
-                #"INSERT INTO "_sqsync_replica" ("id", "site", "seq", "hlc") SELECT 0, "site", 0, 0 FROM "_sqsync_sites""#)
+                #"INSERT INTO "_sqsync_replica" ("id", "site", "seq", "hlc", "capture_log") SELECT 0, "site", 0, 0, 1 FROM "_sqsync_sites""#)
         }
         return (try Replica(database: database), true)
     }
 
     static func newKnowledgeID() -> String { UUID().uuidString.lowercased() }
 
-    /// Applies the migrations this database lacks; returns their versions.
-    @discardableResult
-    static func migrate(_ database: Database) throws -> Set<Int> {
+    /// Applies the migrations this database lacks, each in its own transaction.
+    static func migrate(_ database: Database) throws {
         let hasTable =
             try database.scalar(
                 "SELECT count(*) FROM sqlite_schema WHERE name = '_sqsync_migrations'")?.int64Value == 1
@@ -93,28 +98,28 @@ public final class Replica {
             hasTable
             ? Set(try database.rows(#"SELECT "version" FROM "_sqsync_migrations""#).compactMap { $0[0].int64Value })
             : []
-        var newlyApplied: Set<Int> = []
         for migration in MetadataSQL.migrations where !applied.contains(Int64(migration.version)) {
             try database.inTransaction {
                 try database.execute(migration.sql)
                 try database.run(
                     #"INSERT INTO "_sqsync_migrations" ("version") VALUES (?)"#, .integer(Int64(migration.version)))
             }
-            if hasTable { newlyApplied.insert(migration.version) }
         }
-        return newlyApplied
     }
 
     // MARK: Tracked tables
 
     /// The tracked tables with their columns as sqsync recorded them, ordered so that a
     /// table comes after the tables it references (parents before children).
-    public func trackedTables() throws -> [TableInfo] {
+    public func trackedTables() throws -> [TableInfo] { try trackedTables(skippingMissing: false) }
+
+    func trackedTables(skippingMissing: Bool) throws -> [TableInfo] {
         var tables: [TableInfo] = []
         for row in try database.rows(#"SELECT "tid", "name" FROM "_sqsync_tables" ORDER BY "tid""#) {
             let tid = Int(row[0].int64Value ?? 0)
             let name = row[1].stringValue ?? ""
             guard let declared = try DeclaredTable.read(name, in: database) else {
+                if skippingMissing { continue }
                 throw ChangeLogError(
                     .schemaMismatch, "\(path): tracked table \(name) no longer exists; run `sqsync untrack \(path) \(name)`")
             }

@@ -130,7 +130,8 @@ public final class Mailbox {
         var keep: Set<String> = []
         if !everyoneHasAll {
             let fingerprint = Self.fingerprint(knowledge: knowledge, base: base)
-            if let existing = mine.first(where: { $0.hasSuffix("_\(fingerprint).sqsb") }) {
+            let uploaded = try replica.uploadedBundles(mailbox: transport.displayName)
+            if let existing = mine.first(where: { $0.hasSuffix("_\(fingerprint).sqsb") && uploaded.contains($0) }) {
                 keep.insert(existing)
             } else {
                 let exported = try BundleExchange.export(
@@ -145,6 +146,7 @@ public final class Mailbox {
             try transport.removeFile("\(Self.outbox)/\(me)/\(name)")
             report.removed += 1
         }
+        try replica.rememberUploads(mailbox: transport.displayName, files: keep)
         report.removed += try removeBundlesEveryReaderHolds(
             bundles.filter { $0.sender != me }, readers: readers, me: me, knowledge: knowledge, seen: try replica.seenBundles())
         for verified in verifiedAcknowledgements {

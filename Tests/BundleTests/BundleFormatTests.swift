@@ -335,6 +335,23 @@ final class BundleFormatTests: XCTestCase {
         try assertRefused(
             try signed(prefix + varint((1 << 20) + 1) + varint(oversized.count) + oversized + [0, 0]),
             "a block declaring more than 1 MiB", kinds: [.corrupt], into: fresh)
+        // Blocks that each keep their word but together inflate far past their size: one text
+        // value 100 MB long, of zeros.
+        var bombRecords: [UInt8] = [0x01, 0, 1, 3] + varint(100_000_000)
+        bombRecords += [UInt8](repeating: 0, count: (1 << 20) - bombRecords.count)
+        let first = try BlockCompression.compress(bombRecords)
+        let zeros = try BlockCompression.compress([UInt8](repeating: 0, count: 1 << 20))
+        var blocks = prefix + varint(1 << 20) + varint(first.count) + first
+        for _ in 1..<70 { blocks += varint(1 << 20) + varint(zeros.count) + zeros }
+        try assertRefused(try signed(blocks + [0, 0]), "records inflating 256 times their size", kinds: [.corrupt], into: fresh)
+        let bombFile = path("bomb.sqsb")
+        XCTAssertTrue(FileManager.default.createFile(atPath: bombFile, contents: Data(try signed(blocks + [0, 0]))))
+        let bombReader = try BundleReader(path: bombFile)
+        try bombReader.verify(trust: trust)
+        XCTAssertThrowsError(try bombReader.forEachChange { _ in }) { error in
+            XCTAssertTrue("\(error)".contains("decompression bomb"), "\(error)")
+        }
+
         var garbled = try packed(prefix, records)
         garbled[prefix.count + 8] ^= 0xff
         try assertRefused(try signed(garbled), "a garbled compressed block", kinds: [.corrupt], into: fresh)

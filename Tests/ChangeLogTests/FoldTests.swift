@@ -126,4 +126,40 @@ final class FoldTests: XCTestCase {
             XCTAssertEqual(byKey.map(\.isDelete), byScan.map(\.isDelete), "live rows first, deletions last, on both paths")
         }
     }
+
+    /// A replica from before the capture log: its triggers wrote `_sqsync_rows` directly and
+    /// left changes unnumbered. Opening it numbers them once, rebuilds the triggers for the
+    /// log, and every change, old or new, reaches a peer.
+    func testReplicaFromBeforeTheLogIsUpgradedOnOpen() throws {
+        let replica = try sandbox.replica("legacy", schema: schema, track: ["items", "pairs"])
+        let peer = try sandbox.clone(replica, "legacy-peer")
+        let tid = try XCTUnwrap(replica.database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = 'items'"#))
+        // What the earlier sqsync's insert trigger did: an unnumbered row entry, no log.
+        try replica.database.execute(
+            """
+            DROP TRIGGER "_sqsync_items_after_insert";
+            CREATE TRIGGER "_sqsync_items_after_insert" AFTER INSERT ON items BEGIN
+              INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq")
+                SELECT \(tid.literal), NEW.id, 1, "hlc" + 1, "site", 0 FROM "_sqsync_replica";
+            END;
+            UPDATE "_sqsync_replica" SET "capture_log" = 0;
+            """)
+        try sqlite3Shell(replica.path, "INSERT INTO items VALUES ('old1', 'before', 1, NULL), ('old2', 'before', 2, NULL);")
+        XCTAssertEqual(try pendingLogRows(replica), 0)
+
+        let upgraded = try Replica(path: replica.path)
+        XCTAssertEqual(try upgraded.database.scalar(#"SELECT "capture_log" FROM "_sqsync_replica""#), .integer(1))
+        XCTAssertEqual(
+            try upgraded.database.scalar(#"SELECT count(*) FROM "_sqsync_rows" WHERE "seq" = 0"#), .integer(0),
+            "the old triggers' changes are numbered")
+        XCTAssertEqual(try upgraded.doctor(), [], "the triggers are the log's now")
+        try sqlite3Shell(upgraded.path, "INSERT INTO items VALUES ('new1', 'after', 3, NULL);")
+        XCTAssertEqual(try pendingLogRows(upgraded), 1)
+        try sync(from: upgraded, to: peer)
+        XCTAssertEqual(try rows(of: peer, table: "items").map { $0[0] }, [.text("new1"), .text("old1"), .text("old2")])
+        // And an export for a peer that already holds the old changes sends only the new one.
+        try sqlite3Shell(upgraded.path, "UPDATE items SET qty = 30 WHERE id = 'new1';")
+        let delta = try changeSet(from: upgraded, for: peer)
+        XCTAssertEqual(delta.changes.map(\.key), [[.text("new1")]])
+    }
 }

@@ -31,10 +31,13 @@ extension SQSync {
                 verification = (false, "\(error)")
             }
             var counts: [String: [String: Int]] = [:]
-            try reader.forEachChange { change in
+            // Records are inflated only once the signature holds: never for an unverified file.
+            if verification.ok {
+                try reader.forEachChange { change in
                 let table = reader.header.tables[change.table].name
                 let operation = change.isDelete ? "deletes" : (change.rowStamp != nil ? "inserts" : "updates")
                 counts[table, default: [:]][operation, default: 0] += 1
+                }
             }
             let header = reader.header
             if global.json {
