@@ -117,6 +117,7 @@ public final class BundleReader {
             tables.append(TableSchema(name: name, columns: columns, primaryKey: key))
         }
         var learned: [Int: LearningEvent] = [:]
+        var schemaVersion: Int64?
         if version >= 2 {
             for _ in 0..<(try source.readCount(limit: siteCount)) {
                 let site = try source.readIndex(below: siteCount, "learned site")
@@ -124,10 +125,12 @@ public final class BundleReader {
                 learned[site] = LearningEvent(
                     previous: try source.readInt64(), reached: try source.readInt64(), ownSeq: try source.readInt64())
             }
+            schemaVersion = try source.readZigzag()
         }
         let header = ChangeSetHeader(
             sites: sites, siteNames: names, knowledge: knowledge, base: base, forgotten: forgotten, senderSeq: senderSeq,
-            senderHLC: senderHLC, acknowledgements: acknowledgements, tables: tables, senderLearned: learned)
+            senderHLC: senderHLC, acknowledgements: acknowledgements, tables: tables, senderLearned: learned,
+            schemaVersion: schemaVersion)
         return (header, createdAt)
     }
 

@@ -77,6 +77,7 @@ public final class BundleWriter {
             BundleCodec.appendVarint(event.reached, to: &bytes)
             BundleCodec.appendVarint(event.ownSeq, to: &bytes)
         }
+        BundleCodec.appendZigzag(header.schemaVersion ?? 0, to: &bytes)
         return bytes
     }
 

@@ -51,6 +51,8 @@ enum ApplySQL {
         INSERT OR REPLACE INTO "_sqsync_learned" ("site", "previous", "reached", "own_seq") VALUES (?, ?, ?, ?)
         """
 
+    static let schemaVersion = #"UPDATE "_sqsync_sites" SET "schema_version" = ? WHERE "site" = ?"#
+
     static let heardFrom = """
         UPDATE "_sqsync_sites" SET "last_heard" = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
             "reported_seq" = CASE WHEN "reported_seq" IS NULL OR "reported_seq" < ?1 THEN ?1 ELSE "reported_seq" END,

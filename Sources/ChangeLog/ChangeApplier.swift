@@ -43,18 +43,21 @@ public final class ChangeApplier {
         let key: [ColumnInfo]
         /// Change-set indexes of the columns outside the key, in order: what an insert carries.
         let nonKeyColumns: [Int]
+        /// Change-set indexes of columns a migration dropped here: their values are ignored.
+        let dropped: Set<Int>
         let insertEverything: Statement
         let deleteRow: Statement
         private var updates: [[Int]: Statement] = [:]
         private let database: Database
         var counts = ApplySummary.TableCounts()
 
-        init(info: TableInfo, columns: [ColumnInfo], key: [ColumnInfo], database: Database) throws {
+        init(info: TableInfo, columns: [ColumnInfo], key: [ColumnInfo], dropped: Set<Int>, database: Database) throws {
             self.info = info
             self.columns = columns
             self.key = key
+            self.dropped = dropped
             self.database = database
-            nonKeyColumns = columns.indices.filter { !columns[$0].isPrimaryKey }
+            nonKeyColumns = columns.indices.filter { !columns[$0].isPrimaryKey && !dropped.contains($0) }
             insertEverything = try database.prepare(
                 ApplySQL.insertRow(info.name, columns: key.map(\.name) + nonKeyColumns.map { columns[$0].name }))
             deleteRow = try database.prepare(ApplySQL.deleteRow(info.name, key: info.primaryKey))
@@ -159,23 +162,33 @@ public final class ChangeApplier {
         for schema in header.tables {
             guard let info = tracked[schema.name] else {
                 throw ChangeLogError(
-                    .schemaMismatch, "\(path): the bundle carries table \(schema.name), which is not tracked here")
+                    .schemaMismatch,
+                    "\(path): the bundle carries table \(schema.name), which is not tracked here\(Self.versions(header, replica))")
             }
             var columns: [ColumnInfo] = []
+            var dropped: Set<Int> = []
             for name in schema.columns {
                 guard let column = info.column(named: name) else {
+                    // A column this replica's migration dropped: the sender has not migrated yet.
+                    if try replica.isDroppedColumn(name, of: info.tid) {
+                        dropped.insert(columns.count)
+                        columns.append(ColumnInfo(cid: 0, name: name, primaryKeyPosition: 0))
+                        continue
+                    }
                     throw ChangeLogError(
                         .schemaMismatch,
-                        "\(path): the bundle carries column \(schema.name).\(name), which this replica lacks; migrate the schema, run `sqsync refresh`, then import again"
+                        "\(path): the bundle carries column \(schema.name).\(name), which this replica lacks\(Self.versions(header, replica)); migrate the schema, run `sqsync refresh`, then import again"
                     )
                 }
                 columns.append(column)
             }
             let key = schema.primaryKey.map { columns[$0] }
             guard key.map(\.cid) == info.primaryKey.map(\.cid) else {
-                throw ChangeLogError(.schemaMismatch, "\(path): table \(schema.name) has a different primary key in the bundle")
+                throw ChangeLogError(
+                    .schemaMismatch,
+                    "\(path): table \(schema.name) has a different primary key in the bundle\(Self.versions(header, replica))")
             }
-            targets.append(try Target(info: info, columns: columns, key: key, database: database))
+            targets.append(try Target(info: info, columns: columns, key: key, dropped: dropped, database: database))
         }
         self.targets = targets
 
@@ -244,6 +257,22 @@ public final class ChangeApplier {
 
     public func apply(_ change: RowChange) throws {
         let target = targets[change.table]
+        if !target.dropped.isEmpty {
+            var kept = change
+            kept.columns.removeAll { target.dropped.contains($0.column) }
+            return try applyKept(kept, to: target)
+        }
+        try applyKept(change, to: target)
+    }
+
+    /// ", the sender is on schema version 5, this replica on 4", when the versions differ.
+    static func versions(_ header: ChangeSetHeader, _ replica: Replica) -> String {
+        let ours = (try? replica.schemaVersion()) ?? 0
+        guard let theirs = header.schemaVersion, theirs != ours else { return "" }
+        return " (\(header.senderName) is on schema version \(theirs), this replica on \(ours))"
+    }
+
+    private func applyKept(_ change: RowChange, to target: Target) throws {
         let key = try storedKey(change.key)
         if let rowStamp = change.rowStamp { highestClock = max(highestClock, rowStamp.hlc) }
         for column in change.columns { highestClock = max(highestClock, column.stamp.hlc) }
@@ -524,6 +553,9 @@ public final class ChangeApplier {
             try replica.recordAcknowledgement(peer: localSite[acknowledgement.peer], seqs)
         }
         try database.run(ApplySQL.heardFrom, .integer(header.senderSeq), .integer(header.senderHLC), .integer(Int64(sender)))
+        if let version = header.schemaVersion {
+            try database.run(ApplySQL.schemaVersion, .integer(version), .integer(Int64(sender)))
+        }
         try database.run(ApplySQL.observeClock, .integer(highestClock))
         try database.execute(ApplySQL.stopApplying)
         return summary

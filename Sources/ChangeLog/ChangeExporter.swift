@@ -107,7 +107,7 @@ public final class ChangeExporter {
                     name: table.name, columns: table.columns.map(\.name),
                     primaryKey: table.primaryKey.map { key in table.columns.firstIndex { $0.cid == key.cid }! })
             },
-            senderLearned: learned)
+            senderLearned: learned, schemaVersion: try replica.schemaVersion())
     }
 
     private static func loadBase(_ base: [Int: Int64], into database: Database) throws {

@@ -97,14 +97,17 @@ public struct ChangeSetHeader: Sendable, Equatable {
     public var acknowledgements: [Acknowledgement]
     /// When the sender last learned of each replica's changes, by site index (format 2).
     public var senderLearned: [Int: LearningEvent]
+    /// The sender's `PRAGMA user_version` (format 2); nil when the bundle does not say.
+    public var schemaVersion: Int64?
     public var tables: [TableSchema]
 
     public init(
         sites: [String], siteNames: [String], knowledge: [Int64], base: [Int64], forgotten: [Int64], senderSeq: Int64,
         senderHLC: Int64, acknowledgements: [Acknowledgement], tables: [TableSchema],
-        senderLearned: [Int: LearningEvent] = [:]
+        senderLearned: [Int: LearningEvent] = [:], schemaVersion: Int64? = nil
     ) {
         self.senderLearned = senderLearned
+        self.schemaVersion = schemaVersion
         self.sites = sites
         self.siteNames = siteNames
         self.knowledge = knowledge

@@ -186,6 +186,27 @@ enum MetadataSQL {
             CREATE INDEX "_sqsync_tombstones" ON "_sqsync_rows" ("site", "seq") WHERE "cl" % 2 = 0;
             """
         ),
+        (
+            3,
+            """
+            -- A column a migration dropped keeps its id, marked, so peers' changes to it are
+            -- ignored rather than held (Replica+Refresh).
+            ALTER TABLE "_sqsync_columns" ADD COLUMN "dropped" INTEGER NOT NULL DEFAULT 0;
+
+            -- Each peer's schema version (PRAGMA user_version) as its last bundle said.
+            ALTER TABLE "_sqsync_sites" ADD COLUMN "schema_version" INTEGER;
+
+            -- Every tracked value as captured when `refresh --before-migration` ran, until the
+            -- `refresh` that ends the migration compares the tables with it.
+            CREATE TABLE "_sqsync_snapshot" (
+                "tid" INTEGER NOT NULL,
+                "cid" INTEGER NOT NULL,
+                "pk" NOT NULL,
+                "value",
+                PRIMARY KEY ("tid", "cid", "pk")
+            ) WITHOUT ROWID;
+            """
+        ),
     ]
 
     static let changesBeforeTheChangeTable = """

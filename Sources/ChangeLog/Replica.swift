@@ -133,7 +133,7 @@ public final class Replica {
         return try orderedParentsFirst(tables)
     }
 
-    private func columnIDs(tid: Int) throws -> [String: Int] {
+    func columnIDs(tid: Int) throws -> [String: Int] {
         var ids: [String: Int] = [:]
         for row in try database.rows(#"SELECT "name", "cid" FROM "_sqsync_columns" WHERE "tid" = ?"#, .integer(Int64(tid))) {
             ids[row[0].stringValue ?? ""] = Int(row[1].int64Value ?? 0)
@@ -206,7 +206,7 @@ public final class Replica {
     }
 
     /// Records the table and gives new columns the next free ids.
-    private func register(_ table: DeclaredTable) throws -> TableInfo {
+    func register(_ table: DeclaredTable) throws -> TableInfo {
         try database.run(#"INSERT INTO "_sqsync_tables" ("name") VALUES (?) ON CONFLICT DO NOTHING"#, .text(table.name))
         let tid = Int(
             try database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(table.name))?.int64Value ?? 0)
@@ -231,13 +231,13 @@ public final class Replica {
         return TableInfo(tid: tid, name: table.name, columns: columns)
     }
 
-    private func installTriggers(for table: TableInfo) throws {
+    func installTriggers(for table: TableInfo) throws {
         try dropTriggers(of: table.name)
         for trigger in TriggerSQL(table: table).all { try database.execute(trigger.sql) }
         database.clearStatementCache()
     }
 
-    private func dropTriggers(of tableName: String) throws {
+    func dropTriggers(of tableName: String) throws {
         let names = try database.rows(
             "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = ? AND name LIKE '\\_sqsync\\_%' ESCAPE '\\'",
             .text(tableName)
@@ -266,7 +266,8 @@ public final class Replica {
                 }
                 try dropTriggers(of: name)
                 for metadata in [
-                    "_sqsync_log", "_sqsync_changes", "_sqsync_rows", "_sqsync_cells", "_sqsync_columns", "_sqsync_tables",
+                    "_sqsync_log", "_sqsync_changes", "_sqsync_snapshot", "_sqsync_rows", "_sqsync_cells", "_sqsync_columns",
+                    "_sqsync_tables",
                 ] {
                     try database.run("DELETE FROM \(quoteIdentifier(metadata)) WHERE \"tid\" = ?", tid)
                 }
@@ -276,33 +277,6 @@ public final class Replica {
 
     public func trackedTableNames() throws -> [String] {
         try database.rows(#"SELECT "name" FROM "_sqsync_tables" ORDER BY "name""#).compactMap { $0[0].stringValue }
-    }
-
-    /// Rebuilds every tracked table's triggers from its current schema, after the app
-    /// migrated it. New columns get new ids; columns that were dropped keep theirs unused.
-    @discardableResult
-    public func refresh() throws -> [String] {
-        try database.inTransaction {
-            var refreshed: [String] = []
-            for name in try trackedTableNames() {
-                guard let declared = try DeclaredTable.read(name, in: database) else {
-                    throw ChangeLogError(
-                        .schemaMismatch, "\(path): tracked table \(name) no longer exists; run `sqsync untrack \(path) \(name)`")
-                }
-                let tid =
-                    try database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name))?.int64Value ?? 0
-                let known = Set(try columnIDs(tid: Int(tid)).keys)
-                let info = try register(declared)
-                try installTriggers(for: info)
-                for column in info.columns where !known.contains(column.name) {
-                    let defaultSQL = declared.columns.first { $0.name == column.name }?.defaultSQL
-                    try database.execute(TriggerSQL(table: info).backfill(column, defaultSQL: defaultSQL))
-                }
-                refreshed.append(name)
-            }
-            try numberPendingChanges()
-            return refreshed
-        }
     }
 
     /// Problems that make capture or merge unsafe, each one line; empty when healthy.

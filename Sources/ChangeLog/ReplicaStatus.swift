@@ -17,6 +17,8 @@ public struct ReplicaStatus: Sendable {
     public var peers: [PeerLag]
     public var held: [(path: String, reason: String)]
     public var conflicts: Int
+    /// This replica's `PRAGMA user_version`.
+    public var schemaVersion: Int64 = 0
 }
 
 extension Replica {
@@ -53,7 +55,7 @@ extension Replica {
                 held: try database.rows(#"SELECT "path", "reason" FROM "_sqsync_held" ORDER BY "held_at""#).map {
                     ($0[0].stringValue ?? "", $0[1].stringValue ?? "")
                 },
-                conflicts: try count(#"SELECT count(*) FROM "_sqsync_conflicts""#, []))
+                conflicts: try count(#"SELECT count(*) FROM "_sqsync_conflicts""#, []), schemaVersion: try schemaVersion())
         }
     }
 }

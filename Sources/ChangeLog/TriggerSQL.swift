@@ -104,10 +104,14 @@ struct TriggerSQL {
     /// Bit set for each column whose value changed. `1 IS 1.0` is true in SQL, so a change of
     /// storage class counts too: peers must receive the value exactly.
     private static func changedMask(_ columns: [ColumnInfo]) -> String {
-        columns.map { column in
-            let name = quoteIdentifier(column.name)
-            return "((OLD.\(name) IS NOT NEW.\(name) OR typeof(OLD.\(name)) != typeof(NEW.\(name))) << \(Operation.bit(of: column.cid)))"
-        }.joined(separator: " | ")
+        columns.map { changedTerm($0.name, cid: $0.cid) }.joined(separator: " | ")
+    }
+
+    /// One column's bit of the mask. `refresh` looks for it in installed triggers: SQLite's
+    /// RENAME COLUMN rewrites the name in it and leaves the bit, which is the column's id.
+    static func changedTerm(_ column: String, cid: Int) -> String {
+        let name = quoteIdentifier(column)
+        return "((OLD.\(name) IS NOT NEW.\(name) OR typeof(OLD.\(name)) != typeof(NEW.\(name))) << \(Operation.bit(of: cid)))"
     }
 
     /// One trigger for every update that keeps the key: it logs the changed columns, or

@@ -400,12 +400,13 @@ final class BundleFormatTests: XCTestCase {
         let reader = try BundleReader(path: file)
         let payload = Array(try Data(contentsOf: URL(fileURLWithPath: file)).prefix(reader.payloadLength))
         let parts = try parts(of: payload)
-        // Format 1 ends the header at the tables: drop format 2's learned events (none here).
+        // Format 1 ends the header at the tables: drop format 2's learned events (none here)
+        // and schema version (0).
         let headerStart = parts.headerLengthOffset + varint(parts.headerLength).count
-        XCTAssertEqual(parts.prefix.last, 0, "no learned events")
+        XCTAssertEqual(Array(parts.prefix.suffix(2)), [0, 0], "no learned events, schema version 0")
         var versionOne =
-            Array(parts.prefix[..<parts.headerLengthOffset]) + varint(parts.headerLength - 1)
-            + Array(parts.prefix[headerStart..<(parts.prefix.count - 1)]) + parts.records
+            Array(parts.prefix[..<parts.headerLengthOffset]) + varint(parts.headerLength - 2)
+            + Array(parts.prefix[headerStart..<(parts.prefix.count - 2)]) + parts.records
         versionOne[8] = 1
         let oldFile = path("version1.sqsb")
         XCTAssertTrue(FileManager.default.createFile(atPath: oldFile, contents: Data(try signed(versionOne))))

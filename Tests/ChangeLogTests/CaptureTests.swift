@@ -329,7 +329,7 @@ final class CaptureTests: XCTestCase {
         let afterAlter = try replica.doctor()
         XCTAssertFalse(afterAlter.isEmpty)
         XCTAssertTrue(afterAlter.contains { $0.contains("colour") }, "\(afterAlter)")
-        XCTAssertEqual(try replica.refresh(), ["items"])
+        XCTAssertEqual(try replica.refresh().tables, ["items"])
         XCTAssertEqual(try replica.doctor(), [])
         try replica.database.execute("INSERT INTO items VALUES ('a', 'n', 1, NULL, 'red')")
         try replica.database.execute("UPDATE items SET colour = 'blue'")

@@ -21,6 +21,7 @@ extension SQSync {
                             [
                                 "knowledge_id": peer.knowledgeID, "name": peer.name, "acknowledged": peer.acknowledged.seqs,
                                 "last_heard": peer.lastHeard as Any, "retired": peer.retired,
+                                "schema_version": peer.schemaVersion as Any,
                             ]
                         }
                     ])
@@ -29,7 +30,7 @@ extension SQSync {
                 } else {
                     global.printResult(
                         peers.map { peer in
-                            "\(peer.name.isEmpty ? "-" : peer.name) \(peer.knowledgeID)\(peer.retired ? " (retired)" : "") acknowledged \(peer.acknowledged.description.isEmpty ? "nothing" : peer.acknowledged.description), last heard \(peer.lastHeard ?? "never")"
+                            "\(peer.name.isEmpty ? "-" : peer.name) \(peer.knowledgeID)\(peer.retired ? " (retired)" : "") acknowledged \(peer.acknowledged.description.isEmpty ? "nothing" : peer.acknowledged.description), last heard \(peer.lastHeard ?? "never")\(peer.schemaVersion.map { ", schema version \($0)" } ?? "")"
                         }.joined(separator: "\n"))
                 }
             }

@@ -14,12 +14,14 @@ extension SQSync {
             if global.json {
                 global.emitJSON([
                     "knowledge_id": status.knowledgeID, "name": status.name, "knowledge": status.knowledge.seqs,
+                    "schema_version": status.schemaVersion,
                     "tables": status.trackedTables.map { ["name": $0.name, "rows": $0.rows] },
                     "local_changes": status.localChanges, "tombstones": status.tombstones, "conflicts": status.conflicts,
                     "peers": status.peers.map { lag in
                         [
                             "knowledge_id": lag.peer.knowledgeID, "name": lag.peer.name, "unacknowledged": lag.unacknowledged,
                             "tombstones_held_back": lag.tombstonesHeldBack, "last_heard": lag.peer.lastHeard as Any,
+                            "schema_version": lag.peer.schemaVersion as Any,
                         ]
                     },
                     "held": status.held.map { ["path": $0.path, "reason": $0.reason] },
@@ -29,6 +31,7 @@ extension SQSync {
             var lines = [
                 "replica    \(status.name) (\(status.knowledgeID))",
                 "knowledge  \(status.knowledge)",
+                "schema     version \(status.schemaVersion) (PRAGMA user_version)",
                 "tables     "
                     + (status.trackedTables.isEmpty
                         ? "none tracked"
@@ -40,7 +43,7 @@ extension SQSync {
             }
             for lag in status.peers {
                 lines.append(
-                    "peer       \(lag.peer.name.isEmpty ? lag.peer.knowledgeID : lag.peer.name) (\(lag.peer.knowledgeID)): \(counted(lag.unacknowledged, "local change")) not acknowledged, last heard \(lag.peer.lastHeard ?? "never")"
+                    "peer       \(lag.peer.name.isEmpty ? lag.peer.knowledgeID : lag.peer.name) (\(lag.peer.knowledgeID)): \(counted(lag.unacknowledged, "local change")) not acknowledged, last heard \(lag.peer.lastHeard ?? "never")\(lag.peer.schemaVersion.map { ", schema version \($0)" } ?? "")"
                 )
             }
             let holders = status.peers.filter { $0.tombstonesHeldBack > 0 }.map {

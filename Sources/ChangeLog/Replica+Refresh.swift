@@ -1,0 +1,269 @@
+/// What `refresh` found and did, table by table.
+public struct RefreshResult: Sendable, Equatable {
+    public var tables: [String] = []
+    /// Tracked tables renamed by the app's migration: old name → new name.
+    public var renamedTables: [String: String] = [:]
+    /// "table.old" → "new".
+    public var renamedColumns: [String: String] = [:]
+    /// "table.column" of columns the migration dropped.
+    public var droppedColumns: [String] = []
+    /// Writes made while no trigger ran, now captured as local changes.
+    public var capturedInserts = 0
+    public var capturedDeletes = 0
+    public var capturedUpdates = 0
+
+    public init() {}
+}
+
+/// What differs between a tracked table and what sqsync recorded of it: writes made while
+/// no trigger ran (a table rebuilt by a migration, an `untrack`/`track` gap, a restored
+/// backup of the table).
+public struct UncapturedWrites: Sendable, Equatable {
+    public var table: String
+    public var inserts: Int
+    public var deletes: Int
+    public var updates: Int
+    public var isEmpty: Bool { inserts == 0 && deletes == 0 && updates == 0 }
+}
+
+extension Replica {
+    /// Takes sqsync's triggers off every tracked table, so the app's migration may drop a
+    /// column (SQLite refuses to drop a column a trigger names) or rebuild a table, and keeps
+    /// a copy of every tracked value as captured so far. `refresh` afterwards puts the
+    /// triggers back and captures, once, every write made in between, down to the column.
+    @discardableResult
+    public func prepareMigration() throws -> [String] {
+        try database.inTransaction {
+            try numberPendingChanges()
+            var names: [String] = []
+            for table in try trackedTables(skippingMissing: true) {
+                try dropTriggers(of: table.name)
+                let snapshot = SnapshotSQL(table: table)
+                try database.run(SnapshotSQL.forget, .integer(Int64(table.tid)))
+                for column in table.columns where !column.isPrimaryKey { try database.execute(snapshot.keep(column)) }
+                names.append(table.name)
+            }
+            return names
+        }
+    }
+
+    /// True between `prepareMigration()` and the `refresh()` that ends it.
+    public func isMigrating() throws -> Bool {
+        try database.scalar(#"SELECT EXISTS (SELECT 1 FROM "_sqsync_snapshot")"#)?.int64Value == 1
+    }
+
+    /// Rebuilds every tracked table's triggers after the app migrated its schema, and
+    /// reconciles the tables with sqsync's metadata. A table renamed by `ALTER TABLE … RENAME
+    /// TO` is followed (its triggers moved with it); a column renamed by `RENAME COLUMN` keeps
+    /// its id and the clocks of its values; a dropped column is remembered as dropped, so
+    /// peers' changes to it are ignored; a new column gets an id, and values a migration gave
+    /// it are captured. Then rows present but unknown become local inserts, rows recorded
+    /// alive but gone become local deletes, and rows whose values differ from what was last
+    /// captured become local updates.
+    @discardableResult
+    public func refresh() throws -> RefreshResult {
+        try database.inTransaction {
+            try numberPendingChanges()
+            var result = RefreshResult()
+            for row in try database.rows(#"SELECT "tid", "name" FROM "_sqsync_tables" ORDER BY "tid""#) {
+                let tid = Int(row[0].int64Value ?? 0)
+                var name = row[1].stringValue ?? ""
+                if try DeclaredTable.read(name, in: database) == nil {
+                    guard let renamed = try tableHoldingTriggers(of: name) else {
+                        throw ChangeLogError(
+                            .schemaMismatch,
+                            "\(path): tracked table \(name) no longer exists; run `sqsync untrack \(path) \(name)`")
+                    }
+                    try database.run(RefreshSQL.renameTable, .text(renamed), .integer(Int64(tid)))
+                    result.renamedTables[name] = renamed
+                    name = renamed
+                }
+                guard let declared = try DeclaredTable.read(name, in: database) else { continue }
+                try followColumns(of: declared, tid: tid, into: &result)
+                let live = Set(try database.rows(RefreshSQL.liveColumns, .integer(Int64(tid))).compactMap { $0[0].stringValue })
+                let info = try register(declared)
+                try database.run(RefreshSQL.markKeyColumns, .integer(Int64(tid)))
+                for column in declared.columns where column.primaryKeyPosition > 0 {
+                    try database.run(RefreshSQL.setKeyColumn, .integer(Int64(tid)), .text(column.name))
+                }
+                try installTriggers(for: info)
+                let triggers = TriggerSQL(table: info)
+                for column in info.columns where !live.contains(column.name) && !column.isPrimaryKey {
+                    try database.run(RefreshSQL.undrop, .integer(Int64(tid)), .text(column.name))
+                    let defaultSQL = declared.columns.first { $0.name == column.name }?.defaultSQL
+                    try database.execute(triggers.backfill(column, defaultSQL: defaultSQL))
+                }
+                let captured = try captureUncapturedWrites(of: info)
+                try database.run(SnapshotSQL.forget, .integer(Int64(tid)))
+                result.capturedInserts += captured.inserts
+                result.capturedDeletes += captured.deletes
+                result.capturedUpdates += captured.updates
+                result.tables.append(name)
+            }
+            try numberPendingChanges()
+            return result
+        }
+    }
+
+    /// Writes to tracked tables that no trigger captured; `doctor` reports them.
+    public func uncapturedWrites() throws -> [UncapturedWrites] {
+        try numberPendingChanges()
+        return try database.inTransaction(commit: false) {
+            var found: [UncapturedWrites] = []
+            for table in try trackedTables(skippingMissing: true) {
+                let captured = try captureUncapturedWrites(of: table)
+                found.append(
+                    UncapturedWrites(
+                        table: table.name, inserts: captured.inserts, deletes: captured.deletes, updates: captured.updates))
+            }
+            return found.filter { !$0.isEmpty }
+        }
+    }
+
+    /// Logs, as local changes, what differs between the table and the metadata. Runs after a
+    /// fold, so the log holds nothing else of this table.
+    private func captureUncapturedWrites(of table: TableInfo) throws -> (inserts: Int, deletes: Int, updates: Int) {
+        let reconcile = ReconcileSQL(table: table)
+        try database.execute(reconcile.logInserts)
+        let inserts = database.changes
+        try database.execute(reconcile.logDeletes)
+        let deletes = database.changes
+        var updates = 0
+        for column in table.columns where !column.isPrimaryKey {
+            try database.execute(reconcile.logUpdates(of: column))
+            updates += database.changes
+        }
+        return (inserts, deletes, updates)
+    }
+
+    /// The table a tracked table's triggers now belong to: `ALTER TABLE … RENAME TO` moves
+    /// triggers with their table, and their names still carry the old one.
+    private func tableHoldingTriggers(of oldName: String) throws -> String? {
+        try database.scalar(
+            RefreshSQL.triggerTable, .text("_sqsync_\(oldName)_after_insert"))?.stringValue
+    }
+
+    /// Recognises columns the migration renamed (SQLite rewrote the triggers' text to name
+    /// the new column where the old one was) and marks the ones it dropped.
+    private func followColumns(of declared: DeclaredTable, tid: Int, into result: inout RefreshResult) throws {
+        let declaredNames = Set(declared.columns.map(\.name))
+        var added = declared.columns.filter { column in
+            (try? database.scalar(RefreshSQL.columnID, .integer(Int64(tid)), .text(column.name))) == nil
+        }
+        let triggerText = try database.rows(RefreshSQL.triggersOfTable, .text(declared.name)).compactMap {
+            $0[0].stringValue
+        }.joined(separator: "\n")
+        for row in try database.rows(RefreshSQL.liveColumnsWithIDs, .integer(Int64(tid))) {
+            let cid = Int(row[0].int64Value ?? 0), name = row[1].stringValue ?? "", isKey = row[2].int64Value == 1
+            guard !declaredNames.contains(name) else { continue }
+            let renamedTo = added.firstIndex { column in
+                isKey
+                    ? column.primaryKeyPosition > 0 && triggerText.contains("NEW.\(quoteIdentifier(column.name))")
+                    : triggerText.contains(TriggerSQL.changedTerm(column.name, cid: cid))
+            }
+            if let index = renamedTo {
+                let newName = added.remove(at: index).name
+                try database.run(RefreshSQL.renameColumn, .text(newName), .integer(Int64(tid)), .integer(Int64(cid)))
+                result.renamedColumns["\(declared.name).\(name)"] = newName
+            } else {
+                try database.run(RefreshSQL.dropColumn, .integer(Int64(tid)), .integer(Int64(cid)))
+                try database.run(RefreshSQL.dropCellsOfColumn, .integer(Int64(tid)), .integer(Int64(cid)))
+                result.droppedColumns.append("\(declared.name).\(name)")
+            }
+        }
+    }
+}
+
+/// The statements `refresh` runs on sqsync's own tables.
+enum RefreshSQL {
+    static let renameTable = #"UPDATE "_sqsync_tables" SET "name" = ? WHERE "tid" = ?"#
+    static let triggerTable = "SELECT tbl_name FROM sqlite_schema WHERE type = 'trigger' AND name = ?"
+    static let triggersOfTable = """
+        SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = ? AND name LIKE '\\_sqsync\\_%' ESCAPE '\\'
+        """
+    static let columnID = #"SELECT "cid" FROM "_sqsync_columns" WHERE "tid" = ? AND "name" = ? AND "dropped" = 0"#
+    static let liveColumns = #"SELECT "name" FROM "_sqsync_columns" WHERE "tid" = ? AND "dropped" = 0"#
+    static let liveColumnsWithIDs = #"SELECT "cid", "name", "is_pk" FROM "_sqsync_columns" WHERE "tid" = ? AND "dropped" = 0"#
+    static let renameColumn = #"UPDATE "_sqsync_columns" SET "name" = ? WHERE "tid" = ? AND "cid" = ?"#
+    static let dropColumn = #"UPDATE "_sqsync_columns" SET "dropped" = 1, "is_pk" = 0 WHERE "tid" = ? AND "cid" = ?"#
+    static let dropCellsOfColumn = #"DELETE FROM "_sqsync_cells" WHERE "tid" = ? AND "cid" = ?"#
+    static let undrop = #"UPDATE "_sqsync_columns" SET "dropped" = 0 WHERE "tid" = ? AND "name" = ?"#
+    static let markKeyColumns = #"UPDATE "_sqsync_columns" SET "is_pk" = 0 WHERE "tid" = ?"#
+    static let setKeyColumn = #"UPDATE "_sqsync_columns" SET "is_pk" = 1 WHERE "tid" = ? AND "name" = ?"#
+}
+
+/// How `refresh` and `doctor` find writes no trigger captured, as SQL over one table and
+/// its metadata. Inserts and deletes compare keys; updates compare each live row's
+/// checksum with the one recorded when its values were last captured or applied.
+struct ReconcileSQL {
+    let table: TableInfo
+
+    private var alias: String { quoteIdentifier("_sqsync_t") }
+    private var key: String { TriggerSQL(table: table).keyExpression(alias) }
+    private var stamp: String { MetadataSQL.wallClockMilliseconds }
+
+    /// Rows present without a live entry: inserted while no trigger ran.
+    var logInserts: String {
+        """
+        INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp")
+          SELECT \(table.tid), \(TriggerSQL.Operation.insert), \(key), \(stamp)
+          FROM \(quoteIdentifier(table.name)) AS \(alias)
+          WHERE NOT EXISTS (SELECT 1 FROM "_sqsync_rows" r
+                            WHERE r."tid" = \(table.tid) AND r."pk" = \(key) AND r."cl" % 2 = 1)
+        """
+    }
+
+    /// Live entries whose row is gone: deleted while no trigger ran.
+    var logDeletes: String {
+        """
+        INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp")
+          SELECT \(table.tid), \(TriggerSQL.Operation.delete), r."pk", \(stamp)
+          FROM "_sqsync_rows" r
+          LEFT JOIN (SELECT \(key) AS "k" FROM \(quoteIdentifier(table.name)) AS \(alias)) AS present ON present."k" = r."pk"
+          WHERE r."tid" = \(table.tid) AND r."cl" % 2 = 1 AND present."k" IS NULL
+        """
+    }
+
+    /// Values that differ from the copy `prepareMigration()` kept: changed while no trigger
+    /// ran. Without such a copy (a table restored or rebuilt without it) nothing is logged.
+    func logUpdates(of column: ColumnInfo) -> String {
+        let value = "\(alias).\(quoteIdentifier(column.name))"
+        return """
+            INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "stamp")
+              SELECT \(table.tid), \(TriggerSQL.Operation.updateBase + TriggerSQL.Operation.word(of: column.cid)), \(key),
+                     \(Int64(1) << Int64(TriggerSQL.Operation.bit(of: column.cid))), \(stamp)
+              FROM \(quoteIdentifier(table.name)) AS \(alias)
+              JOIN "_sqsync_snapshot" s ON s."tid" = \(table.tid) AND s."cid" = \(column.cid) AND s."pk" = \(key)
+              WHERE s."value" IS NOT \(value) OR typeof(s."value") != typeof(\(value))
+            """
+    }
+}
+
+/// The copy of tracked values that `prepareMigration()` keeps until `refresh()`.
+struct SnapshotSQL {
+    let table: TableInfo
+
+    static let forget = #"DELETE FROM "_sqsync_snapshot" WHERE "tid" = ?"#
+
+    func keep(_ column: ColumnInfo) -> String {
+        let alias = quoteIdentifier("_sqsync_t")
+        return """
+            INSERT INTO "_sqsync_snapshot" ("tid", "cid", "pk", "value")
+              SELECT \(table.tid), \(column.cid), \(TriggerSQL(table: table).keyExpression(alias)), \(alias).\(quoteIdentifier(column.name))
+              FROM \(quoteIdentifier(table.name)) AS \(alias)
+            """
+    }
+}
+
+extension Replica {
+    /// The application's schema version, `PRAGMA user_version`, which its migrations set.
+    public func schemaVersion() throws -> Int64 {
+        try database.scalar("PRAGMA user_version")?.int64Value ?? 0
+    }
+
+    func isDroppedColumn(_ name: String, of tid: Int) throws -> Bool {
+        try database.scalar(
+            #"SELECT EXISTS (SELECT 1 FROM "_sqsync_columns" WHERE "tid" = ? AND "name" = ? AND "dropped" = 1)"#,
+            .integer(Int64(tid)), .text(name))?.int64Value == 1
+    }
+}
