@@ -7,6 +7,8 @@ public struct RefreshResult: Sendable, Equatable {
     public var renamedColumns: [String: String] = [:]
     /// "table.column" of columns the migration dropped.
     public var droppedColumns: [String] = []
+    /// Tables whose primary key the migration changed.
+    public var rekeyedTables: [String] = []
     /// Writes made while no trigger ran, now captured as local changes.
     public var capturedInserts = 0
     public var capturedDeletes = 0
@@ -81,10 +83,18 @@ extension Replica {
                 guard let declared = try DeclaredTable.read(name, in: database) else { continue }
                 try followColumns(of: declared, tid: tid, into: &result)
                 let live = Set(try database.rows(RefreshSQL.liveColumns, .integer(Int64(tid))).compactMap { $0[0].stringValue })
+                let oldKey = try database.rows(RefreshSQL.keyColumns, .integer(Int64(tid))).compactMap { $0[0].stringValue }
                 let info = try register(declared)
                 try database.run(RefreshSQL.markKeyColumns, .integer(Int64(tid)))
                 for column in declared.columns where column.primaryKeyPosition > 0 {
-                    try database.run(RefreshSQL.setKeyColumn, .integer(Int64(tid)), .text(column.name))
+                    try database.run(
+                        RefreshSQL.setKeyColumn, .integer(Int64(column.primaryKeyPosition)), .integer(Int64(tid)),
+                        .text(column.name))
+                }
+                let newKey = declared.primaryKey.map(\.name)
+                if oldKey != newKey {
+                    try rekey(info, from: oldKey, declared: declared)
+                    result.rekeyedTables.append(name)
                 }
                 try installTriggers(for: info)
                 let triggers = TriggerSQL(table: info)
@@ -128,12 +138,33 @@ extension Replica {
         let inserts = database.changes
         try database.execute(reconcile.logDeletes)
         let deletes = database.changes
+        try database.execute(ReconcileSQL.forgetPresent)
         var updates = 0
         for column in table.columns where !column.isPrimaryKey {
             try database.execute(reconcile.logUpdates(of: column))
             updates += database.changes
         }
         return (inserts, deletes, updates)
+    }
+
+    /// Moves a table's metadata to a new primary key: each live row's entries (its clocks,
+    /// origin and sequence numbers) follow it to its new key, computed from the old key's
+    /// columns where the rebuilt table still has them; every replica that makes the same
+    /// migration moves them alike. Deletions recorded under the old key are forgotten (no
+    /// replica can match them any more); rows that cannot be matched are captured afresh.
+    private func rekey(_ table: TableInfo, from oldKey: [String], declared: DeclaredTable) throws {
+        let present = Set(declared.columns.map(\.name))
+        let alias = quoteIdentifier("_sqsync_t")
+        let tid = SQLValue.integer(Int64(table.tid))
+        try database.execute(RekeySQL.createMap)
+        if !oldKey.isEmpty && oldKey.allSatisfy(present.contains) {
+            let old = TriggerSQL.storedKey(oldKey.map { "\(alias).\(quoteIdentifier($0))" })
+            try database.execute(
+                "INSERT OR IGNORE INTO temp.\"_sqsync_rekey\" (\"old\", \"new\") SELECT \(old), \(TriggerSQL(table: table).keyExpression(alias)) FROM \(quoteIdentifier(table.name)) AS \(alias)"
+            )
+        }
+        for statement in RekeySQL.move { try database.run(statement, tid) }
+        try database.execute(RekeySQL.putBack)
     }
 
     /// The table a tracked table's triggers now belong to: `ALTER TABLE … RENAME TO` moves
@@ -189,7 +220,58 @@ enum RefreshSQL {
     static let dropCellsOfColumn = #"DELETE FROM "_sqsync_cells" WHERE "tid" = ? AND "cid" = ?"#
     static let undrop = #"UPDATE "_sqsync_columns" SET "dropped" = 0 WHERE "tid" = ? AND "name" = ?"#
     static let markKeyColumns = #"UPDATE "_sqsync_columns" SET "is_pk" = 0 WHERE "tid" = ?"#
-    static let setKeyColumn = #"UPDATE "_sqsync_columns" SET "is_pk" = 1 WHERE "tid" = ? AND "name" = ?"#
+    static let setKeyColumn = #"UPDATE "_sqsync_columns" SET "is_pk" = ? WHERE "tid" = ? AND "name" = ?"#
+    /// The key as recorded: "is_pk" is the position in the key (1 for every part of keys
+    /// recorded before positions were, whose parts then go in column-id order).
+    static let keyColumns = """
+        SELECT "name" FROM "_sqsync_columns" WHERE "tid" = ? AND "is_pk" > 0 AND "dropped" = 0 ORDER BY "is_pk", "cid"
+        """
+}
+
+/// Moving a table's metadata from old stored keys to new ones (temp."_sqsync_rekey").
+enum RekeySQL {
+    static let createMap = """
+        CREATE TEMP TABLE IF NOT EXISTS "_sqsync_rekey" ("old" NOT NULL PRIMARY KEY, "new" NOT NULL) WITHOUT ROWID
+        """
+
+    static let move = [
+        """
+        CREATE TEMP TABLE "_sqsync_moved_rows" AS
+          SELECT r."tid", m."new" AS "pk", r."cl", r."hlc", r."site", r."seq"
+          FROM "_sqsync_rows" r JOIN temp."_sqsync_rekey" m ON m."old" = r."pk" WHERE r."tid" = ?1 AND r."cl" % 2 = 1
+        """,
+        """
+        CREATE TEMP TABLE "_sqsync_moved_cells" AS
+          SELECT c."tid", m."new" AS "pk", c."cid", c."hlc", c."site", c."seq"
+          FROM "_sqsync_cells" c JOIN temp."_sqsync_rekey" m ON m."old" = c."pk" WHERE c."tid" = ?1
+        """,
+        """
+        CREATE TEMP TABLE "_sqsync_moved_changes" AS
+          SELECT c."site", c."seq", c."tid", m."new" AS "pk"
+          FROM "_sqsync_changes" c JOIN temp."_sqsync_rekey" m ON m."old" = c."pk" WHERE c."tid" = ?1
+        """,
+        """
+        CREATE TEMP TABLE "_sqsync_moved_snapshot" AS
+          SELECT s."tid", s."cid", m."new" AS "pk", s."value"
+          FROM "_sqsync_snapshot" s JOIN temp."_sqsync_rekey" m ON m."old" = s."pk" WHERE s."tid" = ?1
+        """,
+        #"DELETE FROM "_sqsync_rows" WHERE "tid" = ?1"#,
+        #"DELETE FROM "_sqsync_cells" WHERE "tid" = ?1"#,
+        #"DELETE FROM "_sqsync_changes" WHERE "tid" = ?1"#,
+        #"DELETE FROM "_sqsync_snapshot" WHERE "tid" = ?1"#,
+    ]
+
+    static let putBack = """
+        INSERT OR IGNORE INTO "_sqsync_rows" SELECT * FROM temp."_sqsync_moved_rows";
+        INSERT OR IGNORE INTO "_sqsync_cells" SELECT * FROM temp."_sqsync_moved_cells";
+        INSERT OR IGNORE INTO "_sqsync_changes" SELECT * FROM temp."_sqsync_moved_changes";
+        INSERT OR IGNORE INTO "_sqsync_snapshot" SELECT * FROM temp."_sqsync_moved_snapshot";
+        DROP TABLE temp."_sqsync_moved_rows";
+        DROP TABLE temp."_sqsync_moved_cells";
+        DROP TABLE temp."_sqsync_moved_changes";
+        DROP TABLE temp."_sqsync_moved_snapshot";
+        DROP TABLE temp."_sqsync_rekey";
+        """
 }
 
 /// How `refresh` and `doctor` find writes no trigger captured, as SQL over one table and
@@ -213,16 +295,21 @@ struct ReconcileSQL {
         """
     }
 
-    /// Live entries whose row is gone: deleted while no trigger ran.
+    /// Live entries whose row is gone: deleted while no trigger ran. The table's keys are
+    /// gathered once, indexed, so this costs a pass, not a pass per entry.
     var logDeletes: String {
         """
+        CREATE TEMP TABLE "_sqsync_present" ("pk" PRIMARY KEY) WITHOUT ROWID;
+        INSERT OR IGNORE INTO temp."_sqsync_present" SELECT \(key) FROM \(quoteIdentifier(table.name)) AS \(alias);
         INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp")
           SELECT \(table.tid), \(TriggerSQL.Operation.delete), r."pk", \(stamp)
           FROM "_sqsync_rows" r
-          LEFT JOIN (SELECT \(key) AS "k" FROM \(quoteIdentifier(table.name)) AS \(alias)) AS present ON present."k" = r."pk"
-          WHERE r."tid" = \(table.tid) AND r."cl" % 2 = 1 AND present."k" IS NULL
+          WHERE r."tid" = \(table.tid) AND r."cl" % 2 = 1
+            AND NOT EXISTS (SELECT 1 FROM temp."_sqsync_present" p WHERE p."pk" = r."pk");
         """
     }
+
+    static let forgetPresent = #"DROP TABLE temp."_sqsync_present""#
 
     /// Values that differ from the copy `prepareMigration()` kept: changed while no trigger
     /// ran. Without such a copy (a table restored or rebuilt without it) nothing is logged.

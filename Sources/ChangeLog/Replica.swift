@@ -224,7 +224,7 @@ public final class Replica {
                 try database.run(
                     #"INSERT INTO "_sqsync_columns" ("tid", "cid", "name", "is_pk") VALUES (?, ?, ?, ?)"#,
                     .integer(Int64(tid)), .integer(Int64(cid)), .text(column.name),
-                    .integer(column.primaryKeyPosition > 0 ? 1 : 0))
+                    .integer(Int64(column.primaryKeyPosition)))
             }
             columns.append(ColumnInfo(cid: cid, name: column.name, primaryKeyPosition: column.primaryKeyPosition))
         }
