@@ -196,6 +196,20 @@ final class OperatorMistakesTests: XCTestCase {
 
     // MARK: 7. a lost value is visible on its own replica
 
+    /// HQ's 'hq edit' lost to the site's concurrent edit: both replicas list it, once.
+    private func assertHQEditLoggedOnBothSidesThenCleared(file: StaticString = #filePath, line: UInt = #line) throws {
+        for db in [hq, site] {
+            let logged = try h.conflicts(db)
+            XCTAssertEqual(logged.count, 1, "\(db): \(logged)", file: file, line: line)
+            XCTAssertEqual(logged.first?["kind"] as? String, "concurrent update", file: file, line: line)
+            XCTAssertEqual(logged.first?["column_name"] as? String, "v", file: file, line: line)
+            XCTAssertEqual(logged.first?["lost_value"] as? String, "hq edit", file: file, line: line)
+            XCTAssertEqual(logged.first?["lost_site"] as? String, try h.knowledgeID(hq), file: file, line: line)
+        }
+        try h.ok(["conflicts", hq, "--clear"])
+        try h.ok(["conflicts", site, "--clear"])
+    }
+
     func testConcurrentLossIsLoggedOnTheReplicaWhoseValueLost() throws {
         for (db, name) in [(hq, "HQ"), (site, "S1"), (hq, "HQ")] { try h.syncOK(db, as: name, box) }
         try h.sqlite(hq, "UPDATE t SET v = 'hq edit' WHERE id = '1';")
@@ -204,18 +218,9 @@ final class OperatorMistakesTests: XCTestCase {
         for (db, name) in [(hq, "HQ"), (site, "S1"), (hq, "HQ")] { try h.syncOK(db, as: name, box) }
         XCTAssertEqual(try rows(hq), try rows(site))
         XCTAssertEqual(try h.sqlite(hq, "SELECT v FROM t WHERE id = '1';"), "site edit\n")
-        for db in [hq, site] {
-            let logged = try h.conflicts(db)
-            XCTAssertEqual(logged.count, 1, "\(db): \(logged)")
-            XCTAssertEqual(logged.first?["kind"] as? String, "concurrent update")
-            XCTAssertEqual(logged.first?["column_name"] as? String, "v")
-            XCTAssertEqual(logged.first?["lost_value"] as? String, "hq edit")
-            XCTAssertEqual(logged.first?["lost_site"] as? String, try h.knowledgeID(hq))
-        }
+        try assertHQEditLoggedOnBothSidesThenCleared()
 
         // An edit made after seeing the other's is no conflict, on either side.
-        try h.ok(["conflicts", hq, "--clear"])
-        try h.ok(["conflicts", site, "--clear"])
         try h.sqlite(hq, "UPDATE t SET v = 'hq again' WHERE id = '1';")
         try h.syncOK(hq, as: "HQ", box)
         try h.syncOK(site, as: "S1", box)
@@ -239,17 +244,9 @@ final class OperatorMistakesTests: XCTestCase {
         try h.send((site, "S1"), to: (hq, "HQ"))  // HQ's value is overwritten here: logged too
         XCTAssertEqual(try h.sqlite(hq, "SELECT v FROM t WHERE id = '1';"), "site edit\n")
         XCTAssertEqual(try rows(hq), try rows(site))
-        for db in [hq, site] {
-            let logged = try h.conflicts(db)
-            XCTAssertEqual(logged.count, 1, "\(db): \(logged)")
-            XCTAssertEqual(logged.first?["kind"] as? String, "concurrent update")
-            XCTAssertEqual(logged.first?["lost_value"] as? String, "hq edit")
-            XCTAssertEqual(logged.first?["lost_site"] as? String, try h.knowledgeID(hq))
-        }
+        try assertHQEditLoggedOnBothSidesThenCleared()
 
         // An edit made after seeing the other's is no conflict, on either side.
-        try h.ok(["conflicts", hq, "--clear"])
-        try h.ok(["conflicts", site, "--clear"])
         try h.sqlite(hq, "UPDATE t SET v = 'hq again' WHERE id = '1';")
         try h.send((hq, "HQ"), to: (site, "S1"))
         try h.sqlite(site, "UPDATE t SET v = 'site, having seen it' WHERE id = '1';")
