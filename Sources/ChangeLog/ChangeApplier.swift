@@ -47,6 +47,8 @@ public final class ChangeApplier {
         let dropped: Set<Int>
         let insertEverything: Statement
         let deleteRow: Statement
+        /// Records a written row's checksum (``RowChecksum``).
+        let recordChecksum: Statement
         private var updates: [[Int]: Statement] = [:]
         private let database: Database
         var counts = ApplySummary.TableCounts()
@@ -61,6 +63,7 @@ public final class ChangeApplier {
             insertEverything = try database.prepare(
                 ApplySQL.insertRow(info.name, columns: key.map(\.name) + nonKeyColumns.map { columns[$0].name }))
             deleteRow = try database.prepare(ApplySQL.deleteRow(info.name, key: info.primaryKey))
+            recordChecksum = try database.prepare(RowChecksum.update(info))
         }
 
         /// The UPDATE for one set of change-set columns, prepared on first use.
@@ -416,6 +419,7 @@ public final class ChangeApplier {
                 try writeCell(tid: tid, key: key, cid: target.columns[column.column].cid, stamp: columnStamp)
             }
         }
+        try replica.recordChecksum(of: key, in: target.info, with: target.recordChecksum)
         if liveHere { target.counts.updated += 1 } else { target.counts.inserted += 1 }
     }
 
@@ -496,6 +500,7 @@ public final class ChangeApplier {
         }
         guard written else { return }
         for winner in winners { try writeCell(tid: tid, key: key, cid: winner.column.cid, stamp: winner.stamp) }
+        try replica.recordChecksum(of: key, in: target.info, with: target.recordChecksum)
         target.counts.updated += 1
     }
 

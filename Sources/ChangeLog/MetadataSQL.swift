@@ -193,6 +193,10 @@ enum MetadataSQL {
             -- ignored rather than held (Replica+Refresh).
             ALTER TABLE "_sqsync_columns" ADD COLUMN "dropped" INTEGER NOT NULL DEFAULT 0;
 
+            -- The checksum of a live row's values when sqsync last captured or applied them
+            -- (RowChecksum); NULL when unknown.
+            ALTER TABLE "_sqsync_rows" ADD COLUMN "sum" INTEGER;
+
             -- Each peer's schema version (PRAGMA user_version) as its last bundle said.
             ALTER TABLE "_sqsync_sites" ADD COLUMN "schema_version" INTEGER;
 

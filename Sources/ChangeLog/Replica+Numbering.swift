@@ -67,8 +67,45 @@ extension Replica {
             }
         }
         guard lastID > 0 else { return }
+        try recordChecksums(throughLogRow: lastID)
         try database.run(FoldSQL.emptyLog, .integer(lastID))
         try database.run(FoldSQL.advanceClock, .integer(seq), .integer(hlc))
+    }
+
+    /// Records the checksums of the rows the log touched, in tables whose triggers are in
+    /// place. Where they are gone (a table rebuilt), the rows may hold writes no trigger saw,
+    /// and the old checksum is what lets `refresh` notice them.
+    private func recordChecksums(throughLogRow lastID: Int64) throws {
+        let tables = Dictionary(uniqueKeysWithValues: try trackedTables(skippingMissing: true).map { ($0.tid, $0) })
+        var statements: [Int: Statement] = [:]
+        var untriggered: Set<Int> = []
+        let touched = try database.prepare(FoldSQL.touchedRows)
+        try touched.bind([.integer(lastID)])
+        while try touched.step() {
+            let tid = Int(touched.int64(at: 0))
+            guard let table = tables[tid], !untriggered.contains(tid) else { continue }
+            if statements[tid] == nil {
+                guard try hasCaptureTriggers(table) else {
+                    untriggered.insert(tid)
+                    continue
+                }
+                statements[tid] = try database.prepare(RowChecksum.update(table))
+            }
+            try recordChecksum(of: touched.value(at: 1), in: table, with: statements[tid]!)
+        }
+    }
+
+    /// Records the checksum of the live row stored under `key` (`RowChecksum.update`).
+    func recordChecksum(of key: SQLValue, in table: TableInfo, with statement: Statement) throws {
+        guard let values = KeyCodec.decode(key, columns: table.primaryKey.count) else { return }
+        try statement.bind([key] + values)
+        try statement.run()
+    }
+
+    func hasCaptureTriggers(_ table: TableInfo) throws -> Bool {
+        try database.scalar(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = ?)",
+            .text("_sqsync_\(table.name)_after_insert"))?.int64Value == 1
     }
 
     /// Entries left unnumbered (sequence number 0) by the triggers of sqsync versions before
@@ -119,6 +156,11 @@ enum FoldSQL {
         """
 
     static let emptyLog = #"DELETE FROM "_sqsync_log" WHERE "id" <= ?1"#
+
+    /// Rows the log inserted or updated (deleted rows need no checksum).
+    static let touchedRows = """
+        SELECT DISTINCT "tid", "pk" FROM "_sqsync_log" WHERE "id" <= ?1 AND "op" != \(TriggerSQL.Operation.delete)
+        """
 
     static let recordChange = """
         INSERT OR IGNORE INTO "_sqsync_changes" ("site", "seq", "tid", "pk") VALUES (?1, ?2, ?3, ?4)

@@ -67,6 +67,7 @@ extension Replica {
         try database.inTransaction {
             try numberPendingChanges()
             var result = RefreshResult()
+            var changedColumns: [TableInfo] = []
             for row in try database.rows(#"SELECT "tid", "name" FROM "_sqsync_tables" ORDER BY "tid""#) {
                 let tid = Int(row[0].int64Value ?? 0)
                 var name = row[1].stringValue ?? ""
@@ -81,6 +82,10 @@ extension Replica {
                     name = renamed
                 }
                 guard let declared = try DeclaredTable.read(name, in: database) else { continue }
+                let recordedColumns = Set(
+                    try database.rows(RefreshSQL.liveColumnsWithIDs, .integer(Int64(tid))).compactMap { $0[0].int64Value }.map {
+                        Int($0)
+                    })
                 try followColumns(of: declared, tid: tid, into: &result)
                 let live = Set(try database.rows(RefreshSQL.liveColumns, .integer(Int64(tid))).compactMap { $0[0].stringValue })
                 let oldKey = try database.rows(RefreshSQL.keyColumns, .integer(Int64(tid))).compactMap { $0[0].stringValue }
@@ -103,14 +108,17 @@ extension Replica {
                     let defaultSQL = declared.columns.first { $0.name == column.name }?.defaultSQL
                     try database.execute(triggers.backfill(column, defaultSQL: defaultSQL))
                 }
-                let captured = try captureUncapturedWrites(of: info)
+                let sameColumns = Set(info.columns.map(\.cid)) == recordedColumns && oldKey == newKey
+                let captured = try captureUncapturedWrites(of: info, sameColumns: sameColumns)
                 try database.run(SnapshotSQL.forget, .integer(Int64(tid)))
+                if !sameColumns { changedColumns.append(info) }
                 result.capturedInserts += captured.inserts
                 result.capturedDeletes += captured.deletes
                 result.capturedUpdates += captured.updates
                 result.tables.append(name)
             }
             try numberPendingChanges()
+            for table in changedColumns { try recomputeChecksums(of: table) }
             return result
         }
     }
@@ -121,7 +129,11 @@ extension Replica {
         return try database.inTransaction(commit: false) {
             var found: [UncapturedWrites] = []
             for table in try trackedTables(skippingMissing: true) {
-                let captured = try captureUncapturedWrites(of: table)
+                let recorded = Set(
+                    try database.rows(RefreshSQL.liveColumnsWithIDs, .integer(Int64(table.tid))).compactMap { $0[0].int64Value }
+                        .map { Int($0) })
+                let captured = try captureUncapturedWrites(
+                    of: table, sameColumns: recorded == Set(table.columns.map(\.cid)))
                 found.append(
                     UncapturedWrites(
                         table: table.name, inserts: captured.inserts, deletes: captured.deletes, updates: captured.updates))
@@ -131,8 +143,13 @@ extension Replica {
     }
 
     /// Logs, as local changes, what differs between the table and the metadata. Runs after a
-    /// fold, so the log holds nothing else of this table.
-    private func captureUncapturedWrites(of table: TableInfo) throws -> (inserts: Int, deletes: Int, updates: Int) {
+    /// fold, so the log holds nothing else of this table. Changed values are found column by
+    /// column against the copy `prepareMigration()` kept, else row by row against the
+    /// recorded checksums, which only mean something while the columns are the ones they
+    /// were computed over (`sameColumns`).
+    private func captureUncapturedWrites(of table: TableInfo, sameColumns: Bool) throws -> (
+        inserts: Int, deletes: Int, updates: Int
+    ) {
         let reconcile = ReconcileSQL(table: table)
         try database.execute(reconcile.logInserts)
         let inserts = database.changes
@@ -140,11 +157,26 @@ extension Replica {
         let deletes = database.changes
         try database.execute(ReconcileSQL.forgetPresent)
         var updates = 0
-        for column in table.columns where !column.isPrimaryKey {
-            try database.execute(reconcile.logUpdates(of: column))
-            updates += database.changes
+        if try database.scalar(SnapshotSQL.exists, .integer(Int64(table.tid)))?.int64Value == 1 {
+            for column in table.columns where !column.isPrimaryKey {
+                try database.execute(reconcile.logUpdates(of: column))
+                updates += database.changes
+            }
+        } else if sameColumns {
+            for statement in reconcile.logChangedRows {
+                try database.execute(statement)
+                updates += database.changes
+            }
         }
         return (inserts, deletes, updates)
+    }
+
+    /// Records every live row's checksum afresh, after its columns changed.
+    private func recomputeChecksums(of table: TableInfo) throws {
+        let update = try database.prepare(RowChecksum.update(table))
+        for row in try database.rows(RefreshSQL.liveKeys, .integer(Int64(table.tid))) {
+            try recordChecksum(of: row[0], in: table, with: update)
+        }
     }
 
     /// Moves a table's metadata to a new primary key: each live row's entries (its clocks,
@@ -219,6 +251,7 @@ enum RefreshSQL {
     static let dropColumn = #"UPDATE "_sqsync_columns" SET "dropped" = 1, "is_pk" = 0 WHERE "tid" = ? AND "cid" = ?"#
     static let dropCellsOfColumn = #"DELETE FROM "_sqsync_cells" WHERE "tid" = ? AND "cid" = ?"#
     static let undrop = #"UPDATE "_sqsync_columns" SET "dropped" = 0 WHERE "tid" = ? AND "name" = ?"#
+    static let liveKeys = #"SELECT "pk" FROM "_sqsync_rows" WHERE "tid" = ? AND "cl" % 2 = 1"#
     static let markKeyColumns = #"UPDATE "_sqsync_columns" SET "is_pk" = 0 WHERE "tid" = ?"#
     static let setKeyColumn = #"UPDATE "_sqsync_columns" SET "is_pk" = ? WHERE "tid" = ? AND "name" = ?"#
     /// The key as recorded: "is_pk" is the position in the key (1 for every part of keys
@@ -237,7 +270,7 @@ enum RekeySQL {
     static let move = [
         """
         CREATE TEMP TABLE "_sqsync_moved_rows" AS
-          SELECT r."tid", m."new" AS "pk", r."cl", r."hlc", r."site", r."seq"
+          SELECT r."tid", m."new" AS "pk", r."cl", r."hlc", r."site", r."seq", r."sum"
           FROM "_sqsync_rows" r JOIN temp."_sqsync_rekey" m ON m."old" = r."pk" WHERE r."tid" = ?1 AND r."cl" % 2 = 1
         """,
         """
@@ -311,6 +344,24 @@ struct ReconcileSQL {
 
     static let forgetPresent = #"DROP TABLE temp."_sqsync_present""#
 
+    /// Live rows whose values no longer match the checksum recorded when sqsync last
+    /// captured or applied them: every column outside the key is logged as updated (the
+    /// checksum covers the row, not each column). Rows without a checksum are left alone.
+    var logChangedRows: [String] {
+        let nonKey = table.columns.filter { !$0.isPrimaryKey }
+        let words = Dictionary(grouping: nonKey) { TriggerSQL.Operation.word(of: $0.cid) }
+        return words.sorted { $0.key < $1.key }.map { word, columns in
+            let mask = columns.reduce(Int64(0)) { $0 | (Int64(1) << Int64(TriggerSQL.Operation.bit(of: $1.cid))) }
+            return """
+                INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "stamp")
+                  SELECT \(table.tid), \(TriggerSQL.Operation.updateBase + word), r."pk", \(mask), \(stamp)
+                  FROM \(quoteIdentifier(table.name)) AS \(alias)
+                  JOIN "_sqsync_rows" r ON r."tid" = \(table.tid) AND r."pk" = \(key) AND r."cl" % 2 = 1
+                  WHERE r."sum" IS NOT NULL AND r."sum" != \(RowChecksum.of(table, alias: alias))
+                """
+        }
+    }
+
     /// Values that differ from the copy `prepareMigration()` kept: changed while no trigger
     /// ran. Without such a copy (a table restored or rebuilt without it) nothing is logged.
     func logUpdates(of column: ColumnInfo) -> String {
@@ -331,6 +382,7 @@ struct SnapshotSQL {
     let table: TableInfo
 
     static let forget = #"DELETE FROM "_sqsync_snapshot" WHERE "tid" = ?"#
+    static let exists = #"SELECT EXISTS (SELECT 1 FROM "_sqsync_snapshot" WHERE "tid" = ?)"#
 
     func keep(_ column: ColumnInfo) -> String {
         let alias = quoteIdentifier("_sqsync_t")
