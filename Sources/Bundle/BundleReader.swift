@@ -125,9 +125,16 @@ public final class BundleReader {
                     previous: try source.readInt64(), reached: try source.readInt64(), ownSeq: try source.readInt64())
             }
         }
-        let header = ChangeSetHeader(
+        var header = ChangeSetHeader(
             sites: sites, siteNames: names, knowledge: knowledge, base: base, forgotten: forgotten, senderSeq: senderSeq,
             senderHLC: senderHLC, acknowledgements: acknowledgements, tables: tables, senderLearned: learned)
+        // Signed statements came after `learned` within format 2: a header that ends before
+        // them has none.
+        if version >= 2 && !source.isAtEnd {
+            for _ in 0..<(try source.readCount(limit: 1 << 20)) {
+                header.statements.append(try source.readBytes(try source.readCount(limit: 1 << 16)))
+            }
+        }
         return (header, createdAt)
     }
 

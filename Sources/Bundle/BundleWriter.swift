@@ -77,6 +77,11 @@ public final class BundleWriter {
             BundleCodec.appendVarint(event.reached, to: &bytes)
             BundleCodec.appendVarint(event.ownSeq, to: &bytes)
         }
+        BundleCodec.appendVarint(header.statements.count, to: &bytes)
+        for statement in header.statements {
+            BundleCodec.appendVarint(statement.count, to: &bytes)
+            bytes.append(contentsOf: statement)
+        }
         return bytes
     }
 

@@ -98,6 +98,10 @@ public struct ChangeSetHeader: Sendable, Equatable {
     /// When the sender last learned of each replica's changes, by site index (format 2).
     public var senderLearned: [Int: LearningEvent]
     public var tables: [TableSchema]
+    /// Signed statements (acknowledgements and key moves), each exactly as its replica signed
+    /// it: relays carry them unchanged, receivers believe only those that verify (Bundle's
+    /// `KeyBinding`).
+    public var statements: [[UInt8]] = []
 
     public init(
         sites: [String], siteNames: [String], knowledge: [Int64], base: [Int64], forgotten: [Int64], senderSeq: Int64,

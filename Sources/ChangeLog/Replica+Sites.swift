@@ -9,6 +9,8 @@ public struct Peer: Sendable, Equatable {
     /// When a bundle it sent was last imported here (ISO 8601), if ever.
     public var lastHeard: String?
     public var retired: Bool
+    /// The key it signs with (OpenSSH public key line), once pinned (docs/KEYS.md).
+    public var signingKey: String?
 }
 
 extension Replica {
@@ -61,13 +63,13 @@ extension Replica {
             acknowledged[row[0].stringValue ?? "", default: [:]][row[1].stringValue ?? ""] = row[2].int64Value ?? 0
         }
         return try database.rows(
-            #"SELECT "knowledge_id", coalesce("name", ''), "last_heard", "retired" FROM "_sqsync_sites" WHERE "site" != ? ORDER BY "name", "knowledge_id""#,
+            #"SELECT "knowledge_id", coalesce("name", ''), "last_heard", "retired", "signing_key" FROM "_sqsync_sites" WHERE "site" != ? ORDER BY "name", "knowledge_id""#,
             .integer(Int64(site))
         ).map { row in
             let id = row[0].stringValue ?? ""
             return Peer(
                 knowledgeID: id, name: row[1].stringValue ?? "", acknowledged: Knowledge(acknowledged[id] ?? [:]),
-                lastHeard: row[2].stringValue, retired: row[3].int64Value == 1)
+                lastHeard: row[2].stringValue, retired: row[3].int64Value == 1, signingKey: row[4].stringValue)
         }
     }
 

@@ -104,6 +104,7 @@ extension SQSync {
         }
 
         private func say(_ result: ImportResult) {
+            for warning in result.warnings { global.say("warning: \(warning)") }
             switch result.outcome {
             case .held(let reason):
                 global.say("held \(result.path): \(reason)")
