@@ -81,11 +81,13 @@ public enum KeyBinding {
     }
 
     /// The statements an export carries: every replica's latest acknowledgement statement
-    /// (but the receiver's own, when it is known) and every key move, as they were signed.
+    /// (but the receiver's own, when it is known) and every key move, as they were signed;
+    /// none of retired replicas.
     static func carriedStatements(of replica: Replica, except receiver: String?) throws -> [[UInt8]] {
-        try replica.keyMoves().map(\.statement)
-            + replica.acknowledgementStatements().filter { $0.key != receiver }.sorted { $0.key < $1.key }
-            .map(\.value.statement)
+        let retired = try replica.retiredPeerIDs()
+        return try replica.keyMoves().filter { !retired.contains($0.replica) }.map(\.statement)
+            + replica.acknowledgementStatements().filter { $0.key != receiver && !retired.contains($0.key) }
+            .sorted { $0.key < $1.key }.map(\.value.statement)
     }
 
     // MARK: Bundles and statements from others
