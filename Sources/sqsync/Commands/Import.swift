@@ -133,7 +133,9 @@ extension SQSync {
             case .failed(let path, let message, let code):
                 return ["path": path, "status": code == Failure.rejectedBundle ? "rejected" : "failed", "reason": message]
             case .imported(let result):
-                var object: [String: Any] = ["path": result.path, "sender": result.sender, "signer": result.signer]
+                var object: [String: Any] = [
+                    "path": result.path, "sender": result.sender, "signer": result.signer, "warnings": result.warnings,
+                ]
                 object.merge(result.summary.jsonObject) { a, _ in a }
                 switch result.outcome {
                 case .applied: object["status"] = dryRun ? "would_apply" : "applied"
