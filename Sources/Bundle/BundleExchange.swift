@@ -27,19 +27,24 @@ public struct ImportResult: Sendable {
     public var senderKnowledge: Knowledge
     public var outcome: Outcome
     public var summary: ApplySummary
+    /// What was ignored on the way, one line each (statements not signed by their replica).
+    public var warnings: [String] = []
 }
 
 /// Export and import of whole bundles: the glue between a replica and the file format.
 public enum BundleExchange {
     /// Writes one signed bundle with every change `since` lacks (every change when empty).
     /// `destination` is a file path, or a folder when `intoDirectory` is true; then the file
-    /// is named after the sender and its sequence range (docs/BUNDLE_FORMAT.md).
+    /// is named after the sender and its sequence range (docs/BUNDLE_FORMAT.md). A known
+    /// `receiver` (knowledge ID) is spared its own acknowledgement statement.
     public static func export(
         replica: Replica, since base: Knowledge, key: SigningKey, to destination: String, intoDirectory: Bool,
-        nameSuffix: String? = nil, progress: ((Int) -> Void)? = nil
+        nameSuffix: String? = nil, receiver: String? = nil, progress: ((Int) -> Void)? = nil
     ) throws -> ExportResult {
-        try ChangeExporter.snapshot(of: replica, since: base) { exporter in
-            let header = exporter.header
+        try KeyBinding.prepareToSign(replica: replica, key: key)
+        return try ChangeExporter.snapshot(of: replica, since: base) { exporter in
+            var header = exporter.header
+            header.statements = try KeyBinding.carriedStatements(of: replica, except: receiver)
             let path = intoDirectory ? destination + "/" + fileName(for: header, suffix: nameSuffix) : destination
             let writer = try BundleWriter(
                 destination: path, header: header, createdAt: Int64(Date().timeIntervalSince1970 * 1000))
@@ -86,7 +91,8 @@ public enum BundleExchange {
         learning: LearningEvent.ByWriter = [:], progress: ((Int) -> Void)? = nil
     ) throws -> ImportResult {
         let reader = try BundleReader(path: path)
-        let signer = try reader.verify(trust: trust)
+        let trusted = KeyBinding.trust(trust, following: reader.header.statements, replica: replica)
+        let signer = try reader.verify(trust: trusted)
         let own = reader.header.sender == replica.knowledgeID
         var result = ImportResult(
             path: path, sender: reader.header.sender, senderName: reader.header.senderName, signer: signer,
@@ -99,6 +105,9 @@ public enum BundleExchange {
         defer { if enforcedForeignKeys { try? replica.database.execute("PRAGMA foreign_keys = ON") } }
         do {
             result.summary = try replica.database.inTransaction(commit: !dryRun && !own) {
+                // The signer must be the sender's own key before anything else is read as the sender's.
+                result.warnings = try KeyBinding.admit(
+                    header: reader.header, signer: reader.signature.publicKey, path: path, replica: replica, trust: trusted)
                 let applier = try ChangeApplier(
                     replica: replica, header: reader.header, checkingOwnBundle: own,
                     learning: learning.merging(reader.header.learningBySender) { mailbox, bundle in

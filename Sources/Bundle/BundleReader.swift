@@ -127,10 +127,17 @@ public final class BundleReader {
             }
             schemaVersion = try source.readZigzag()
         }
-        let header = ChangeSetHeader(
+        var header = ChangeSetHeader(
             sites: sites, siteNames: names, knowledge: knowledge, base: base, forgotten: forgotten, senderSeq: senderSeq,
             senderHLC: senderHLC, acknowledgements: acknowledgements, tables: tables, senderLearned: learned,
             schemaVersion: schemaVersion)
+        // Signed statements come after the schema version within format 2: a header that ends
+        // before them has none.
+        if version >= 2 && !source.isAtEnd {
+            for _ in 0..<(try source.readCount(limit: 1 << 20)) {
+                header.statements.append(try source.readBytes(try source.readCount(limit: 1 << 16)))
+            }
+        }
         return (header, createdAt)
     }
 

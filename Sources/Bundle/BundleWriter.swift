@@ -78,6 +78,11 @@ public final class BundleWriter {
             BundleCodec.appendVarint(event.ownSeq, to: &bytes)
         }
         BundleCodec.appendZigzag(header.schemaVersion ?? 0, to: &bytes)
+        BundleCodec.appendVarint(header.statements.count, to: &bytes)
+        for statement in header.statements {
+            BundleCodec.appendVarint(statement.count, to: &bytes)
+            bytes.append(contentsOf: statement)
+        }
         return bytes
     }
 

@@ -552,11 +552,8 @@ public final class ChangeApplier {
         var acknowledged: [Int: Int64] = [:]
         for (index, site) in localSite.enumerated() { acknowledged[site] = header.knowledge[index] }
         try replica.recordAcknowledgement(peer: sender, acknowledged)
-        for acknowledgement in header.acknowledgements where localSite[acknowledgement.peer] != replica.site {
-            var seqs: [Int: Int64] = [:]
-            for (index, seq) in acknowledgement.seqs.enumerated() { seqs[localSite[index]] = seq }
-            try replica.recordAcknowledgement(peer: localSite[acknowledgement.peer], seqs)
-        }
+        // `header.acknowledgements` speak for replicas other than the sender, unsigned by them:
+        // only their signed statements count (Bundle's KeyBinding records those).
         try database.run(ApplySQL.heardFrom, .integer(header.senderSeq), .integer(header.senderHLC), .integer(Int64(sender)))
         if let version = header.schemaVersion {
             try database.run(ApplySQL.schemaVersion, .integer(version), .integer(Int64(sender)))

@@ -100,6 +100,10 @@ public struct ChangeSetHeader: Sendable, Equatable {
     /// The sender's `PRAGMA user_version` (format 2); nil when the bundle does not say.
     public var schemaVersion: Int64?
     public var tables: [TableSchema]
+    /// Signed statements (acknowledgements and key moves), each exactly as its replica signed
+    /// it: relays carry them unchanged, receivers believe only those that verify (Bundle's
+    /// `KeyBinding`).
+    public var statements: [[UInt8]] = []
 
     public init(
         sites: [String], siteNames: [String], knowledge: [Int64], base: [Int64], forgotten: [Int64], senderSeq: Int64,

@@ -211,6 +211,33 @@ enum MetadataSQL {
             ) WITHOUT ROWID;
             """
         ),
+        (
+            4,
+            """
+            -- The key each replica signs with (an OpenSSH public key line), pinned by the first
+            -- validly signed bundle, statement or acknowledgement file seen from it, and moved
+            -- only by a key move signed with the pinned key (docs/KEYS.md).
+            ALTER TABLE "_sqsync_sites" ADD COLUMN "signing_key" TEXT;
+
+            -- The latest acknowledgement statement each replica signed itself (its own included):
+            -- bundles carry them unchanged, and only they say what a replica other than the
+            -- sender holds. "counter" grows with every statement a replica signs.
+            CREATE TABLE "_sqsync_statements" (
+                "replica" TEXT PRIMARY KEY,
+                "counter" INTEGER NOT NULL,
+                "statement" BLOB NOT NULL
+            );
+
+            -- Key moves ("replica moves from key A to key B", signed by A), carried in bundles
+            -- so peers follow a rotation. A key that moved away is never pinned again.
+            CREATE TABLE "_sqsync_key_moves" (
+                "from_key" TEXT PRIMARY KEY,
+                "replica" TEXT NOT NULL,
+                "to_key" TEXT NOT NULL,
+                "statement" BLOB NOT NULL
+            );
+            """
+        ),
     ]
 
     static let changesBeforeTheChangeTable = """

@@ -11,6 +11,8 @@ public struct Peer: Sendable, Equatable {
     public var retired: Bool
     /// The `PRAGMA user_version` its last bundle reported, if any.
     public var schemaVersion: Int64? = nil
+    /// The key it signs with (OpenSSH public key line), once pinned (docs/KEYS.md).
+    public var signingKey: String?
 }
 
 extension Replica {
@@ -63,13 +65,14 @@ extension Replica {
             acknowledged[row[0].stringValue ?? "", default: [:]][row[1].stringValue ?? ""] = row[2].int64Value ?? 0
         }
         return try database.rows(
-            #"SELECT "knowledge_id", coalesce("name", ''), "last_heard", "retired", "schema_version" FROM "_sqsync_sites" WHERE "site" != ? ORDER BY "name", "knowledge_id""#,
+            #"SELECT "knowledge_id", coalesce("name", ''), "last_heard", "retired", "schema_version", "signing_key" FROM "_sqsync_sites" WHERE "site" != ? ORDER BY "name", "knowledge_id""#,
             .integer(Int64(site))
         ).map { row in
             let id = row[0].stringValue ?? ""
             return Peer(
                 knowledgeID: id, name: row[1].stringValue ?? "", acknowledged: Knowledge(acknowledged[id] ?? [:]),
-                lastHeard: row[2].stringValue, retired: row[3].int64Value == 1, schemaVersion: row[4].int64Value)
+                lastHeard: row[2].stringValue, retired: row[3].int64Value == 1, schemaVersion: row[4].int64Value,
+                signingKey: row[5].stringValue)
         }
     }
 

@@ -50,6 +50,8 @@ public final class Mailbox {
     }
 
     public func sync(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {
+        try KeyBinding.prepareToSign(replica: replica, key: key)
+        let trust = KeyBinding.trust(trust, following: [], replica: replica)
         ScratchDirectory.clearLeftovers(beside: replica.path)
         let scratch = try ScratchDirectory(beside: replica.path)
         var report = SyncReport()
@@ -81,6 +83,7 @@ public final class Mailbox {
                 let result = try BundleExchange.importBundle(
                     path: local, into: replica, trust: trust, learning: peers.mapValues(\.learned))
                 report.imported.append(result)
+                report.warnings += result.warnings
                 try replica.markSeen(bundle: bundle.name, knowledge: result.senderKnowledge)
             } catch let error as BundleError where error.kind != .io {
                 report.rejected.append((bundle.name, naming(error.description, local, bundle)))
@@ -232,7 +235,8 @@ public final class Mailbox {
                 let acknowledgement = try? MailboxAcknowledgement.alreadyVerified(cached.text, expectedReplica: me, trust: trust)
             {
                 earlier = acknowledgement.acknowledgement.learned
-                unchanged = acknowledgement.acknowledgement
+                // After a key rotation the file is signed again, with the new key.
+                if acknowledgement.key == key.publicKey { unchanged = acknowledgement.acknowledgement }
             } else {
                 let local = scratch.path + "/" + previous
                 if try fetch(folder, previous, to: local),
@@ -278,7 +282,10 @@ public final class Mailbox {
                 // Read and recorded by an earlier sync: names are unique, so the listing is enough.
                 if let cached = cache[reader], cached.file == name,
                     let acknowledgement = try? MailboxAcknowledgement.alreadyVerified(
-                        cached.text, expectedReplica: reader, trust: trust)
+                        cached.text, expectedReplica: reader, trust: trust),
+                    try KeyBinding.checkAcknowledgementFile(
+                        of: reader, name: acknowledgement.acknowledgement.name, signedBy: acknowledgement.key, replica: replica)
+                        == nil
                 {
                     readers[reader] = acknowledgement.acknowledgement
                     break
@@ -288,8 +295,13 @@ public final class Mailbox {
                 guard try fetch(folder, name, to: local) else { continue }
                 do {
                     let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: local)), as: UTF8.self)
-                    let acknowledgement = try MailboxAcknowledgement.verified(text, expectedReplica: reader, trust: trust)
-                        .acknowledgement
+                    let verified = try MailboxAcknowledgement.verified(text, expectedReplica: reader, trust: trust)
+                    let acknowledgement = verified.acknowledgement
+                    if let reason = try KeyBinding.checkAcknowledgementFile(
+                        of: reader, name: acknowledgement.name, signedBy: verified.key, replica: replica)
+                    {
+                        throw TransportError(.io, reason)
+                    }
                     readers[reader] = acknowledgement
                     try replica.recordAcknowledgement(
                         of: reader, name: acknowledgement.name, knowledge: acknowledgement.knowledge)

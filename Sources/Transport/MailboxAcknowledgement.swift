@@ -50,10 +50,11 @@ struct MailboxAcknowledgement {
 
     /// Reads a file left in `acks/<expectedReplica>/`; throws a one-line reason (without the
     /// file's name) when it is not signed by a trusted key or speaks for another replica.
-    /// Returns the acknowledgement and the signer's principal.
+    /// Returns the acknowledgement, the signer's principal and key (whose binding to the
+    /// replica ``KeyBinding`` checks).
     static func verified(
         _ text: String, expectedReplica: String, trust: AllowedSigners
-    ) throws -> (acknowledgement: MailboxAcknowledgement, signer: String) {
+    ) throws -> (acknowledgement: MailboxAcknowledgement, signer: String, key: SSHPublicKey) {
         try read(text, expectedReplica: expectedReplica, trust: trust, checkingSignature: true)
     }
 
@@ -61,13 +62,13 @@ struct MailboxAcknowledgement {
     /// from the sync cache: the signer must still be trusted, the Ed25519 check is not repeated.
     static func alreadyVerified(
         _ text: String, expectedReplica: String, trust: AllowedSigners
-    ) throws -> (acknowledgement: MailboxAcknowledgement, signer: String) {
+    ) throws -> (acknowledgement: MailboxAcknowledgement, signer: String, key: SSHPublicKey) {
         try read(text, expectedReplica: expectedReplica, trust: trust, checkingSignature: false)
     }
 
     private static func read(
         _ text: String, expectedReplica: String, trust: AllowedSigners, checkingSignature: Bool
-    ) throws -> (acknowledgement: MailboxAcknowledgement, signer: String) {
+    ) throws -> (acknowledgement: MailboxAcknowledgement, signer: String, key: SSHPublicKey) {
         guard let armor = text.range(of: "-----BEGIN SSH SIGNATURE-----") else {
             throw TransportError(.io, "not signed")
         }
@@ -110,7 +111,8 @@ struct MailboxAcknowledgement {
             learned[String(parts[0])] = LearningEvent(previous: previous, reached: reached, ownSeq: own)
         }
         return (
-            MailboxAcknowledgement(replica: replica, name: fields["name"] ?? "", knowledge: knowledge, learned: learned), signer
+            MailboxAcknowledgement(replica: replica, name: fields["name"] ?? "", knowledge: knowledge, learned: learned), signer,
+            signature.publicKey
         )
     }
 }

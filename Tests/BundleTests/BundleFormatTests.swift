@@ -105,7 +105,11 @@ final class BundleFormatTests: XCTestCase {
 
         let reader = try BundleReader(path: file)
         XCTAssertEqual(try reader.verify(trust: trust), "alice")
-        XCTAssertEqual(reader.header, header)
+        // The exporter's header plus the signed statements the export adds: the source's own.
+        XCTAssertEqual(reader.header.statements.count, 1)
+        var withStatements = header
+        withStatements.statements = reader.header.statements
+        XCTAssertEqual(reader.header, withStatements)
         var read: [RowChange] = []
         try reader.forEachChange { read.append($0) }
         XCTAssertEqual(read, expected)
@@ -198,7 +202,9 @@ final class BundleFormatTests: XCTestCase {
             "magic, noise and a trailer", into: fresh)
 
         // Well formed, but signed by a key the receiver does not trust.
-        let untrusted = Array(try Data(contentsOf: URL(fileURLWithPath: try export(source, "other.sqsb", key: otherKey))))
+        // (From another replica: `source` itself signs with its own key only.)
+        let other = try replica("other", rows: true)
+        let untrusted = Array(try Data(contentsOf: URL(fileURLWithPath: try export(other, "other.sqsb", key: otherKey))))
         try assertRefused(untrusted, "untrusted signer", kinds: [.untrusted], into: fresh)
         // The trusted key, but a signature made for another purpose.
         let payload = Array(good.prefix(payloadLength))
@@ -401,12 +407,15 @@ final class BundleFormatTests: XCTestCase {
         let payload = Array(try Data(contentsOf: URL(fileURLWithPath: file)).prefix(reader.payloadLength))
         let parts = try parts(of: payload)
         // Format 1 ends the header at the tables: drop format 2's learned events (none here)
-        // and schema version (0).
+        // schema version (0) and signed statements.
         let headerStart = parts.headerLengthOffset + varint(parts.headerLength).count
-        XCTAssertEqual(Array(parts.prefix.suffix(2)), [0, 0], "no learned events, schema version 0")
+        var statements = varint(reader.header.statements.count)
+        for statement in reader.header.statements { statements += varint(statement.count) + statement }
+        let tail = 2 + statements.count
+        XCTAssertEqual(Array(parts.prefix.suffix(tail)), [0, 0] + statements, "no learned events, version 0, then the statements")
         var versionOne =
-            Array(parts.prefix[..<parts.headerLengthOffset]) + varint(parts.headerLength - 2)
-            + Array(parts.prefix[headerStart..<(parts.prefix.count - 2)]) + parts.records
+            Array(parts.prefix[..<parts.headerLengthOffset]) + varint(parts.headerLength - tail)
+            + Array(parts.prefix[headerStart..<(parts.prefix.count - tail)]) + parts.records
         versionOne[8] = 1
         let oldFile = path("version1.sqsb")
         XCTAssertTrue(FileManager.default.createFile(atPath: oldFile, contents: Data(try signed(versionOne))))
@@ -417,7 +426,7 @@ final class BundleFormatTests: XCTestCase {
         try reader.forEachChange { original.append($0) }
         try oldReader.forEachChange { read.append($0) }
         XCTAssertEqual(read, original)
-        XCTAssertLessThan(reader.payloadLength, versionOne.count, "version 2 is smaller")
+        XCTAssertLessThan(reader.payloadLength - statements.count, versionOne.count, "version 2 is smaller")
 
         let fresh = try receiver()
         _ = try BundleExchange.importBundle(path: oldFile, into: fresh, trust: trust)

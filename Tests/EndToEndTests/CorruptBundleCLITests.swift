@@ -103,7 +103,11 @@ final class CorruptBundleCLITests: XCTestCase {
         let keygen = try h.sqsync(["keygen", "--out", stranger, "--name", "stranger"])
         XCTAssertEqual(keygen.status, 0, keygen.stderr)
         let file = h.path("untrusted.sqsb")
-        let export = try Harness.run(Harness.binary, ["export", source, "-o", file, "--key", stranger, "--trust", h.trustFile])
+        // From a clone: a replica signs with its own key only (docs/KEYS.md).
+        let strangerReplica = h.path("stranger.db")
+        try h.ok(["clone", source, strangerReplica])
+        let export = try Harness.run(
+            Harness.binary, ["export", strangerReplica, "-o", file, "--key", stranger, "--trust", h.trustFile])
         XCTAssertEqual(export.status, 0, export.stderr)
         try assertRejected(file)
         try assertRejected(file, extra: ["--dry-run"])

@@ -34,7 +34,11 @@ extension SQSync {
             let replica = try Replica(path: db)
             let key = try global.signingKey()
             var base = Knowledge()
-            if let peer { base = try acknowledged(by: peer, replica: replica) }
+            var receiver: String?
+            if let peer {
+                base = try acknowledged(by: peer, replica: replica)
+                receiver = (try? replica.peer(named: peer))?.knowledgeID
+            }
             if let since { base = try Knowledge(parsing: since) }
             if let to {
                 var isDirectory: ObjCBool = false
@@ -43,7 +47,7 @@ extension SQSync {
                 }
             }
             let result = try BundleExchange.export(
-                replica: replica, since: base, key: key, to: to ?? output!, intoDirectory: to != nil,
+                replica: replica, since: base, key: key, to: to ?? output!, intoDirectory: to != nil, receiver: receiver,
                 progress: global.progress("exporting"))
             global.endProgress()
             if global.json {

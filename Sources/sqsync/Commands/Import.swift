@@ -104,6 +104,7 @@ extension SQSync {
         }
 
         private func say(_ result: ImportResult) {
+            for warning in result.warnings { global.say("warning: \(warning)") }
             switch result.outcome {
             case .held(let reason):
                 global.say("held \(result.path): \(reason)")
@@ -132,7 +133,9 @@ extension SQSync {
             case .failed(let path, let message, let code):
                 return ["path": path, "status": code == Failure.rejectedBundle ? "rejected" : "failed", "reason": message]
             case .imported(let result):
-                var object: [String: Any] = ["path": result.path, "sender": result.sender, "signer": result.signer]
+                var object: [String: Any] = [
+                    "path": result.path, "sender": result.sender, "signer": result.signer, "warnings": result.warnings,
+                ]
                 object.merge(result.summary.jsonObject) { a, _ in a }
                 switch result.outcome {
                 case .applied: object["status"] = dryRun ? "would_apply" : "applied"

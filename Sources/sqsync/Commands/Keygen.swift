@@ -1,5 +1,6 @@
 import ArgumentParser
 import Bundle
+import ChangeLog
 import Foundation
 
 extension SQSync {
@@ -24,8 +25,26 @@ extension SQSync {
                 "Also add the key's line to the --trust file (default ~/.config/sqsync/allowed_signers), creating it."))
         var trustSelf = false
 
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "Move this replica to the new key: the move is signed with its current key (--key) and carried in its bundles, so peers follow it.",
+                valueName: "DB"))
+        var rotate: String?
+
+        func validate() throws {
+            if rotate != nil {
+                guard let out else { throw ValidationError("--rotate needs --out FILE for the new key") }
+                if URL(fileURLWithPath: out).standardized.path == URL(fileURLWithPath: global.keyPath).standardized.path {
+                    throw ValidationError("--out must name a new file: --key \(global.keyPath) is the key being replaced")
+                }
+            }
+        }
+
         func run() throws {
             let path = out ?? global.keyPath
+            let oldKey = try rotate.map { _ in try global.signingKey() }
+            let replica = try rotate.map { try Replica(path: $0) }
             let principal =
                 name ?? "\(ProcessInfo.processInfo.environment["USER"] ?? "sqsync")@\(ProcessInfo.processInfo.hostName)"
             let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
@@ -33,6 +52,12 @@ extension SQSync {
                 atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             let key = SigningKey.generate(comment: principal)
             try key.write(privateKeyPath: path)
+            if let replica, let oldKey {
+                try KeyBinding.rotate(replica: replica, from: oldKey, to: key)
+                global.say(
+                    "\(replica.path) now signs with \(key.publicKey.fingerprint) (was \(oldKey.publicKey.fingerprint)); use --key \(path) from now on. Peers that trust the old key follow the move from its next bundle"
+                )
+            }
             let line = AllowedSigners.line(principal: principal, key: key.publicKey)
             if trustSelf { try AllowedSigners.append(line: line, toFileAt: global.trustPath) }
             if global.json {
@@ -41,6 +66,7 @@ extension SQSync {
                     "fingerprint": key.publicKey.fingerprint,
                 ]
                 if trustSelf { object["trusted_in"] = global.trustPath }
+                if let oldKey { object["rotated_from"] = oldKey.publicKey.fingerprint }
                 global.emitJSON(object)
             } else if trustSelf {
                 global.say(

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Bundle
 import ChangeLog
 
 extension SQSync {
@@ -22,6 +23,7 @@ extension SQSync {
                                 "knowledge_id": peer.knowledgeID, "name": peer.name, "acknowledged": peer.acknowledged.seqs,
                                 "last_heard": peer.lastHeard as Any, "retired": peer.retired,
                                 "schema_version": peer.schemaVersion as Any,
+                                "key_fingerprint": peer.signingKey.map(KeyBinding.fingerprint) as Any,
                             ]
                         }
                     ])
@@ -30,7 +32,7 @@ extension SQSync {
                 } else {
                     global.printResult(
                         peers.map { peer in
-                            "\(peer.name.isEmpty ? "-" : peer.name) \(peer.knowledgeID)\(peer.retired ? " (retired)" : "") acknowledged \(peer.acknowledged.description.isEmpty ? "nothing" : peer.acknowledged.description), last heard \(peer.lastHeard ?? "never")\(peer.schemaVersion.map { ", schema version \($0)" } ?? "")"
+                            "\(peer.name.isEmpty ? "-" : peer.name) \(peer.knowledgeID)\(peer.retired ? " (retired)" : "") acknowledged \(peer.acknowledged.description.isEmpty ? "nothing" : peer.acknowledged.description), last heard \(peer.lastHeard ?? "never"), key \(peer.signingKey.map(KeyBinding.fingerprint) ?? "not pinned yet")\(peer.schemaVersion.map { ", schema version \($0)" } ?? "")"
                         }.joined(separator: "\n"))
                 }
             }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Bundle
 import ChangeLog
 
 extension SQSync {
@@ -22,6 +23,7 @@ extension SQSync {
                             "knowledge_id": lag.peer.knowledgeID, "name": lag.peer.name, "unacknowledged": lag.unacknowledged,
                             "tombstones_held_back": lag.tombstonesHeldBack, "last_heard": lag.peer.lastHeard as Any,
                             "schema_version": lag.peer.schemaVersion as Any,
+                            "key_fingerprint": lag.peer.signingKey.map(KeyBinding.fingerprint) as Any,
                         ]
                     },
                     "held": status.held.map { ["path": $0.path, "reason": $0.reason] },
@@ -43,7 +45,7 @@ extension SQSync {
             }
             for lag in status.peers {
                 lines.append(
-                    "peer       \(lag.peer.name.isEmpty ? lag.peer.knowledgeID : lag.peer.name) (\(lag.peer.knowledgeID)): \(counted(lag.unacknowledged, "local change")) not acknowledged, last heard \(lag.peer.lastHeard ?? "never")\(lag.peer.schemaVersion.map { ", schema version \($0)" } ?? "")"
+                    "peer       \(lag.peer.name.isEmpty ? lag.peer.knowledgeID : lag.peer.name) (\(lag.peer.knowledgeID)): \(counted(lag.unacknowledged, "local change")) not acknowledged, last heard \(lag.peer.lastHeard ?? "never"), key \(lag.peer.signingKey.map(KeyBinding.fingerprint) ?? "not pinned yet")\(lag.peer.schemaVersion.map { ", schema version \($0)" } ?? "")"
                 )
             }
             let holders = status.peers.filter { $0.tombstonesHeldBack > 0 }.map {
