@@ -359,11 +359,14 @@ struct Bench {
     // MARK: Large import, in a child process to measure its peak memory
 
     static func largeImport(folder: String) throws {
+        // Every replica signs with its own key (docs/KEYS.md).
         let key = SigningKey.generate(comment: "bench")
+        let targetKey = SigningKey.generate(comment: "bench-target")
         let keyPath = folder + "/large.key"
         try key.write(privateKeyPath: keyPath)
         let trustPath = folder + "/large.allowed_signers"
-        try (AllowedSigners.line(principal: "bench", key: key.publicKey) + "\n").write(
+        try (AllowedSigners.line(principal: "bench", key: key.publicKey) + "\n"
+            + AllowedSigners.line(principal: "bench-target", key: targetKey.publicKey) + "\n").write(
             toFile: trustPath, atomically: true, encoding: .utf8)
         let source = try tracked(folder + "/large-source.db", name: "large")
         let target = try source.clone(to: folder + "/large-target.db", name: "large-target")
@@ -384,7 +387,7 @@ struct Bench {
         // cost what they read, not the database's size. The target tells the source what it
         // now holds, as its next bundle would.
         let reply = try BundleExchange.export(
-            replica: target, since: try source.knowledge(), key: key, to: folder + "/reply.sqsb", intoDirectory: false)
+            replica: target, since: try source.knowledge(), key: targetKey, to: folder + "/reply.sqsb", intoDirectory: false)
         _ = try BundleExchange.importBundle(path: reply.path, into: source, trust: try AllowedSigners(text: String(contentsOfFile: trustPath, encoding: .utf8)))
         let acknowledged = try source.knowledge()
         try source.database.inTransaction {

@@ -20,8 +20,11 @@ enum QuietSync {
 
     static func measure(folder: String, replicas count: Int) throws -> Double {
         try FileManager.default.createDirectory(atPath: folder + "/mailbox", withIntermediateDirectories: true)
-        let key = SigningKey.generate(comment: "bench")
-        let trust = try AllowedSigners(text: AllowedSigners.line(principal: "bench", key: key.publicKey))
+        // Every replica signs with its own key (docs/KEYS.md).
+        let keys = (0..<count).map { SigningKey.generate(comment: "r\($0)") }
+        let trust = try AllowedSigners(
+            text: keys.enumerated().map { AllowedSigners.line(principal: "r\($0.offset)", key: $0.element.publicKey) }
+                .joined(separator: "\n"))
         let origin = try Bench.tracked(folder + "/r0.db", name: "r0")
         try Bench.insertAll(origin.database, keys: (0..<100).map { _ in UUID().uuidString.lowercased() })
         var replicas = [origin]
@@ -29,11 +32,14 @@ enum QuietSync {
         let mailbox = Mailbox(transport: DirectoryTransport(root: folder + "/mailbox"))
         // Two rounds: every replica has read every other's acknowledgement and bundle.
         for _ in 0..<2 {
-            for replica in replicas { _ = try mailbox.sync(replica: replica, key: key, trust: trust) }
+            for (index, replica) in replicas.enumerated() {
+                _ = try mailbox.sync(replica: replica, key: keys[index], trust: trust)
+            }
         }
         var samples: [Double] = []
         for _ in 0..<5 {
-            samples.append(try Bench.time { _ = try mailbox.sync(replica: replicas[count / 2], key: key, trust: trust) })
+            samples.append(
+                try Bench.time { _ = try mailbox.sync(replica: replicas[count / 2], key: keys[count / 2], trust: trust) })
         }
         return samples.sorted()[samples.count / 2]
     }

@@ -45,8 +45,12 @@ enum SSHRound {
         }
         usleep(300_000)
 
+        // Every replica signs with its own key (docs/KEYS.md).
         let key = SigningKey.generate(comment: "bench")
-        let trust = try AllowedSigners(text: AllowedSigners.line(principal: "bench", key: key.publicKey))
+        let targetKey = SigningKey.generate(comment: "bench-target")
+        let trust = try AllowedSigners(
+            text: AllowedSigners.line(principal: "bench", key: key.publicKey) + "\n"
+                + AllowedSigners.line(principal: "bench-target", key: targetKey.publicKey))
         let source = try Bench.tracked(folder + "/ssh-a.db", name: "ssh-a")
         let target = try source.clone(to: folder + "/ssh-b.db", name: "ssh-b")
         try Bench.insertAll(source.database, keys: (0..<changes).map { _ in UUID().uuidString.lowercased() })
@@ -58,7 +62,7 @@ enum SSHRound {
         connect = try Bench.time { sender = try SFTPTransport(target: try SSHTarget(url: url), options: options) }
         sendRound = try Bench.time { _ = try Mailbox(transport: sender).sync(replica: source, key: key, trust: trust) }
         let receiver = try SFTPTransport(target: try SSHTarget(url: url), options: options)
-        receiveRound = try Bench.time { _ = try Mailbox(transport: receiver).sync(replica: target, key: key, trust: trust) }
+        receiveRound = try Bench.time { _ = try Mailbox(transport: receiver).sync(replica: target, key: targetKey, trust: trust) }
         let applied = try target.database.scalar("SELECT count(*) FROM items")?.int64Value ?? 0
 
         let bundle = try BundleExchange.export(
