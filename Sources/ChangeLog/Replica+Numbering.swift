@@ -76,23 +76,25 @@ extension Replica {
     /// place. Where they are gone (a table rebuilt), the rows may hold writes no trigger saw,
     /// and the old checksum is what lets `refresh` notice them.
     private func recordChecksums(throughLogRow lastID: Int64) throws {
-        let tables = Dictionary(uniqueKeysWithValues: try trackedTables(skippingMissing: true).map { ($0.tid, $0) })
-        var statements: [Int: Statement] = [:]
-        var untriggered: Set<Int> = []
+        // Only the tables the log touched are read, once each: nil marks one to skip.
+        var targets: [Int: (table: TableInfo, update: Statement)?] = [:]
         let touched = try database.prepare(FoldSQL.touchedRows)
         try touched.bind([.integer(lastID)])
         while try touched.step() {
             let tid = Int(touched.int64(at: 0))
-            guard let table = tables[tid], !untriggered.contains(tid) else { continue }
-            if statements[tid] == nil {
-                guard try hasCaptureTriggers(table) else {
-                    untriggered.insert(tid)
-                    continue
-                }
-                statements[tid] = try database.prepare(RowChecksum.update(table))
-            }
-            try recordChecksum(of: touched.value(at: 1), in: table, with: statements[tid]!)
+            if targets[tid] == nil { targets[tid] = try checksumTarget(tid: tid) }
+            guard let target = targets[tid] ?? nil else { continue }
+            try recordChecksum(of: touched.value(at: 1), in: target.table, with: target.update)
         }
+    }
+
+    /// A touched table whose checksums the fold records: tracked, present, triggers in place.
+    private func checksumTarget(tid: Int) throws -> (table: TableInfo, update: Statement)? {
+        guard let name = try database.scalar(#"SELECT "name" FROM "_sqsync_tables" WHERE "tid" = ?"#, .integer(Int64(tid)))?
+            .stringValue,
+            let table = try trackedTable(tid: tid, name: name), try hasCaptureTriggers(table)
+        else { return nil }
+        return (table, try database.prepare(RowChecksum.update(table)))
     }
 
     /// Records the checksum of the live row stored under `key` (`RowChecksum.update`).

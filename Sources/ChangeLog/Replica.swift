@@ -116,21 +116,26 @@ public final class Replica {
     func trackedTables(skippingMissing: Bool) throws -> [TableInfo] {
         var tables: [TableInfo] = []
         for row in try database.rows(#"SELECT "tid", "name" FROM "_sqsync_tables" ORDER BY "tid""#) {
-            let tid = Int(row[0].int64Value ?? 0)
             let name = row[1].stringValue ?? ""
-            guard let declared = try DeclaredTable.read(name, in: database) else {
+            guard let table = try trackedTable(tid: Int(row[0].int64Value ?? 0), name: name) else {
                 if skippingMissing { continue }
                 throw ChangeLogError(
                     .schemaMismatch, "\(path): tracked table \(name) no longer exists; run `sqsync untrack \(path) \(name)`")
             }
-            let ids = try columnIDs(tid: tid)
-            let columns = declared.columns.compactMap { column -> ColumnInfo? in
-                guard let cid = ids[column.name] else { return nil }
-                return ColumnInfo(cid: cid, name: column.name, primaryKeyPosition: column.primaryKeyPosition)
-            }
-            tables.append(TableInfo(tid: tid, name: name, columns: columns))
+            tables.append(table)
         }
         return try orderedParentsFirst(tables)
+    }
+
+    /// One tracked table as sqsync recorded it; nil when the table no longer exists.
+    func trackedTable(tid: Int, name: String) throws -> TableInfo? {
+        guard let declared = try DeclaredTable.read(name, in: database) else { return nil }
+        let ids = try columnIDs(tid: tid)
+        let columns = declared.columns.compactMap { column -> ColumnInfo? in
+            guard let cid = ids[column.name] else { return nil }
+            return ColumnInfo(cid: cid, name: column.name, primaryKeyPosition: column.primaryKeyPosition)
+        }
+        return TableInfo(tid: tid, name: name, columns: columns)
     }
 
     func columnIDs(tid: Int) throws -> [String: Int] {
