@@ -107,7 +107,40 @@ struct Bench {
         if largeRows > 0 {
             try capturePhases(folder: folder, keys: (0..<largeRows).map { _ in UUID().uuidString.lowercased() }, label: "UUIDv4")
         }
+        try counterCapture(folder: folder, keys: keys)
         print("")
+    }
+
+    /// `UPDATE items SET qty = qty + 1` on every row: plain, with `qty` last-writer-wins,
+    /// and with `qty` a counter (its trigger logs a delta instead of a mask bit).
+    static func counterCapture(folder: String, keys: [String]) throws {
+        let plain = try openDatabase(folder + "/plain-counter.db")
+        let lww = try tracked(folder + "/tracked-lww-increments.db", name: "bench")
+        let counter = try tracked(folder + "/tracked-counter.db", name: "bench")
+        try counter.setPolicy(.counter, table: "items", column: "qty")
+        for database in [plain, lww.database, counter.database] { try insertAll(database, keys: keys) }
+        try lww.numberPendingChanges()
+        try counter.numberPendingChanges()
+        func increments(_ database: Database) throws {
+            try database.inTransaction {
+                let update = try database.cached("UPDATE items SET qty = qty + 1 WHERE id = ?")
+                for key in keys {
+                    try update.bind([.text(key)])
+                    try update.run()
+                }
+            }
+        }
+        let plainTime = try time { try increments(plain) }
+        let lwwTime = try time { try increments(lww.database) }
+        let counterTime = try time { try increments(counter.database) }
+        line("  \(keys.count) increments, lww", rate(keys.count, plainTime), rate(keys.count, lwwTime), lwwTime / plainTime, "")
+        line(
+            "  \(keys.count) increments, counter", rate(keys.count, plainTime), rate(keys.count, counterTime),
+            counterTime / plainTime, String(format: "(%.2fx the lww column)", counterTime / lwwTime))
+        let fold = try time { try counter.numberPendingChanges() }
+        print(
+            "  fold of those \(keys.count) deltas".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      "
+                + rate(keys.count, fold))
     }
 
     static func uuidv7Keys(_ count: Int) -> [String] {

@@ -10,7 +10,11 @@ enum BundleCodec {
     static let readableVersions: ClosedRange<UInt8> = 1...2
     static let trailerMagic: [UInt8] = Array("SQSYNC-SIG\n".utf8)
     static let signatureNamespace = "sqsync"
-    static let knownCapabilities: Set<String> = []
+    /// Columns that merge other than last-writer-wins: the header lists their policies and
+    /// row records may carry counter contributions. Written only when a table has such a
+    /// column, so bundles without them stay readable by earlier versions.
+    static let mergePolicies = "merge-policies"
+    static let knownCapabilities: Set<String> = [mergePolicies]
     static let endRecord: UInt8 = 0
 
     /// The first byte of a row record: bit 0 is always set, the others say what is left out.
@@ -21,7 +25,9 @@ enum BundleCodec {
         static let sameTable = RowFlags(rawValue: 0x04)
         static let allColumnsInOrder = RowFlags(rawValue: 0x08)
         static let columnsShareRowStamp = RowFlags(rawValue: 0x10)
-        static let known: RowFlags = [.row, .hasRowStamp, .sameTable, .allColumnsInOrder, .columnsShareRowStamp]
+        /// Counter contributions follow the columns (capability merge-policies).
+        static let hasCounters = RowFlags(rawValue: 0x20)
+        static let known: RowFlags = [.row, .hasRowStamp, .sameTable, .allColumnsInOrder, .columnsShareRowStamp, .hasCounters]
     }
 
     /// Change-set column indexes outside the key, in schema order: what an insert carries.

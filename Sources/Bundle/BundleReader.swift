@@ -16,6 +16,8 @@ public final class BundleReader {
     /// The format version: 1 stores records as they are, 2 in deflate blocks.
     public let version: UInt8
     private let recordsOffset: Int
+    /// The bundle declares the merge-policies capability (column policies, counter records).
+    private let hasPolicies: Bool
     /// The payload's SHA-512 once ``verify(trust:)`` succeeded, so nothing reads it again.
     public private(set) var verifiedDigest: SHA512.Digest?
 
@@ -61,8 +63,10 @@ public final class BundleReader {
             )
         }
         let capabilityCount = try input.readCount(limit: 64)
+        var capabilities: Set<String> = []
         for _ in 0..<capabilityCount {
             let capability = try input.readString()
+            capabilities.insert(capability)
             guard BundleCodec.knownCapabilities.contains(capability) else {
                 throw BundleError(
                     .corrupt,
@@ -72,7 +76,9 @@ public final class BundleReader {
         }
         let headerLength = try input.readCount(limit: payloadLength)
         let headerSource = ArraySource(try input.readBytes(headerLength), path: path)
-        (header, createdAt) = try Self.decodeHeader(headerSource, version: version)
+        (header, createdAt) = try Self.decodeHeader(
+            headerSource, version: version, policies: capabilities.contains(BundleCodec.mergePolicies))
+        hasPolicies = capabilities.contains(BundleCodec.mergePolicies)
         guard headerSource.isAtEnd else { throw headerSource.corrupt("unexpected bytes after the header") }
         recordsOffset = input.consumed
     }
@@ -82,7 +88,7 @@ public final class BundleReader {
         return try input.readBytes(range.count)
     }
 
-    static func decodeHeader(_ source: ArraySource, version: UInt8) throws -> (ChangeSetHeader, Int64) {
+    static func decodeHeader(_ source: ArraySource, version: UInt8, policies: Bool = false) throws -> (ChangeSetHeader, Int64) {
         let siteCount = try source.readCount(limit: 1 << 20)
         guard siteCount >= 1 else { throw source.corrupt("no sender") }
         var sites: [String] = [], names: [String] = [], knowledge: [Int64] = [], base: [Int64] = [], forgotten: [Int64] = []
@@ -136,6 +142,14 @@ public final class BundleReader {
         if version >= 2 && !source.isAtEnd {
             for _ in 0..<(try source.readCount(limit: 1 << 20)) {
                 header.statements.append(try source.readBytes(try source.readCount(limit: 1 << 16)))
+            }
+        }
+        if policies {
+            for _ in 0..<(try source.readCount(limit: 1 << 20)) {
+                let table = try source.readIndex(below: header.tables.count, "policy table")
+                let column = try source.readIndex(below: header.tables[table].columns.count, "policy column")
+                guard let policy = MergePolicy(code: try source.readByte()) else { throw source.corrupt("unknown merge policy") }
+                header.tables[table].policies[column] = policy
             }
         }
         return (header, createdAt)
@@ -258,7 +272,22 @@ public final class BundleReader {
                 }
                 columns.append(ColumnChange(column: column, value: value, stamp: stamp))
             }
-            try body(RowChange(table: tableIndex, key: key, causalLength: causalLength, rowStamp: rowStamp, columns: columns))
+            var counters: [CounterChange] = []
+            if flags.contains(.hasCounters) {
+                guard hasPolicies else { throw input.corrupt("counter contributions without the merge-policies capability") }
+                for _ in 0..<(try input.readCount(limit: table.columns.count * siteCount)) {
+                    let column = try input.readIndex(below: table.columns.count, "counter column")
+                    guard table.policies[column] == .counter else { throw input.corrupt("counter contributions to a non-counter column") }
+                    let stamp = try readStamp()
+                    let folded = try input.readInt64()
+                    let total = try input.readValue()
+                    counters.append(CounterChange(column: column, total: total, folded: folded, stamp: stamp))
+                }
+            }
+            try body(
+                RowChange(
+                    table: tableIndex, key: key, causalLength: causalLength, rowStamp: rowStamp, columns: columns,
+                    counters: counters))
             count += 1
         }
         guard try input.readCount() == count else { throw input.corrupt("record count does not match") }

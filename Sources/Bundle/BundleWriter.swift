@@ -32,7 +32,9 @@ public final class BundleWriter {
         nonKeyColumns = header.tables.map(BundleCodec.nonKeyColumns)
         var bytes = BundleCodec.magic
         bytes.append(BundleCodec.version)
-        BundleCodec.appendVarint(0, to: &bytes)
+        let capabilities = header.tables.contains(where: \.hasPolicies) ? [BundleCodec.mergePolicies] : []
+        BundleCodec.appendVarint(capabilities.count, to: &bytes)
+        for capability in capabilities { BundleCodec.appendString(capability, to: &bytes) }
         let encodedHeader = Self.encode(header, createdAt: createdAt)
         BundleCodec.appendVarint(encodedHeader.count, to: &bytes)
         bytes.append(contentsOf: encodedHeader)
@@ -83,6 +85,17 @@ public final class BundleWriter {
             BundleCodec.appendVarint(statement.count, to: &bytes)
             bytes.append(contentsOf: statement)
         }
+        if header.tables.contains(where: \.hasPolicies) {
+            let policies = header.tables.enumerated().flatMap { table in
+                table.element.policies.enumerated().filter { $0.element != .lww }.map { (table.offset, $0.offset, $0.element) }
+            }
+            BundleCodec.appendVarint(policies.count, to: &bytes)
+            for (table, column, policy) in policies {
+                BundleCodec.appendVarint(table, to: &bytes)
+                BundleCodec.appendVarint(column, to: &bytes)
+                bytes.append(policy.code)
+            }
+        }
         return bytes
     }
 
@@ -105,6 +118,7 @@ public final class BundleWriter {
         if allInOrder { flags.insert(.allColumnsInOrder) }
         let shareRowStamp = change.rowStamp != nil && change.columns.allSatisfy { $0.stamp == change.rowStamp }
         if shareRowStamp { flags.insert(.columnsShareRowStamp) }
+        if !change.counters.isEmpty { flags.insert(.hasCounters) }
         record.append(flags.rawValue)
         if !flags.contains(.sameTable) { BundleCodec.appendVarint(change.table, to: &record) }
         previousTable = change.table
@@ -121,6 +135,15 @@ public final class BundleWriter {
             } else {
                 record.append(1)
                 appendStamp(column.stamp)
+            }
+        }
+        if !change.counters.isEmpty {
+            BundleCodec.appendVarint(change.counters.count, to: &record)
+            for counter in change.counters {
+                BundleCodec.appendVarint(counter.column, to: &record)
+                appendStamp(counter.stamp)
+                BundleCodec.appendVarint(counter.folded, to: &record)
+                BundleCodec.appendValue(counter.total, to: &record)
             }
         }
         try records.write(record)

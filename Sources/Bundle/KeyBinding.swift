@@ -22,9 +22,10 @@ public enum KeyBinding {
         try replica.database.inTransaction {
             try checkOwn(replica: replica, key: key)
             let knowledge = try replica.knowledge()
+            let countersFolded = try replica.countersFolded()
             let stored = try replica.acknowledgementStatements()[replica.knowledgeID]
             if let stored, let statement = try? SignedStatement(encoded: stored.statement),
-                statement.signer == key.publicKey,
+                statement.signer == key.publicKey, statement.countersFolded == countersFolded,
                 case .acknowledgement(_, _, let signed) = statement.claim, signed == knowledge
             {
                 return
@@ -32,7 +33,7 @@ public enum KeyBinding {
             let counter = (stored?.counter ?? 0) + 1
             let statement = try SignedStatement.acknowledgement(
                 replica: replica.knowledgeID, name: try replica.siteName(of: replica.knowledgeID), counter: counter,
-                knowledge: knowledge, key: key)
+                knowledge: knowledge, countersFolded: countersFolded, key: key)
             try replica.storeAcknowledgementStatement(
                 of: replica.knowledgeID, counter: counter, statement: statement.encoded)
         }
@@ -151,6 +152,10 @@ public enum KeyBinding {
             }
             try replica.storeAcknowledgementStatement(of: statement.replica, counter: counter, statement: statement.encoded)
             try replica.recordAcknowledgement(of: statement.replica, name: name, knowledge: knowledge)
+            if statement.countersFolded > 0 {
+                try replica.recordCountersFolded(
+                    of: statement.replica, folded: statement.countersFolded, at: knowledge[statement.replica])
+            }
         }
         return ignored == 0 ? [] : ["\(path): ignored \(ignored) statement(s) not signed by their replica's key"]
     }

@@ -11,6 +11,7 @@ import Foundation
 ///     name <name>                       from <OpenSSH public key line>
 ///     counter <n>                       to <OpenSSH public key line>
 ///     knowledge <id>:<seq>,…
+///     folded <seq>   (once the replica folded counter entries)
 ///
 /// Encoded as: varint length of the UTF-8 text, the text, the signer's 32-byte Ed25519
 /// public key, and the 64-byte Ed25519 signature of SSHSIG's signed data (namespace
@@ -33,15 +34,19 @@ public struct SignedStatement: Sendable {
     public var signer: SSHPublicKey
     /// The statement as signed, to store and relay byte for byte.
     public var encoded: [UInt8]
+    /// For an acknowledgement: up to which of its own sequence numbers the replica had folded
+    /// its counter entries into their values (docs/MERGE_RULES.md); 0 when it says nothing.
+    public var countersFolded: Int64 = 0
 
     /// Signs an acknowledgement: `replica` holds `knowledge`; `counter` orders its statements.
     public static func acknowledgement(
-        replica: String, name: String, counter: Int64, knowledge: Knowledge, key: SigningKey
+        replica: String, name: String, counter: Int64, knowledge: Knowledge, countersFolded: Int64 = 0, key: SigningKey
     ) throws -> SignedStatement {
-        let text = [
+        let folded = countersFolded > 0 ? ["folded \(countersFolded)"] : []
+        let text = ([
             acknowledgementMagic, "replica \(replica)", "name \(name.filter { !$0.isNewline })", "counter \(counter)",
-            "knowledge \(knowledge)", "",
-        ].joined(separator: "\n")
+            "knowledge \(knowledge)",
+        ] + folded + [""]).joined(separator: "\n")
         return try signed(text, key: key)
     }
 
@@ -90,6 +95,7 @@ public struct SignedStatement: Sendable {
                 let knowledge = try? Knowledge(parsing: fields["knowledge"] ?? "")
             else { throw KeyFormatError("not an acknowledgement statement") }
             claim = .acknowledgement(name: fields["name"] ?? "", counter: counter, knowledge: knowledge)
+            countersFolded = fields["folded"].flatMap { Int64($0) } ?? 0
         case Self.keyMoveMagic:
             let from = try SSHPublicKey(openSSHLine: fields["from"] ?? "")
             let to = try SSHPublicKey(openSSHLine: fields["to"] ?? "")

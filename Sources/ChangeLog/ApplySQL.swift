@@ -83,6 +83,11 @@ enum ApplySQL {
         """
     }
 
+    /// Adds ?1 to a counter column, as SQLite adds (INTEGER overflows into REAL).
+    static func addToColumn(_ table: String, column: String, key: [ColumnInfo]) -> String {
+        "UPDATE \(quoteIdentifier(table)) SET \(quoteIdentifier(column)) = \(quoteIdentifier(column)) + ?1 WHERE \(keyCondition(key, firstParameter: 2))"
+    }
+
     static func deleteRow(_ table: String, key: [ColumnInfo]) -> String {
         "DELETE FROM \(quoteIdentifier(table)) WHERE \(keyCondition(key, firstParameter: 1))"
     }

@@ -80,7 +80,7 @@ extension ChangeApplier {
         let key = try storedKey(keyValues)
         let deadLength = cl % 2 == 1 ? cl + 1 : cl
         try writeRowEntry(tid: target.info.tid, key: key, cl: deadLength, stamp: stamp)
-        try database.run(ApplySQL.deleteCellsOfRow, .integer(Int64(target.info.tid)), key)
+        try deleteCells(tid: target.info.tid, key: key)
         target.counts.conflicts += 1
     }
 

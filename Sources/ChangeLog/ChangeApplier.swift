@@ -47,18 +47,26 @@ public final class ChangeApplier {
     private let targets: [Target]
     let learning: LearningEvent.ByWriter
     var highestClock: Int64
-    private let statements: Statements
+    let statements: Statements
 
     /// The statements every row change runs, prepared once per import.
-    private struct Statements {
+    struct Statements {
         let rowEntry: Statement
         let upsertRowEntry: Statement
         let cellsOfRow: Statement
         let deleteCells: Statement
         let upsertCell: Statement
         let recordChange: Statement
+        let deleteCounters: Statement
+        let counterEntry: Statement
+        let writeCounterEntry: Statement
+        let sumOfCounter: Statement
 
         init(_ database: Database) throws {
+            deleteCounters = try database.prepare(CounterSQL.dropCountersOfRow)
+            counterEntry = try database.prepare(CounterSQL.entry)
+            writeCounterEntry = try database.prepare(CounterSQL.writeEntry)
+            sumOfCounter = try database.prepare(CounterSQL.sumOfCell)
             rowEntry = try database.prepare(ApplySQL.rowEntry)
             upsertRowEntry = try database.prepare(ApplySQL.upsertRowEntry)
             cellsOfRow = try database.prepare(ApplySQL.cellsOfRow)
@@ -120,6 +128,7 @@ public final class ChangeApplier {
 
         try replica.numberPendingChanges()
         var targets: [Target] = []
+        var policyMismatch: ChangeLogError?
         let tracked = Dictionary(uniqueKeysWithValues: try replica.trackedTables().map { ($0.name, $0) })
         for schema in header.tables {
             guard let info = tracked[schema.name] else {
@@ -144,6 +153,15 @@ public final class ChangeApplier {
                 }
                 columns.append(column)
             }
+            for (index, column) in columns.enumerated() where !dropped.contains(index) && policyMismatch == nil {
+                let theirs = schema.policies[index]
+                if theirs != column.policy {
+                    policyMismatch = ChangeLogError(
+                        .schemaMismatch,
+                        "\(path): \(header.senderName) merges column \(schema.name).\(column.name) as \(theirs.rawValue), this replica as \(column.policy.rawValue); every replica must merge a column alike: run `sqsync policy \(path) \(schema.name) \(column.name) POLICY` with the same policy on both, then import again"
+                    )
+                }
+            }
             let key = schema.primaryKey.map { columns[$0] }
             guard key.map(\.cid) == info.primaryKey.map(\.cid) else {
                 throw ChangeLogError(
@@ -165,6 +183,11 @@ public final class ChangeApplier {
         for (site, id) in siteIDs { knownBefore[site] = knowledge[id] }
         self.knownBefore = knownBefore
         ownSeqBefore = knowledge[replica.knowledgeID]
+        // Merging a column differently would diverge; a bundle with nothing new (one held
+        // from before both replicas set the policy) changes nothing and may go.
+        if let policyMismatch, header.sites.indices.contains(where: { header.knowledge[$0] > knowledge[header.sites[$0]] }) {
+            throw policyMismatch
+        }
         for (index, site) in localSite.enumerated() where header.forgotten[index] > (knownBefore[site] ?? 0) {
             throw ChangeLogError(
                 .staleReplica,
@@ -219,12 +242,17 @@ public final class ChangeApplier {
 
     public func apply(_ change: RowChange) throws {
         let target = targets[change.table]
+        var kept = change
         if !target.dropped.isEmpty {
-            var kept = change
             kept.columns.removeAll { target.dropped.contains($0.column) }
-            return try applyKept(kept, to: target)
+            kept.counters.removeAll { target.dropped.contains($0.column) }
         }
-        try applyKept(change, to: target)
+        let unchangedBefore = target.counts.unchanged
+        try applyKept(kept, to: target)
+        if !kept.counters.isEmpty, try applyCounters(kept, to: target), target.counts.unchanged > unchangedBefore {
+            target.counts.unchanged -= 1
+            target.counts.updated += 1
+        }
     }
 
     /// ", the sender is on schema version 5, this replica on 4", when the versions differ.
@@ -311,7 +339,7 @@ public final class ChangeApplier {
     }
 
     /// Notes the change in `_sqsync_changes`, so export and status find it by (site, seq).
-    private func recordChange(tid: Int, key: SQLValue, stamp: LocalStamp) throws {
+    func recordChange(tid: Int, key: SQLValue, stamp: LocalStamp) throws {
         try statements.recordChange.bind([.integer(Int64(stamp.site)), .integer(stamp.seq), .integer(Int64(tid)), key])
         try statements.recordChange.run()
     }
@@ -325,9 +353,12 @@ public final class ChangeApplier {
         try recordChange(tid: tid, key: key, stamp: stamp)
     }
 
+    /// Drops a row's column and counter entries: they belong to the life that ended.
     func deleteCells(tid: Int, key: SQLValue) throws {
         try statements.deleteCells.bind([.integer(Int64(tid)), key])
         try statements.deleteCells.run()
+        try statements.deleteCounters.bind([.integer(Int64(tid)), key])
+        try statements.deleteCounters.run()
     }
 
     func localCells(tid: Int, key: SQLValue) throws -> [Int: LocalStamp] {
@@ -405,11 +436,27 @@ public final class ChangeApplier {
         var winners: [(change: ColumnChange, column: ColumnInfo, stamp: LocalStamp)] = []
         var losers: [(column: ColumnInfo, value: SQLValue, stamp: LocalStamp, winner: LocalStamp)] = []
         var displaced: [(column: ColumnInfo, stamp: LocalStamp, winner: LocalStamp)] = []
+        var extremes: [Int: SQLValue]?
         for incoming in change.columns {
             let column = target.columns[incoming.column]
             let theirs = local(incoming.stamp)
             let ours = cells[column.cid] ?? rowStamp
             if theirs == ours { continue }
+            if column.policy.isExtremum {
+                // The value decides, not the clock: the greatest (least) written wins.
+                if extremes == nil { extremes = try extremeValues(target: target, keyValues: change.key) }
+                let current = extremes?[column.cid] ?? .null
+                let order = Self.extremumOrder(incoming.value, over: current, policy: column.policy)
+                if order > 0 {
+                    winners.append((incoming, column, theirs))
+                    if (!knownToSender(ours) || overwritesConcurrentOwnValue(ours, with: theirs)) && !knownHere(theirs) {
+                        displaced.append((column, ours, theirs))
+                    }
+                } else if order < 0 && !knownHere(theirs) {
+                    losers.append((column, incoming.value, theirs, ours))
+                }
+                continue
+            }
             if theirs.site == ours.site {
                 // One replica's own history: its later change supersedes, nothing conflicts.
                 // A sequence number names one change, so the same number with another clock,
@@ -424,10 +471,12 @@ public final class ChangeApplier {
             }
             if isLater(theirs, than: ours) {
                 winners.append((incoming, column, theirs))
+                // A counter's base is replaced, never lost: its deltas still add up.
+                if column.policy == .counter { continue }
                 if (!knownToSender(ours) || overwritesConcurrentOwnValue(ours, with: theirs)) && !knownHere(theirs) {
                     displaced.append((column, ours, theirs))
                 }
-            } else if !knownHere(theirs) {
+            } else if !knownHere(theirs) && column.policy != .counter {
                 losers.append((column, incoming.value, theirs, ours))
             }
         }
@@ -450,7 +499,9 @@ public final class ChangeApplier {
             target.counts.unchanged += 1
             return
         }
-        let changes = winners.map(\.change)
+        let changes = try winners.map { winner in
+            try winner.column.policy == .counter ? counterValue(winner.change, target: target, key: key) : winner.change
+        }
         let written = try writeSettlingUniqueClashes(
             target: target, keyValues: change.key, writing: { Self.values(named: changes, in: target) },
             lifeStamp: rowStamp, cl: change.causalLength

@@ -105,7 +105,8 @@ public final class ChangeExporter {
             tables: touched.map { table in
                 TableSchema(
                     name: table.name, columns: table.columns.map(\.name),
-                    primaryKey: table.primaryKey.map { key in table.columns.firstIndex { $0.cid == key.cid }! })
+                    primaryKey: table.primaryKey.map { key in table.columns.firstIndex { $0.cid == key.cid }! },
+                    policies: table.columns.map(\.policy))
             },
             senderLearned: learned, schemaVersion: try replica.schemaVersion())
     }
@@ -140,7 +141,9 @@ public final class ChangeExporter {
     }
 
     private static func hasChanges(_ table: TableInfo, in database: Database) throws -> Bool {
-        try database.scalar(ExportSQL.tableHasChanges, .integer(Int64(table.tid)))?.int64Value == 1
+        if try database.scalar(ExportSQL.tableHasChanges, .integer(Int64(table.tid)))?.int64Value == 1 { return true }
+        guard table.columns.contains(where: { $0.policy == .counter }) else { return false }
+        return try database.scalar(CounterSQL.tableHasCounterChanges, .integer(Int64(table.tid)))?.int64Value == 1
     }
 
     private func stamp(hlc: Int64, site: Int64, seq: Int64) throws -> Stamp {
@@ -211,10 +214,12 @@ public final class ChangeExporter {
         let columnIndex: [Int: Int]
         let keyPositions: [Int]
         let nonKey: [(offset: Int, element: ColumnInfo)]
+        let hasCounters: Bool
 
         init(table: TableInfo, tableIndex: Int) {
             self.table = table
             self.tableIndex = tableIndex
+            hasCounters = table.columns.contains { $0.policy == .counter }
             columnIndex = Dictionary(uniqueKeysWithValues: table.columns.enumerated().map { ($0.element.cid, $0.offset) })
             keyPositions = table.primaryKey.map { key in table.columns.firstIndex { $0.cid == key.cid }! }
             nonKey = table.columns.enumerated().filter { !$0.element.isPrimaryKey }.map { ($0.offset, $0.element) }
@@ -238,7 +243,25 @@ public final class ChangeExporter {
             cellStamps[column] = try stamp(hlc: cellsOfRow.int64(at: 1), site: site, seq: seq)
             if isNeeded(site: site, seq: seq) { cellNeeded.insert(column) }
         }
-        guard rowNeeded || !cellNeeded.isEmpty else { return }
+        var counters: [CounterChange] = []
+        var values = values
+        if emitter.hasCounters {
+            let entries = try replica.database.cached(CounterSQL.countersOfRow)
+            try entries.bind([.integer(Int64(emitter.table.tid)), entry.value(at: 4)])
+            while try entries.step() {
+                guard let column = emitter.columnIndex[Int(entries.int64(at: 0))] else { continue }
+                let site = entries.int64(at: 1), seq = entries.int64(at: 5), total = entries.value(at: 2)
+                // A counter column's value travels as its base: the value without the entries.
+                values[column] = CounterArithmetic.subtract(values[column], total)
+                if isNeeded(site: site, seq: seq) {
+                    counters.append(
+                        CounterChange(
+                            column: column, total: total, folded: entries.int64(at: 3),
+                            stamp: try stamp(hlc: entries.int64(at: 4), site: site, seq: seq)))
+                }
+            }
+        }
+        guard rowNeeded || !cellNeeded.isEmpty || !counters.isEmpty else { return }
         let columns = emitter.nonKey.compactMap { column -> ColumnChange? in
             guard rowNeeded || cellNeeded.contains(column.offset) else { return nil }
             return ColumnChange(
@@ -247,7 +270,8 @@ public final class ChangeExporter {
         try body(
             RowChange(
                 table: emitter.tableIndex, key: emitter.keyPositions.map { values[$0] },
-                causalLength: entry.int64(at: 0), rowStamp: rowNeeded ? rowStamp : nil, columns: columns))
+                causalLength: entry.int64(at: 0), rowStamp: rowNeeded ? rowStamp : nil, columns: columns,
+                counters: counters))
     }
 }
 

@@ -26,6 +26,25 @@ public struct ColumnChange: Sendable, Equatable {
     }
 }
 
+/// One replica's contribution to a counter cell in the row's current life: the sum of its
+/// deltas after `folded` (up to where that replica had folded its entries into the value
+/// when it wrote them), stamped with its latest delta. A receiver adds what it lacks of it.
+public struct CounterChange: Sendable, Equatable {
+    /// Index into the table's ``TableSchema/columns``.
+    public var column: Int
+    public var total: SQLValue
+    public var folded: Int64
+    /// The contributing replica's latest delta to the cell.
+    public var stamp: Stamp
+
+    public init(column: Int, total: SQLValue, folded: Int64, stamp: Stamp) {
+        self.column = column
+        self.total = total
+        self.folded = folded
+        self.stamp = stamp
+    }
+}
+
 /// Everything a change set says about one row.
 ///
 /// `causalLength` counts the row's lives: odd while it exists, even once deleted; an insert
@@ -40,13 +59,20 @@ public struct RowChange: Sendable, Equatable {
     public var causalLength: Int64
     public var rowStamp: Stamp?
     public var columns: [ColumnChange]
+    /// Counter contributions the receiver lacks. A counter column's value in `columns` is
+    /// its base: the value without any entry.
+    public var counters: [CounterChange]
 
-    public init(table: Int, key: [SQLValue], causalLength: Int64, rowStamp: Stamp?, columns: [ColumnChange]) {
+    public init(
+        table: Int, key: [SQLValue], causalLength: Int64, rowStamp: Stamp?, columns: [ColumnChange],
+        counters: [CounterChange] = []
+    ) {
         self.table = table
         self.key = key
         self.causalLength = causalLength
         self.rowStamp = rowStamp
         self.columns = columns
+        self.counters = counters
     }
 
     public var isDelete: Bool { causalLength % 2 == 0 }
@@ -59,12 +85,18 @@ public struct TableSchema: Sendable, Equatable {
     public var columns: [String]
     /// Indexes into `columns`, in primary-key order.
     public var primaryKey: [Int]
+    /// Each column's merge policy, parallel to `columns`: the receiver must merge alike.
+    public var policies: [MergePolicy]
 
-    public init(name: String, columns: [String], primaryKey: [Int]) {
+    public init(name: String, columns: [String], primaryKey: [Int], policies: [MergePolicy]? = nil) {
         self.name = name
         self.columns = columns
         self.primaryKey = primaryKey
+        self.policies = policies ?? Array(repeating: .lww, count: columns.count)
     }
+
+    /// True when some column does not merge as last writer wins.
+    public var hasPolicies: Bool { policies.contains { $0 != .lww } }
 }
 
 /// What a peer said it holds: for each site (index into the header's site list), the

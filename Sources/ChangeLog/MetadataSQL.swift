@@ -238,6 +238,43 @@ enum MetadataSQL {
             );
             """
         ),
+        (
+            5,
+            """
+            -- Each column's merge policy (MergePolicy): 'lww', 'counter', 'max' or 'min'.
+            ALTER TABLE "_sqsync_columns" ADD COLUMN "policy" TEXT NOT NULL DEFAULT 'lww';
+
+            -- A counter's delta (new − old) in a log row of operation -1 (TriggerSQL), whose
+            -- "mask" is then the column id.
+            ALTER TABLE "_sqsync_log" ADD COLUMN "delta";
+
+            -- Counter columns: each replica's contribution to a cell in the row's current life.
+            -- "total" is the sum of that replica's deltas after its "folded" mark (what it had
+            -- folded into the row's base when it wrote them); "seq" and "hlc" are its latest
+            -- delta's. The column's value is its base plus every entry's total, so the base is
+            -- never stored: it is the value minus the entries. Entries go with the row's life,
+            -- and `purge` folds (drops) those their replica has folded (docs/MERGE_RULES.md).
+            CREATE TABLE "_sqsync_counters" (
+                "tid" INTEGER NOT NULL,
+                "pk" NOT NULL,
+                "cid" INTEGER NOT NULL,
+                "site" INTEGER NOT NULL,
+                "total" NOT NULL,
+                "folded" INTEGER NOT NULL,
+                "hlc" INTEGER NOT NULL,
+                "seq" INTEGER NOT NULL,
+                PRIMARY KEY ("tid", "pk", "cid", "site")
+            ) WITHOUT ROWID;
+
+            -- Up to which of its own sequence numbers each replica folded its counter entries,
+            -- and its own sequence number when it said so, as its signed acknowledgement
+            -- statement says (this replica's own: set by purge). Another replica's entries are
+            -- folded here only once this replica holds all that replica's changes up to
+            -- "counters_folded_at", so both fold the same entries.
+            ALTER TABLE "_sqsync_sites" ADD COLUMN "counters_folded" INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE "_sqsync_sites" ADD COLUMN "counters_folded_at" INTEGER NOT NULL DEFAULT 0;
+            """
+        ),
     ]
 
     static let changesBeforeTheChangeTable = """

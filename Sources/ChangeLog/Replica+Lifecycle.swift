@@ -1,6 +1,8 @@
 /// What `purge` dropped, or would drop.
 public struct PurgeResult: Sendable {
     public var tombstones: Int
+    /// Counter entries folded into their values (docs/MERGE_RULES.md).
+    public var counterEntries: Int = 0
     /// Live peers that have not acknowledged every remaining deletion.
     public var heldBackBy: [Peer]
 }
@@ -8,7 +10,8 @@ public struct PurgeResult: Sendable {
 extension Replica {
     /// Drops deletions every live peer has acknowledged and remembers, per site, up to where
     /// it forgot them: a replica that knows less than that is refused later (it could still
-    /// hold rows deleted here) instead of being merged into wrong data.
+    /// hold rows deleted here) instead of being merged into wrong data. Folds counter entries
+    /// the same way, so they stay one per replica per cell and go once acknowledged.
     public func purge(dryRun: Bool) throws -> PurgeResult {
         try database.inTransaction(commit: !dryRun) {
             try numberPendingChanges()
@@ -16,8 +19,9 @@ extension Replica {
             try database.run(LifecycleSQL.purgeTombstones, .integer(Int64(site)))
             let purged = database.changes
             try database.execute(LifecycleSQL.dropCellsOfDeadRows)
+            let folded = try foldCounters()
             let holders = try status().peers.filter { $0.tombstonesHeldBack > 0 }.map(\.peer)
-            return PurgeResult(tombstones: purged, heldBackBy: holders)
+            return PurgeResult(tombstones: purged, counterEntries: folded, heldBackBy: holders)
         }
     }
 

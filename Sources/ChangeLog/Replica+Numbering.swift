@@ -37,6 +37,8 @@ extension Replica {
         let startLife = try database.cached(FoldSQL.startLife)
         let endLife = try database.cached(FoldSQL.endLife)
         let dropCells = try database.cached(FoldSQL.dropCells)
+        let dropCounters = try database.cached(CounterSQL.dropCountersOfRow)
+        let addToCounter = try database.cached(CounterSQL.addOwnDelta)
         let writeCell = try database.cached(FoldSQL.writeCell)
         let recordChange = try database.cached(FoldSQL.recordChange)
         let site = SQLValue.integer(Int64(self.site))
@@ -54,6 +56,11 @@ extension Replica {
                 try upsert.run()
                 try dropCells.bind([tid, key])
                 try dropCells.run()
+                try dropCounters.bind([tid, key])
+                try dropCounters.run()
+            case TriggerSQL.Operation.counterDelta:
+                try addToCounter.bind([tid, key, .integer(log.int64(at: 4)), site, log.value(at: 6), .integer(hlc), .integer(seq)])
+                try addToCounter.run()
             default:
                 let word = operation - TriggerSQL.Operation.updateBase
                 var mask = log.int64(at: 4)
@@ -129,7 +136,7 @@ extension Replica {
 /// The statements of the fold, as SQL.
 enum FoldSQL {
     static let readLog = """
-        SELECT "id", "tid", "op", "pk", "mask", "stamp" FROM "_sqsync_log" ORDER BY "id"
+        SELECT "id", "tid", "op", "pk", "mask", "stamp", "delta" FROM "_sqsync_log" ORDER BY "id"
         """
 
     /// An insert starts the row's next life (the next odd causal length)...

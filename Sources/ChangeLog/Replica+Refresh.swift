@@ -231,6 +231,7 @@ extension Replica {
             } else {
                 try database.run(RefreshSQL.dropColumn, .integer(Int64(tid)), .integer(Int64(cid)))
                 try database.run(RefreshSQL.dropCellsOfColumn, .integer(Int64(tid)), .integer(Int64(cid)))
+                try database.run(CounterSQL.dropCountersOfColumn, .integer(Int64(tid)), .integer(Int64(cid)))
                 result.droppedColumns.append("\(declared.name).\(name)")
             }
         }

@@ -131,9 +131,11 @@ public final class Replica {
     func trackedTable(tid: Int, name: String) throws -> TableInfo? {
         guard let declared = try DeclaredTable.read(name, in: database) else { return nil }
         let ids = try columnIDs(tid: tid)
+        let policies = try columnPolicies(tid: tid)
         let columns = declared.columns.compactMap { column -> ColumnInfo? in
             guard let cid = ids[column.name] else { return nil }
-            return ColumnInfo(cid: cid, name: column.name, primaryKeyPosition: column.primaryKeyPosition)
+            return ColumnInfo(
+                cid: cid, name: column.name, primaryKeyPosition: column.primaryKeyPosition, policy: policies[cid] ?? .lww)
         }
         return TableInfo(tid: tid, name: name, columns: columns)
     }
@@ -144,6 +146,15 @@ public final class Replica {
             ids[row[0].stringValue ?? ""] = Int(row[1].int64Value ?? 0)
         }
         return ids
+    }
+
+    /// The columns whose merge policy is not the default, by column id.
+    func columnPolicies(tid: Int) throws -> [Int: MergePolicy] {
+        var policies: [Int: MergePolicy] = [:]
+        for row in try database.rows(PolicySQL.policiesOfTable, .integer(Int64(tid))) {
+            policies[Int(row[0].int64Value ?? 0)] = MergePolicy(rawValue: row[1].stringValue ?? "") ?? .lww
+        }
+        return policies
     }
 
     private func orderedParentsFirst(_ tables: [TableInfo]) throws -> [TableInfo] {
@@ -216,6 +227,7 @@ public final class Replica {
         let tid = Int(
             try database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(table.name))?.int64Value ?? 0)
         var ids = try columnIDs(tid: tid)
+        let policies = try columnPolicies(tid: tid)
         var nextID = (ids.values.max() ?? 0) + 1
         var columns: [ColumnInfo] = []
         for column in table.columns {
@@ -231,7 +243,9 @@ public final class Replica {
                     .integer(Int64(tid)), .integer(Int64(cid)), .text(column.name),
                     .integer(Int64(column.primaryKeyPosition)))
             }
-            columns.append(ColumnInfo(cid: cid, name: column.name, primaryKeyPosition: column.primaryKeyPosition))
+            columns.append(
+                ColumnInfo(
+                    cid: cid, name: column.name, primaryKeyPosition: column.primaryKeyPosition, policy: policies[cid] ?? .lww))
         }
         return TableInfo(tid: tid, name: table.name, columns: columns)
     }
@@ -271,7 +285,7 @@ public final class Replica {
                 }
                 try dropTriggers(of: name)
                 for metadata in [
-                    "_sqsync_log", "_sqsync_changes", "_sqsync_snapshot", "_sqsync_rows", "_sqsync_cells", "_sqsync_columns",
+                    "_sqsync_log", "_sqsync_changes", "_sqsync_snapshot", "_sqsync_rows", "_sqsync_cells", "_sqsync_counters", "_sqsync_columns",
                     "_sqsync_tables",
                 ] {
                     try database.run("DELETE FROM \(quoteIdentifier(metadata)) WHERE \"tid\" = ?", tid)
@@ -302,8 +316,12 @@ public final class Replica {
                     "table \(name) has columns the triggers do not capture (\(uncovered.joined(separator: ", "))); run `sqsync refresh \(path)`"
                 )
             }
+            let policies = try columnPolicies(tid: tid)
             let columns = declared.columns.compactMap { column in
-                ids[column.name].map { ColumnInfo(cid: $0, name: column.name, primaryKeyPosition: column.primaryKeyPosition) }
+                ids[column.name].map {
+                    ColumnInfo(
+                        cid: $0, name: column.name, primaryKeyPosition: column.primaryKeyPosition, policy: policies[$0] ?? .lww)
+                }
             }
             let expected = TriggerSQL(table: TableInfo(tid: tid, name: name, columns: columns)).all
             for trigger in expected {

@@ -58,6 +58,11 @@ public func quoteIdentifier(_ name: String) -> String {
     "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
 }
 
+/// A string as an SQL literal, for trigger text, which cannot bind values.
+func quoteLiteral(_ text: String) -> String {
+    "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+}
+
 /// An open SQLite connection. Not Sendable on purpose: a connection belongs to one thread.
 public final class Database {
     let handle: OpaquePointer

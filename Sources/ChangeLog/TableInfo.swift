@@ -4,7 +4,16 @@ public struct ColumnInfo: Sendable, Equatable {
     public var name: String
     /// 1-based position in the primary key, 0 when not part of it.
     public var primaryKeyPosition: Int
+    /// How concurrent changes to it merge; key columns are always `lww`.
+    public var policy: MergePolicy = .lww
     public var isPrimaryKey: Bool { primaryKeyPosition > 0 }
+
+    public init(cid: Int, name: String, primaryKeyPosition: Int, policy: MergePolicy = .lww) {
+        self.cid = cid
+        self.name = name
+        self.primaryKeyPosition = primaryKeyPosition
+        self.policy = policy
+    }
 }
 
 /// A tracked table as the triggers see it.

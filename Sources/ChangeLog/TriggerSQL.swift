@@ -22,6 +22,8 @@ struct TriggerSQL {
         static let insert = 0
         static let delete = 1
         static let updateBase = 2
+        /// A counter's delta: "mask" holds the column id, "delta" new − old.
+        static let counterDelta = -1
         static let columnsPerMask = 62
 
         static func word(of cid: Int) -> Int { (cid - 1) / columnsPerMask }
@@ -59,12 +61,55 @@ struct TriggerSQL {
     }
 
     var insertTrigger: String {
-        """
-        CREATE TRIGGER \(triggerName("insert")) AFTER INSERT ON \(quotedTable)
-        BEGIN
-        \(logRow(operation: Operation.insert, key: keyExpression("NEW")))
-        END
-        """
+        let repairs = counterColumns.map { column in
+            undo(column, setTo: "0", when: Self.notANumber("NEW", column), kind: ConflictKind.counterNeedsANumber)
+        }.joined()
+        return """
+            CREATE TRIGGER \(triggerName("insert")) AFTER INSERT ON \(quotedTable)
+            BEGIN
+            \(repairs)\(logRow(operation: Operation.insert, key: keyExpression("NEW")))
+            END
+            """
+    }
+
+    /// The kinds of conflict the triggers log when they undo a write a policy forbids.
+    public enum ConflictKind {
+        public static let counterNeedsANumber = "counter needs a number"
+        public static let belowMax = "below max"
+        public static let aboveMin = "above min"
+    }
+
+    private var counterColumns: [ColumnInfo] { table.columns.filter { !$0.isPrimaryKey && $0.policy == .counter } }
+
+    private static func notANumber(_ alias: String, _ column: ColumnInfo) -> String {
+        "typeof(\(alias).\(quoteIdentifier(column.name))) NOT IN ('integer', 'real')"
+    }
+
+    /// True when an update would move a max column down or a min column up. NULL counts as no
+    /// value, as in SQL's max() and min(): any value replaces it, it never replaces one.
+    private static func breaksExtremum(_ column: ColumnInfo) -> String {
+        let name = quoteIdentifier(column.name)
+        let wrongWay = column.policy == .max ? "<" : ">"
+        return "((NEW.\(name) IS NULL AND OLD.\(name) IS NOT NULL) OR coalesce(NEW.\(name) \(wrongWay) OLD.\(name) COLLATE BINARY, 0))"
+    }
+
+    /// Puts the column back (to `value`) when `condition` holds, and logs the refused value,
+    /// unless sqsync itself is applying a peer's changes.
+    private func undo(_ column: ColumnInfo, setTo value: String, when condition: String, kind: String) -> String {
+        let name = quoteIdentifier(column.name)
+        let keyMatch = table.primaryKey.map { "\(quoteIdentifier($0.name)) IS NEW.\(quoteIdentifier($0.name))" }
+            .joined(separator: " AND ")
+        let keyText = table.primaryKey.map { "quote(NEW.\(quoteIdentifier($0.name)))" }.joined(separator: " || ', ' || ")
+        return """
+              UPDATE \(quotedTable) SET \(name) = \(value)
+                WHERE \(keyMatch) AND \(condition) AND (SELECT "applying" FROM "_sqsync_replica") = 0;
+              INSERT INTO "_sqsync_conflicts" ("kind", "table_name", "pk", "column_name", "lost_value", "lost_site", "lost_hlc")
+                SELECT \(quoteLiteral(kind)), \(quoteLiteral(table.name)), \(keyText), \(quoteLiteral(column.name)), NEW.\(name),
+                       s."knowledge_id", \(Self.stamp)
+                FROM "_sqsync_replica" r JOIN "_sqsync_sites" s ON s."site" = r."site"
+                WHERE r."applying" = 0 AND \(condition);
+
+            """
     }
 
     var deleteTrigger: String {
@@ -94,9 +139,10 @@ struct TriggerSQL {
             """
     }
 
-    /// The non-key columns by mask word: most tables have one word (up to 62 columns).
+    /// The non-key columns captured by the mask, by mask word: most tables have one word (up
+    /// to 62 columns). Counters are logged as deltas instead.
     private var columnsByWord: [(word: Int, columns: [ColumnInfo])] {
-        let columns = table.columns.filter { !$0.isPrimaryKey }
+        let columns = table.columns.filter { !$0.isPrimaryKey && $0.policy != .counter }
         return Dictionary(grouping: columns) { Operation.word(of: $0.cid) }
             .sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted { $0.cid < $1.cid }) }
     }
@@ -104,7 +150,11 @@ struct TriggerSQL {
     /// Bit set for each column whose value changed. `1 IS 1.0` is true in SQL, so a change of
     /// storage class counts too: peers must receive the value exactly.
     private static func changedMask(_ columns: [ColumnInfo]) -> String {
-        columns.map { changedTerm($0.name, cid: $0.cid) }.joined(separator: " | ")
+        columns.map { column in
+            let term = changedTerm(column.name, cid: column.cid)
+            // A write a max or min column refuses is undone, so it changes nothing.
+            return column.policy.isExtremum ? "(\(term) * NOT \(breaksExtremum(column)))" : term
+        }.joined(separator: " | ")
     }
 
     /// One column's bit of the mask. `refresh` looks for it in installed triggers: SQLite's
@@ -118,10 +168,29 @@ struct TriggerSQL {
     /// nothing when a statement wrote the same values again.
     var updateTrigger: String? {
         let words = columnsByWord
-        guard !words.isEmpty else { return nil }
+        let counters = counterColumns
+        guard !words.isEmpty || !counters.isEmpty else { return nil }
         let mask = quoteIdentifier("_sqsync_mask")
         let key = keyExpression("NEW")
-        let statements = words.map { word in
+        let undoes = table.columns.filter(\.policy.isExtremum).map { column in
+            undo(
+                column, setTo: "OLD.\(quoteIdentifier(column.name))", when: Self.breaksExtremum(column),
+                kind: column.policy == .max ? ConflictKind.belowMax : ConflictKind.aboveMin)
+        } + counters.map { column in
+            undo(
+                column, setTo: "OLD.\(quoteIdentifier(column.name))", when: Self.notANumber("NEW", column),
+                kind: ConflictKind.counterNeedsANumber)
+        }
+        let deltas = counters.map { column in
+            let name = quoteIdentifier(column.name)
+            return """
+                  INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "delta", "stamp")
+                    SELECT \(table.tid), \(Operation.counterDelta), \(key), \(column.cid), NEW.\(name) - OLD.\(name), \(Self.stamp)
+                    FROM "_sqsync_replica"
+                    WHERE "applying" = 0 AND NOT \(Self.notANumber("NEW", column)) AND \(Self.changedTerm(column.name, cid: column.cid)) != 0;
+                """
+        }
+        let statements = (undoes + deltas).joined(separator: "\n") + words.map { word in
             """
               INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "stamp")
                 SELECT \(table.tid), \(Operation.updateBase + word.word), \(key), \(mask), \(Self.stamp)

@@ -69,10 +69,14 @@ extension SQSync {
             let result = try Replica(path: db).purge(dryRun: dryRun)
             let holders = result.heldBackBy.map { $0.name.isEmpty ? $0.knowledgeID : $0.name }
             if global.json {
-                global.emitJSON(["dry_run": dryRun, "tombstones_purged": result.tombstones, "held_back_by": holders])
+                global.emitJSON([
+                    "dry_run": dryRun, "tombstones_purged": result.tombstones, "held_back_by": holders,
+                    "counter_entries_folded": result.counterEntries,
+                ])
             } else {
+                let folded = result.counterEntries == 0 ? "" : ", folded \(counted(result.counterEntries, "counter entry", "counter entries"))"
                 global.say(
-                    "\(dryRun ? "would purge" : "purged") \(counted(result.tombstones, "tombstone"))"
+                    "\(dryRun ? "would purge" : "purged") \(counted(result.tombstones, "tombstone"))\(folded)"
                         + (holders.isEmpty ? "" : "; kept others for \(holders.joined(separator: ", "))"))
             }
         }
