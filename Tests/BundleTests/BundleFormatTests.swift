@@ -437,6 +437,48 @@ final class BundleFormatTests: XCTestCase {
         XCTAssertFalse(try fresh.database.rows("SELECT * FROM vals").isEmpty)
     }
 
+    // MARK: Merge policies
+
+    func testPoliciesAndCounterContributionsRoundTrip() throws {
+        func counted(_ name: String) throws -> Replica {
+            let replica = try Replica.initialize(path: path(name + ".db"), name: name).replica
+            try replica.database.execute("CREATE TABLE stock (id TEXT PRIMARY KEY, qty INTEGER, seen, note TEXT)")
+            try replica.track(["stock"], allowIntegerPrimaryKey: false)
+            try replica.setPolicy(.counter, table: "stock", column: "qty")
+            try replica.setPolicy(.max, table: "stock", column: "seen")
+            return replica
+        }
+        let source = try counted("counted")
+        try source.database.execute(
+            """
+            INSERT INTO stock VALUES ('tent', 10, 1, 'a'), ('rope', 2.5, NULL, 'b');
+            UPDATE stock SET qty = qty - 3, seen = 4 WHERE id = 'tent';
+            """)
+        try source.numberPendingChanges()
+        try source.database.execute("UPDATE stock SET qty = qty + 1.25 WHERE id = 'rope'")
+        let file = try export(source, "counted.sqsb")
+        let (header, expected) = try exporterChanges(source)
+        XCTAssertEqual(header.tables[0].policies, [.lww, .counter, .max, .lww])
+        XCTAssertEqual(expected.flatMap(\.counters).count, 2, "one contribution per changed counter cell")
+        let tent = try XCTUnwrap(expected.first { $0.key == [.text("tent")] })
+        XCTAssertEqual(tent.columns.first { $0.column == 1 }?.value, .integer(10), "the counter travels as its base")
+
+        let reader = try BundleReader(path: file)
+        try reader.verify(trust: trust)
+        let payload = Array(try Data(contentsOf: URL(fileURLWithPath: file)).prefix(reader.payloadLength))
+        XCTAssertEqual(Array(payload[9..<(9 + 2 + 14)]), [1] + varint(14) + Array("merge-policies".utf8))
+        XCTAssertEqual(reader.header.tables, header.tables)
+        var read: [RowChange] = []
+        try reader.forEachChange { read.append($0) }
+        XCTAssertEqual(read, expected)
+
+        let receiver = try counted("receiver")
+        XCTAssertEqual(try BundleExchange.importBundle(path: file, into: receiver, trust: trust).outcome, .applied)
+        let all = "SELECT * FROM stock ORDER BY id"
+        XCTAssertEqual(try receiver.database.rows(all), try source.database.rows(all))
+        XCTAssertEqual(try receiver.database.rows(all)[1], [.text("tent"), .integer(7), .integer(4), .text("a")])
+    }
+
     // MARK: Streaming
 
     func testLargeBundleStreams() throws {
