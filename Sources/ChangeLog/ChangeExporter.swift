@@ -253,7 +253,8 @@ public final class ChangeExporter {
                 let site = entries.int64(at: 1), seq = entries.int64(at: 5), total = entries.value(at: 2)
                 // A counter column's value travels as its base: the value without the entries.
                 values[column] = CounterArithmetic.subtract(values[column], total)
-                if isNeeded(site: site, seq: seq) {
+                // Site 0 holds the folded sum, which every replica counts already.
+                if site != 0 && isNeeded(site: site, seq: seq) {
                     counters.append(
                         CounterChange(
                             column: column, total: total, folded: entries.int64(at: 3),

@@ -45,6 +45,8 @@ extension Replica {
         while try log.step() {
             lastID = log.int64(at: 0)
             let tid = log.value(at: 1), operation = Int(log.int64(at: 2)), key = log.value(at: 3)
+            // The triggers log no delta that is not a number; one from elsewhere counts as nothing.
+            if operation == TriggerSQL.Operation.counterDelta && log.value(at: 6) == .null { continue }
             hlc = max(hlc + 1, log.int64(at: 5))
             seq += 1
             try recordChange.bind([site, .integer(seq), tid, key])

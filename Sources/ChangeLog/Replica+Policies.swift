@@ -57,7 +57,10 @@ extension Replica {
                 }
             }
             if column.policy == .counter {
-                // The entries become part of the value, which stays as it is.
+                // The value stays as it is and travels as a write of this replica, so peers
+                // that leave the counter policy too end with one value.
+                try database.run(
+                    CounterSQL.logValueAsWrite(tid: Int(tid), cid: column.cid), .integer(tid), .integer(Int64(column.cid)))
                 try database.run(CounterSQL.dropCountersOfColumn, .integer(tid), .integer(Int64(column.cid)))
             }
             try database.run(PolicySQL.setPolicy, .text(policy.rawValue), .integer(tid), .integer(Int64(column.cid)))
@@ -72,7 +75,8 @@ extension Replica {
     /// when it said so (docs/MERGE_RULES.md). Values do not change. Returns entries dropped.
     func foldCounters() throws -> Int {
         try database.run(CounterSQL.advanceOwnFoldMark, .integer(Int64(site)))
-        try database.run(CounterSQL.foldEntries, .integer(Int64(site)))
+        try database.run(CounterSQL.foldEntries[0], .integer(Int64(site)))
+        try database.run(CounterSQL.foldEntries[1], .integer(Int64(site)))
         return database.changes
     }
 
@@ -152,12 +156,35 @@ enum CounterSQL {
         WHERE s."site" = ?1
         """
 
-    static let foldEntries = """
-        DELETE FROM "_sqsync_counters" AS c WHERE EXISTS (
-            SELECT 1 FROM "_sqsync_sites" s
-            WHERE s."site" = c."site" AND c."seq" <= s."counters_folded"
-              AND (s."site" = ?1 OR s."known_seq" >= s."counters_folded_at"))
+    /// Entries that may be folded: their replica folded them (this replica ?1 by its own mark).
+    private static let foldable = """
+        EXISTS (SELECT 1 FROM "_sqsync_sites" s
+                WHERE s."site" = c."site" AND c."seq" <= s."counters_folded"
+                  AND (s."site" = ?1 OR s."known_seq" >= s."counters_folded_at"))
         """
+
+    /// Folding adds an entry's total to the cell's folded sum, kept under site 0, so the base
+    /// (value − entries − folded sum) stays the same on every replica whatever each has folded.
+    static let foldEntries = [
+        """
+        INSERT INTO "_sqsync_counters" ("tid", "pk", "cid", "site", "total", "folded", "hlc", "seq")
+          SELECT c."tid", c."pk", c."cid", 0, sum(c."total"), 0, 0, 0 FROM "_sqsync_counters" c
+          WHERE \(foldable) GROUP BY c."tid", c."pk", c."cid"
+        ON CONFLICT ("tid", "pk", "cid", "site") DO UPDATE SET "total" = "total" + excluded."total"
+        """,
+        #"DELETE FROM "_sqsync_counters" AS c WHERE \#(foldable)"#,
+    ]
+
+    /// Logs, as a write of this replica, every cell of a column leaving the counter policy
+    /// that has entries: its value then travels as a last-writer-wins write.
+    static func logValueAsWrite(tid: Int, cid: Int) -> String {
+        """
+        INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "stamp")
+          SELECT DISTINCT ?1, \(TriggerSQL.Operation.updateBase + TriggerSQL.Operation.word(of: cid)), "pk",
+                 \(1 << TriggerSQL.Operation.bit(of: cid)), \(MetadataSQL.wallClockMilliseconds)
+          FROM "_sqsync_counters" WHERE "tid" = ?1 AND "cid" = ?2
+        """
+    }
 
     static let recordFoldMark = """
         UPDATE "_sqsync_sites" SET "counters_folded" = ?1, "counters_folded_at" = ?2

@@ -280,6 +280,11 @@ enum RekeySQL {
           FROM "_sqsync_cells" c JOIN temp."_sqsync_rekey" m ON m."old" = c."pk" WHERE c."tid" = ?1
         """,
         """
+        CREATE TEMP TABLE "_sqsync_moved_counters" AS
+          SELECT c."tid", m."new" AS "pk", c."cid", c."site", c."total", c."folded", c."hlc", c."seq"
+          FROM "_sqsync_counters" c JOIN temp."_sqsync_rekey" m ON m."old" = c."pk" WHERE c."tid" = ?1
+        """,
+        """
         CREATE TEMP TABLE "_sqsync_moved_changes" AS
           SELECT c."site", c."seq", c."tid", m."new" AS "pk"
           FROM "_sqsync_changes" c JOIN temp."_sqsync_rekey" m ON m."old" = c."pk" WHERE c."tid" = ?1
@@ -291,6 +296,7 @@ enum RekeySQL {
         """,
         #"DELETE FROM "_sqsync_rows" WHERE "tid" = ?1"#,
         #"DELETE FROM "_sqsync_cells" WHERE "tid" = ?1"#,
+        #"DELETE FROM "_sqsync_counters" WHERE "tid" = ?1"#,
         #"DELETE FROM "_sqsync_changes" WHERE "tid" = ?1"#,
         #"DELETE FROM "_sqsync_snapshot" WHERE "tid" = ?1"#,
     ]
@@ -298,10 +304,12 @@ enum RekeySQL {
     static let putBack = """
         INSERT OR IGNORE INTO "_sqsync_rows" SELECT * FROM temp."_sqsync_moved_rows";
         INSERT OR IGNORE INTO "_sqsync_cells" SELECT * FROM temp."_sqsync_moved_cells";
+        INSERT OR IGNORE INTO "_sqsync_counters" SELECT * FROM temp."_sqsync_moved_counters";
         INSERT OR IGNORE INTO "_sqsync_changes" SELECT * FROM temp."_sqsync_moved_changes";
         INSERT OR IGNORE INTO "_sqsync_snapshot" SELECT * FROM temp."_sqsync_moved_snapshot";
         DROP TABLE temp."_sqsync_moved_rows";
         DROP TABLE temp."_sqsync_moved_cells";
+        DROP TABLE temp."_sqsync_moved_counters";
         DROP TABLE temp."_sqsync_moved_changes";
         DROP TABLE temp."_sqsync_moved_snapshot";
         DROP TABLE temp."_sqsync_rekey";

@@ -60,10 +60,15 @@ struct TriggerSQL {
         """
     }
 
-    var insertTrigger: String {
-        let repairs = counterColumns.map { column in
+    /// A row that starts with NULL or text in a counter column gets 0 there instead.
+    private var counterRepairs: String {
+        counterColumns.map { column in
             undo(column, setTo: "0", when: Self.notANumber("NEW", column), kind: ConflictKind.counterNeedsANumber)
         }.joined()
+    }
+
+    var insertTrigger: String {
+        let repairs = counterRepairs
         return """
             CREATE TRIGGER \(triggerName("insert")) AFTER INSERT ON \(quotedTable)
             BEGIN
@@ -133,7 +138,7 @@ struct TriggerSQL {
             CREATE TRIGGER \(triggerName("update_key")) AFTER UPDATE OF \(keyColumns) ON \(quotedTable)
             WHEN NOT (\(keyUnchanged))
             BEGIN
-            \(logRow(operation: Operation.delete, key: keyExpression("OLD")))
+            \(counterRepairs)\(logRow(operation: Operation.delete, key: keyExpression("OLD")))
             \(logRow(operation: Operation.insert, key: keyExpression("NEW")))
             END
             """
@@ -187,7 +192,8 @@ struct TriggerSQL {
                   INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "delta", "stamp")
                     SELECT \(table.tid), \(Operation.counterDelta), \(key), \(column.cid), NEW.\(name) - OLD.\(name), \(Self.stamp)
                     FROM "_sqsync_replica"
-                    WHERE "applying" = 0 AND NOT \(Self.notANumber("NEW", column)) AND \(Self.changedTerm(column.name, cid: column.cid)) != 0;
+                    WHERE "applying" = 0 AND NOT \(Self.notANumber("NEW", column)) AND NOT \(Self.notANumber("OLD", column))
+                      AND \(Self.changedTerm(column.name, cid: column.cid)) != 0;
                 """
         }
         let statements = (undoes + deltas).joined(separator: "\n") + words.map { word in
