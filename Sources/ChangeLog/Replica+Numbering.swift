@@ -181,9 +181,15 @@ enum FoldSQL {
     /// of it when there is no live peer.
     static let advanceChangeHorizon = """
         UPDATE "_sqsync_sites" AS s SET "changes_from" = max(s."changes_from", coalesce(
-            (SELECT min(coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = p."site" AND a."site" = s."site"), 0))
-             FROM "_sqsync_sites" p WHERE p."site" != ?1 AND p."retired" = 0),
+            \(leastAcknowledged),
             CASE WHEN s."site" = ?1 THEN (SELECT "seq" FROM "_sqsync_replica") ELSE s."known_seq" END))
+        """
+
+    /// The least any live peer other than this replica (?1) acknowledged of site `s`; NULL
+    /// when there is no live peer.
+    static let leastAcknowledged = """
+        (SELECT min(coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = p."site" AND a."site" = s."site"), 0))
+             FROM "_sqsync_sites" p WHERE p."site" != ?1 AND p."retired" = 0)
         """
 
     static let forgetChanges = #"DELETE FROM "_sqsync_changes" WHERE "site" = ?1 AND "seq" <= ?2"#

@@ -150,9 +150,7 @@ enum CounterSQL {
     /// This replica (?1) may fold its entries up to the least any live peer acknowledged of it.
     static let advanceOwnFoldMark = """
         UPDATE "_sqsync_sites" AS s SET "counters_folded" = max(s."counters_folded", coalesce(
-            (SELECT min(coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = p."site" AND a."site" = s."site"), 0))
-             FROM "_sqsync_sites" p WHERE p."site" != ?1 AND p."retired" = 0),
-            (SELECT "seq" FROM "_sqsync_replica")))
+            \(FoldSQL.leastAcknowledged), (SELECT "seq" FROM "_sqsync_replica")))
         WHERE s."site" = ?1
         """
 
