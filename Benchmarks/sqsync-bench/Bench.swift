@@ -9,6 +9,10 @@ import Foundation
 struct Bench {
     static let rows = Int(ProcessInfo.processInfo.environment["SQSYNC_BENCH_ROWS"] ?? "") ?? 100_000
     static let largeRows = Int(ProcessInfo.processInfo.environment["SQSYNC_BENCH_LARGE"] ?? "") ?? 1_000_000
+    /// `SQSYNC_BENCH_ONLY=capture,bundles`: run only those sections (capture, bundles, metadata,
+    /// ssh, quiet, large), for profiling one of them.
+    static let sections = ProcessInfo.processInfo.environment["SQSYNC_BENCH_ONLY"].map { Set($0.split(separator: ",").map(String.init)) }
+    static func runs(_ section: String) -> Bool { sections?.contains(section) ?? true }
     static let schema = """
         CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT NOT NULL, qty INTEGER, price REAL, note TEXT, updated INTEGER);
         """
@@ -20,13 +24,12 @@ struct Bench {
         let keys = (0..<rows).map { _ in UUID().uuidString.lowercased() }
         print("sqsync benchmark: \(rows) rows, SQLite \(String(cString: sqlite3_libversion())), release build\n")
 
-        try capture(folder: folder, keys: keys)
-        let session = try sessionExtension(folder: folder, keys: keys)
-        try bundles(folder: folder, keys: keys, session: session)
-        try metadata(folder: folder, keys: keys)
-        try SSHRound.run(folder: folder, changes: 10_000)
-        try QuietSync.run(folder: folder)
-        if largeRows > 0 { try largeImport(folder: folder) }
+        if runs("capture") { try capture(folder: folder, keys: keys) }
+        if runs("bundles") { try bundles(folder: folder, keys: keys, session: try sessionExtension(folder: folder, keys: keys)) }
+        if runs("metadata") { try metadata(folder: folder, keys: keys) }
+        if runs("ssh") { try SSHRound.run(folder: folder, changes: 10_000) }
+        if runs("quiet") { try QuietSync.run(folder: folder) }
+        if largeRows > 0 && runs("large") { try largeImport(folder: folder) }
     }
 
     // MARK: Helpers

@@ -92,6 +92,8 @@ protocol ByteSource: AnyObject {
     var path: String { get }
     func readByte() throws -> UInt8
     func readBytes(_ count: Int) throws -> [UInt8]
+    /// `count` bytes of UTF-8 text; nil when they are not valid UTF-8.
+    func readText(_ count: Int) throws -> String?
 }
 
 extension HashingFileInput: ByteSource {}
@@ -151,9 +153,10 @@ extension ByteSource {
 
     func readZigzag() throws -> Int64 { BundleCodec.unzigzag(try readVarint()) }
 
+    func readText(_ count: Int) throws -> String? { String(validating: try readBytes(count), as: UTF8.self) }
+
     func readString() throws -> String {
-        let bytes = try readBytes(try readCount())
-        guard let text = String(validating: bytes, as: UTF8.self) else { throw corrupt("text that is not UTF-8") }
+        guard let text = try readText(try readCount()) else { throw corrupt("text that is not UTF-8") }
         return text
     }
 

@@ -150,6 +150,16 @@ final class InflatingSource: ByteSource {
         return block[position]
     }
 
+    /// Text that lies within the current block is decoded in place: most values do, and
+    /// this spares copying each one into an array first.
+    func readText(_ count: Int) throws -> String? {
+        guard count <= block.count - position else { return String(validating: try readBytes(count), as: UTF8.self) }
+        defer { position += count }
+        return block.withUnsafeBufferPointer {
+            String(validating: UnsafeBufferPointer(rebasing: $0[position..<(position + count)]), as: UTF8.self)
+        }
+    }
+
     func readBytes(_ count: Int) throws -> [UInt8] {
         var result: [UInt8] = []
         result.reserveCapacity(min(count, BlockCompression.maxBlockBytes))

@@ -18,4 +18,9 @@ static inline int sqsync_enable_defensive(sqlite3 *db, int on) {
     return sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, on, (int *)0);
 }
 
+/// Turns triggers off (0) or on (1) for one connection; foreign key actions still run.
+static inline int sqsync_enable_triggers(sqlite3 *db, int on) {
+    return sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, on, (int *)0);
+}
+
 #endif

@@ -3,6 +3,16 @@ enum ApplySQL {
     static let startApplying = #"UPDATE "_sqsync_replica" SET "applying" = 1"#
     static let stopApplying = #"UPDATE "_sqsync_replica" SET "applying" = 0"#
 
+    /// Triggers in the schema other than sqsync's own: the app's, which an import must fire.
+    static let appTriggers = """
+        SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name NOT LIKE '\\_sqsync\\_%' ESCAPE '\\'
+        """
+
+    static let lastLogRow = #"SELECT coalesce(max("id"), 0) FROM "_sqsync_log""#
+
+    /// Log rows the triggers appended for the import's own writes: they are not local changes.
+    static let forgetImportLogRows = #"DELETE FROM "_sqsync_log" WHERE "id" > ?"#
+
     static let rowEntry = """
         SELECT "cl", "hlc", "site", "seq" FROM "_sqsync_rows" WHERE "tid" = ? AND "pk" = ?
         """
@@ -12,6 +22,22 @@ enum ApplySQL {
         ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = excluded."cl", "hlc" = excluded."hlc",
             "site" = excluded."site", "seq" = excluded."seq"
         """
+
+    /// The entry of a row just written, with the checksum of its values as stored
+    /// (``RowChecksum``), in one write: ?1 the stored key, ?2–?5 cl, hlc, site, seq, the key
+    /// values from ?6 on.
+    static func upsertLiveRowEntry(_ table: TableInfo) -> String {
+        let columns = table.columns.map { quoteIdentifier($0.name) }.joined(separator: ", ")
+        let condition = table.primaryKey.enumerated().map { "\(quoteIdentifier($0.element.name)) IS ?\($0.offset + 6)" }
+            .joined(separator: " AND ")
+        return """
+            INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq", "sum")
+            VALUES (\(table.tid), ?1, ?2, ?3, ?4, ?5,
+                (SELECT \(RowChecksum.functionName)(\(columns)) FROM \(quoteIdentifier(table.name)) WHERE \(condition)))
+            ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = excluded."cl", "hlc" = excluded."hlc",
+                "site" = excluded."site", "seq" = excluded."seq", "sum" = excluded."sum"
+            """
+    }
 
     /// A row's column entries; the exporter reads them the same way.
     static let cellsOfRow = """

@@ -10,6 +10,8 @@ extension ChangeApplier {
         /// Change-set indexes of columns a migration dropped here: their values are ignored.
         let dropped: Set<Int>
         let insertEverything: Statement
+        /// Writes the entry of a row just written, with its checksum.
+        let upsertLiveRowEntry: Statement
         let deleteRow: Statement
         /// Records a written row's checksum (``RowChecksum``).
         let recordChecksum: Statement
@@ -26,6 +28,7 @@ extension ChangeApplier {
             nonKeyColumns = columns.indices.filter { !columns[$0].isPrimaryKey && !dropped.contains($0) }
             insertEverything = try database.prepare(
                 ApplySQL.insertRow(info.name, columns: key.map(\.name) + nonKeyColumns.map { columns[$0].name }))
+            upsertLiveRowEntry = try database.prepare(ApplySQL.upsertLiveRowEntry(info))
             deleteRow = try database.prepare(ApplySQL.deleteRow(info.name, key: info.primaryKey))
             recordChecksum = try database.prepare(RowChecksum.update(info))
         }

@@ -48,6 +48,12 @@ public final class ChangeApplier {
     let learning: LearningEvent.ByWriter
     var highestClock: Int64
     let statements: Statements
+    /// True while this import has the capture triggers off on its connection.
+    private var triggersOff = false
+    /// The log as the fold left it: rows after this one come from the import's own writes.
+    private var lastLocalLogRow: Int64 = 0
+    /// Changes applied but not yet noted in `_sqsync_changes` (``recordChange(tid:key:stamp:)``).
+    private var pendingChanges: [(site: Int, seq: Int64, tid: Int, key: SQLValue)] = []
 
     /// The statements every row change runs, prepared once per import.
     struct Statements {
@@ -211,6 +217,18 @@ public final class ChangeApplier {
         highestClock = header.senderHLC
         statements = try Statements(database)
         try database.execute(ApplySQL.startApplying)
+        lastLocalLogRow = try database.scalar(ApplySQL.lastLogRow)?.int64Value ?? 0
+        // The capture triggers need not run for a peer's changes: off, unless the app's own
+        // triggers must fire; then the log rows they append are removed in finish(). Last,
+        // so that nothing can throw between here and the deinit that turns them back on.
+        if try database.scalar(ApplySQL.appTriggers)?.int64Value == 0 {
+            try database.setTriggersEnabled(false)
+            triggersOff = true
+        }
+    }
+
+    deinit {
+        if triggersOff { try? database.setTriggersEnabled(true) }
     }
 
     // MARK: Stamps
@@ -338,10 +356,33 @@ public final class ChangeApplier {
         try recordChange(tid: tid, key: key, stamp: stamp)
     }
 
+    /// The entry of a live row just written, with the checksum of its values.
+    private func writeLiveRowEntry(target: Target, key: SQLValue, keyValues: [SQLValue], cl: Int64, stamp: LocalStamp) throws {
+        let statement = target.upsertLiveRowEntry
+        try statement.bind([key, .integer(cl), .integer(stamp.hlc), .integer(Int64(stamp.site)), .integer(stamp.seq)] + keyValues)
+        try statement.run()
+        try recordChange(tid: target.info.tid, key: key, stamp: stamp)
+    }
+
     /// Notes the change in `_sqsync_changes`, so export and status find it by (site, seq).
+    /// Bundles come in key order, so their sequence numbers do not: notes are written a batch
+    /// at a time in (site, seq) order, which keeps the B-tree's inserts close together.
     func recordChange(tid: Int, key: SQLValue, stamp: LocalStamp) throws {
-        try statements.recordChange.bind([.integer(Int64(stamp.site)), .integer(stamp.seq), .integer(Int64(tid)), key])
-        try statements.recordChange.run()
+        pendingChanges.append((stamp.site, stamp.seq, tid, key))
+        if pendingChanges.count >= Self.changeBatch { try writePendingChanges() }
+    }
+
+    static let changeBatch = 8192
+
+    private func writePendingChanges() throws {
+        pendingChanges.sort { ($0.site, $0.seq) < ($1.site, $1.seq) }
+        for change in pendingChanges {
+            try statements.recordChange.bind([
+                .integer(Int64(change.site)), .integer(change.seq), .integer(Int64(change.tid)), change.key,
+            ])
+            try statements.recordChange.run()
+        }
+        pendingChanges.removeAll(keepingCapacity: true)
     }
 
     private func writeCell(tid: Int, key: SQLValue, cid: Int, stamp: LocalStamp) throws {
@@ -401,7 +442,7 @@ public final class ChangeApplier {
             }
         }
         guard written else { return }
-        try writeRowEntry(tid: tid, key: key, cl: change.causalLength, stamp: stamp)
+        try writeLiveRowEntry(target: target, key: key, keyValues: change.key, cl: change.causalLength, stamp: stamp)
         if known { try deleteCells(tid: tid, key: key) }
         for column in change.columns {
             let columnStamp = local(column.stamp)
@@ -409,7 +450,6 @@ public final class ChangeApplier {
                 try writeCell(tid: tid, key: key, cid: target.columns[column.column].cid, stamp: columnStamp)
             }
         }
-        try replica.recordChecksum(of: key, in: target.info, with: target.recordChecksum)
         if liveHere { target.counts.updated += 1 } else { target.counts.inserted += 1 }
     }
 
@@ -540,6 +580,7 @@ public final class ChangeApplier {
     /// Advances knowledge and acknowledgements and pushes the clock past every value seen.
     /// Knowledge only advances when this replica held everything the bundle assumed.
     public func finish() throws -> ApplySummary {
+        try writePendingChanges()
         var covered = true
         for (index, site) in localSite.enumerated() where (knownBefore[site] ?? 0) < header.base[index] {
             covered = false
@@ -570,6 +611,11 @@ public final class ChangeApplier {
         }
         try database.run(ApplySQL.observeClock, .integer(highestClock))
         try database.execute(ApplySQL.stopApplying)
+        try database.run(ApplySQL.forgetImportLogRows, .integer(lastLocalLogRow))
+        if triggersOff {
+            try database.setTriggersEnabled(true)
+            triggersOff = false
+        }
         return summary
     }
 }

@@ -275,6 +275,14 @@ enum MetadataSQL {
             ALTER TABLE "_sqsync_sites" ADD COLUMN "counters_folded_at" INTEGER NOT NULL DEFAULT 0;
             """
         ),
+        (
+            6,
+            """
+            -- The version of the trigger SQL installed (TriggerSQL.version): opening a replica
+            -- whose triggers an older sqsync wrote rewrites them (Replica.upgradeTriggers).
+            ALTER TABLE "_sqsync_replica" ADD COLUMN "trigger_version" INTEGER NOT NULL DEFAULT 0;
+            """
+        ),
     ]
 
     static let changesBeforeTheChangeTable = """

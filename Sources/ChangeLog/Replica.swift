@@ -41,6 +41,25 @@ public final class Replica {
         if try database.scalar(#"SELECT "capture_log" FROM "_sqsync_replica""#)?.int64Value != 1 {
             try adoptCaptureLog()
         }
+        if try database.scalar(#"SELECT "trigger_version" FROM "_sqsync_replica""#)?.int64Value ?? 0 < TriggerSQL.version {
+            try upgradeTriggers()
+        }
+    }
+
+    /// Gives tracked tables the triggers of this version (same capture, faster SQL) where the
+    /// installed ones still match the table. A table between `refresh --before-migration` and
+    /// `refresh`, or migrated since its last `refresh`, keeps what it has: that `refresh`
+    /// installs them, and `doctor` says so meanwhile.
+    private func upgradeTriggers() throws {
+        try database.inTransaction {
+            let migrating = try database.scalar(#"SELECT EXISTS (SELECT 1 FROM "_sqsync_snapshot")"#)?.int64Value == 1
+            for table in try trackedTables(skippingMissing: true) where !migrating {
+                guard try hasCaptureTriggers(table), try DeclaredTable.read(table.name, in: database)?.columns.count == table.columns.count
+                else { continue }
+                try installTriggers(for: table)
+            }
+            try database.run(#"UPDATE "_sqsync_replica" SET "trigger_version" = ?"#, .integer(Int64(TriggerSQL.version)))
+        }
     }
 
     /// A replica made before the capture log still has triggers that write the metadata
@@ -81,8 +100,9 @@ public final class Replica {
             try database.run(
                 #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#,
                 .text(newKnowledgeID()), .text(replicaName))
-            try database.execute(
-                #"INSERT INTO "_sqsync_replica" ("id", "site", "seq", "hlc", "capture_log") SELECT 0, "site", 0, 0, 1 FROM "_sqsync_sites""#)
+            try database.run(
+                #"INSERT INTO "_sqsync_replica" ("id", "site", "seq", "hlc", "capture_log", "trigger_version") SELECT 0, "site", 0, 0, 1, ? FROM "_sqsync_sites""#,
+                .integer(Int64(TriggerSQL.version)))
         }
         return (try Replica(database: database), true)
     }

@@ -108,6 +108,12 @@ public final class Database {
         try execute("PRAGMA synchronous = NORMAL")
     }
 
+    /// Turns triggers on or off for this connection only: other connections keep theirs, and
+    /// foreign key actions still run. Prepared statements are prepared again on their next step.
+    func setTriggersEnabled(_ enabled: Bool) throws {
+        try check(sqsync_enable_triggers(handle, enabled ? 1 : 0))
+    }
+
     deinit {
         statementCache.removeAll()
         sqlite3_close_v2(handle)

@@ -10,9 +10,16 @@
 /// into `_sqsync_rows` and `_sqsync_cells` in bulk before anything reads them, giving each
 /// change its hybrid-logical-clock value `max(last + 1, stamp)` in log order and its
 /// sequence number, then empties the log, so storage stays bounded.
-/// While sqsync itself applies a peer's changes, `_sqsync_replica.applying` is 1 and the
-/// triggers append nothing.
+/// The log statements read no other table: while sqsync applies a peer's changes it turns
+/// triggers off on its own connection, or, where the app has triggers of its own that must
+/// still run, removes the log rows its writes appended before the import commits
+/// (``ChangeApplier``). Only the statements that undo a write a merge policy forbids check
+/// `_sqsync_replica.applying`, which is 1 during an import.
 struct TriggerSQL {
+    /// The version of the SQL below. Replicas whose triggers an older version wrote get them
+    /// rewritten when opened (``Replica``), since `doctor` compares them with this text.
+    static let version = 6
+
     let table: TableInfo
 
     /// Log operations. An update of columns `cid` uses operation `updateBase + (cid - 1) / 62`
@@ -52,11 +59,11 @@ struct TriggerSQL {
 
     private static let stamp = MetadataSQL.wallClockMilliseconds
 
-    /// Appends one log row, unless sqsync itself is applying a peer's changes.
+    /// Appends one log row.
     private func logRow(operation: Int, key: String) -> String {
         """
           INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp")
-            SELECT \(table.tid), \(operation), \(key), \(Self.stamp) FROM "_sqsync_replica" WHERE "applying" = 0;
+            VALUES (\(table.tid), \(operation), \(key), \(Self.stamp));
         """
     }
 
@@ -175,7 +182,6 @@ struct TriggerSQL {
         let words = columnsByWord
         let counters = counterColumns
         guard !words.isEmpty || !counters.isEmpty else { return nil }
-        let mask = quoteIdentifier("_sqsync_mask")
         let key = keyExpression("NEW")
         let undoes = table.columns.filter(\.policy.isExtremum).map { column in
             undo(
@@ -191,18 +197,19 @@ struct TriggerSQL {
             return """
                   INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "delta", "stamp")
                     SELECT \(table.tid), \(Operation.counterDelta), \(key), \(column.cid), NEW.\(name) - OLD.\(name), \(Self.stamp)
-                    FROM "_sqsync_replica"
-                    WHERE "applying" = 0 AND NOT \(Self.notANumber("NEW", column)) AND NOT \(Self.notANumber("OLD", column))
+                    WHERE NOT \(Self.notANumber("NEW", column)) AND NOT \(Self.notANumber("OLD", column))
                       AND \(Self.changedTerm(column.name, cid: column.cid)) != 0;
                 """
         }
+        // The mask is written out twice rather than named in a FROM subquery: SQLite materializes
+        // such a subquery into a temporary table on every row, which made updates five times slower.
         let statements = (undoes + deltas).joined(separator: "\n") + words.map { word in
-            """
-              INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "stamp")
-                SELECT \(table.tid), \(Operation.updateBase + word.word), \(key), \(mask), \(Self.stamp)
-                FROM (SELECT \(Self.changedMask(word.columns)) AS \(mask)), "_sqsync_replica"
-                WHERE "applying" = 0 AND \(mask) != 0;
-            """
+            let mask = Self.changedMask(word.columns)
+            return """
+                  INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "stamp")
+                    SELECT \(table.tid), \(Operation.updateBase + word.word), \(key), \(mask), \(Self.stamp)
+                    WHERE (\(mask)) != 0;
+                """
         }.joined(separator: "\n")
         return """
             CREATE TRIGGER \(triggerName("update")) AFTER UPDATE ON \(quotedTable)

@@ -213,6 +213,35 @@ final class CaptureCLITests: XCTestCase {
         XCTAssertEqual(try h.dump(b, table: "items", orderBy: "id"), "'i1'|'a'|'c-value'\n")
     }
 
+    // MARK: imports and the app's own triggers
+
+    /// The app's own triggers (an audit table here, as an FTS index would be kept) fire for
+    /// imported rows as for local ones; neither they nor the import become the receiver's
+    /// changes, and the `sqlite3` shell's next write on the receiver is captured.
+    func testAppTriggersFireForImportedRowsAndImportsAreNotCaptured() throws {
+        let schema = """
+            CREATE TABLE items(id TEXT PRIMARY KEY, name TEXT);
+            CREATE TABLE audit(item TEXT, what TEXT);
+            CREATE TRIGGER items_audit_insert AFTER INSERT ON items BEGIN INSERT INTO audit VALUES (NEW.id, 'insert'); END;
+            CREATE TRIGGER items_audit_update AFTER UPDATE ON items BEGIN INSERT INTO audit VALUES (NEW.id, 'update'); END;
+            """
+        let a = try h.makeReplica("A", schema: schema, trackArguments: ["items"])
+        let b = try h.cloneReplica(a, as: "B")
+        try h.sqlite(a, "INSERT INTO items VALUES ('x', 'one'), ('y', 'two');")
+        try h.send((a, "A"), to: (b, "B"))
+        try h.sqlite(a, "UPDATE items SET name = 'TWO' WHERE id = 'y';")
+        try h.send((a, "A"), to: (b, "B"))
+        XCTAssertEqual(try h.dump(b, table: "items", orderBy: "id"), try h.dump(a, table: "items", orderBy: "id"))
+        XCTAssertEqual(try h.sqlite(b, "SELECT item || ' ' || what FROM audit ORDER BY rowid;"), "x insert\ny insert\ny update\n")
+        XCTAssertEqual(try h.okJSON(["status", b])["local_changes"] as? Int, 0)
+
+        try h.sqlite(b, "UPDATE items SET name = 'ONE' WHERE id = 'x';")
+        XCTAssertEqual(try h.okJSON(["status", b])["local_changes"] as? Int, 1)
+        try h.send((b, "B"), to: (a, "A"))
+        XCTAssertEqual(try h.sqlite(a, "SELECT name FROM items WHERE id = 'x';"), "ONE\n")
+        XCTAssertEqual(try h.okJSON(["doctor", b])["ok"] as? Bool, true)
+    }
+
     // MARK: clone and untrack
 
     func testCloneHasNewIdentityAndSameData() throws {
