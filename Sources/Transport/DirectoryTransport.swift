@@ -143,6 +143,12 @@ public final class DirectoryTransport: Transport {
                 $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
             }
             if name == "." || name == ".." { continue }
+            // The entry's type comes with it on most file systems; others need a stat.
+            let kind = entry.pointee.d_type
+            if kind != UInt8(DT_UNKNOWN) {
+                result.append(Entry(name: name, isFile: kind == UInt8(DT_REG), isDirectory: kind == UInt8(DT_DIR)))
+                continue
+            }
             var info = stat()
             let status = try POSIX.run(
                 "fstatat", "\(folder)/\(name)", allowing: [ENOENT],
