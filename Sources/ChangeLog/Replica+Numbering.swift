@@ -21,6 +21,7 @@ extension Replica {
     /// entries themselves instead. With no live peer, nothing needs keeping.
     func forgetAcknowledgedChanges() throws {
         try database.run(FoldSQL.advanceChangeHorizon, .integer(Int64(site)))
+        try database.run(FoldSQL.forgetAllChangesWithoutPeers, .integer(Int64(site)))
         for row in try database.rows(#"SELECT "site", "changes_from" FROM "_sqsync_sites" WHERE "changes_from" > 0"#) {
             try database.run(FoldSQL.forgetChanges, row[0], row[1])
         }
@@ -177,12 +178,28 @@ enum FoldSQL {
         INSERT OR IGNORE INTO "_sqsync_changes" ("site", "seq", "tid", "pk") VALUES (?1, ?2, ?3, ?4)
         """
 
-    /// Per site: the least any live peer (other than this replica, ?1) acknowledged of it; all
-    /// of it when there is no live peer.
+    /// Per site: the least any live peer (other than this replica, ?1) acknowledged of it, in
+    /// one pass over the acknowledgements (a peer without one for the site holds it at 0).
+    /// Only horizons that move are written: every fold runs this, and a quiet sync folds with
+    /// nothing new from a hundred peers.
     static let advanceChangeHorizon = """
-        UPDATE "_sqsync_sites" AS s SET "changes_from" = max(s."changes_from", coalesce(
-            \(leastAcknowledged),
-            CASE WHEN s."site" = ?1 THEN (SELECT "seq" FROM "_sqsync_replica") ELSE s."known_seq" END))
+        UPDATE "_sqsync_sites" AS s SET "changes_from" = h."least"
+        FROM (
+            SELECT a."site" AS "site", min(a."seq") AS "least", count(*) AS "peers"
+            FROM "_sqsync_acks" a JOIN "_sqsync_sites" p ON p."site" = a."peer"
+            WHERE p."site" != ?1 AND p."retired" = 0
+            GROUP BY a."site"
+        ) AS h
+        WHERE h."site" = s."site" AND h."least" > s."changes_from"
+          AND h."peers" = (SELECT count(*) FROM "_sqsync_sites" p WHERE p."site" != ?1 AND p."retired" = 0)
+        """
+
+    /// With no live peer, nothing needs keeping.
+    static let forgetAllChangesWithoutPeers = """
+        UPDATE "_sqsync_sites" AS s SET "changes_from" =
+            CASE WHEN s."site" = ?1 THEN (SELECT "seq" FROM "_sqsync_replica") ELSE s."known_seq" END
+        WHERE NOT EXISTS (SELECT 1 FROM "_sqsync_sites" p WHERE p."site" != ?1 AND p."retired" = 0)
+          AND "changes_from" < CASE WHEN s."site" = ?1 THEN (SELECT "seq" FROM "_sqsync_replica") ELSE s."known_seq" END
         """
 
     /// The least any live peer other than this replica (?1) acknowledged of site `s`; NULL

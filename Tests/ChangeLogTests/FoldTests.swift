@@ -44,6 +44,41 @@ final class FoldTests: XCTestCase {
             + status.trackedTables.map { "\($0.name) \($0.rows)" }
     }
 
+    /// `_sqsync_changes` keeps a change until every live peer acknowledged it: a peer that has
+    /// not keeps it, retiring that peer lets it go, and with no live peer nothing is kept.
+    func testChangeNotesLeaveOnceEveryLivePeerAcknowledged() throws {
+        let a = try sandbox.replica("a", schema: schema, track: ["items"])
+        let (b, c) = (try sandbox.clone(a, "b"), try sandbox.clone(a, "c"))
+        func notes() throws -> Int64 {
+            try a.numberPendingChanges()
+            return try XCTUnwrap(
+                a.database.scalar(#"SELECT count(*) FROM "_sqsync_changes" WHERE "site" = ?"#, .integer(Int64(a.site)))?.int64Value)
+        }
+        try a.database.execute("INSERT INTO items VALUES ('x', 'one', 1, NULL), ('y', 'two', 2, NULL), ('z', 'three', 3, NULL)")
+        XCTAssertEqual(try notes(), 3)
+        try sync(from: a, to: b)
+        try sync(from: b, to: a)
+        XCTAssertEqual(try notes(), 3, "c has not acknowledged them")
+        try sync(from: a, to: c)
+        try sync(from: c, to: a)
+        XCTAssertEqual(try notes(), 0)
+
+        try a.database.execute("UPDATE items SET qty = 10 WHERE id = 'x'")
+        try sync(from: a, to: b)
+        try sync(from: b, to: a)
+        XCTAssertEqual(try notes(), 1)
+        _ = try a.retire(peer: c.knowledgeID)
+        XCTAssertEqual(try notes(), 0, "only b is live, and it acknowledged")
+        // What c lacks is still exported, read from the tables themselves.
+        try sync(from: a, to: c)
+        XCTAssertEqual(try c.database.scalar("SELECT qty FROM items WHERE id = 'x'")?.int64Value, 10)
+
+        try a.database.execute("DELETE FROM items WHERE id = 'y'")
+        XCTAssertEqual(try notes(), 1)
+        _ = try a.retire(peer: b.knowledgeID)
+        XCTAssertEqual(try notes(), 0, "no live peer")
+    }
+
     func testReadersGiveTheSameAnswersWithOrWithoutPendingLogRows() throws {
         let original = try sandbox.replica("fold", schema: schema, track: ["items", "pairs"])
         let peer = try sandbox.clone(original, "fold-peer")
