@@ -52,11 +52,11 @@ public final class Replica {
     /// installs them, and `doctor` says so meanwhile.
     private func upgradeTriggers() throws {
         try database.inTransaction {
-            let migrating = try database.scalar(#"SELECT EXISTS (SELECT 1 FROM "_sqsync_snapshot")"#)?.int64Value == 1
-            for table in try trackedTables(skippingMissing: true) where !migrating {
-                guard try hasCaptureTriggers(table), try DeclaredTable.read(table.name, in: database)?.columns.count == table.columns.count
-                else { continue }
-                try installTriggers(for: table)
+            if try !isMigrating() {
+                for table in try trackedTables(skippingMissing: true) where try hasCaptureTriggers(table) {
+                    let declaredColumns = try DeclaredTable.read(table.name, in: database)?.columns.count
+                    if declaredColumns == table.columns.count { try installTriggers(for: table) }
+                }
             }
             try database.run(#"UPDATE "_sqsync_replica" SET "trigger_version" = ?"#, .integer(Int64(TriggerSQL.version)))
         }
@@ -118,6 +118,14 @@ public final class Replica {
             hasTable
             ? Set(try database.rows(#"SELECT "version" FROM "_sqsync_migrations""#).compactMap { $0[0].int64Value })
             : []
+        // A newer sqsync's metadata may need that version's triggers and rules (this version's
+        // own triggers, for one, rely on its imports to remove the log rows they write).
+        if let newest = applied.max(), newest > Int64(MetadataSQL.migrations.last?.version ?? 0) {
+            throw ChangeLogError(
+                .notAReplica,
+                "\(database.path): a newer sqsync (metadata version \(newest), this one knows up to \(MetadataSQL.migrations.last?.version ?? 0)) has used this replica; upgrade sqsync to use it"
+            )
+        }
         for migration in MetadataSQL.migrations where !applied.contains(Int64(migration.version)) {
             try database.inTransaction {
                 try database.execute(migration.sql)

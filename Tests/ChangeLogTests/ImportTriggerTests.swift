@@ -110,6 +110,17 @@ final class ImportTriggerTests: XCTestCase {
         XCTAssertEqual(try reopened.doctor(), [])
     }
 
+    /// An older sqsync would fold the log rows this version's triggers write during its imports
+    /// as local changes; from this version on, a replica a newer sqsync used is refused instead.
+    func testAReplicaANewerSqsyncUsedIsRefused() throws {
+        let replica = try sandbox.replica("newer", schema: itemsSchema, track: ["items"])
+        try replica.database.execute(#"INSERT INTO "_sqsync_migrations" ("version") VALUES (99)"#)
+        XCTAssertThrowsError(try Replica(path: replica.path)) { error in
+            let message = (error as? ChangeLogError)?.description ?? "\(error)"
+            XCTAssertTrue(message.contains(replica.path) && message.contains("newer sqsync"), message)
+        }
+    }
+
     func testOpeningLeavesTriggersOfATableBeingMigrated() throws {
         let replica = try sandbox.replica("migrating", schema: itemsSchema, track: ["items"])
         try replica.database.execute("INSERT INTO items VALUES ('x', 'one', 1)")
