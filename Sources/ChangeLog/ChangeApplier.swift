@@ -53,7 +53,7 @@ public final class ChangeApplier {
     /// The log as the fold left it: rows after this one come from the import's own writes.
     private var lastLocalLogRow: Int64 = 0
     /// Changes applied but not yet noted in `_sqsync_changes` (``recordChange(tid:key:stamp:)``).
-    private var pendingChanges: [(site: Int, seq: Int64, tid: Int, key: SQLValue)] = []
+    var pendingChanges: [(site: Int, seq: Int64, tid: Int, key: SQLValue)] = []
 
     /// The statements every row change runs, prepared once per import.
     struct Statements {
@@ -325,92 +325,6 @@ public final class ChangeApplier {
         } else {
             try mergeColumns(change, target: target, key: key, rowStamp: entry?.stamp)
         }
-    }
-
-    func rowEntry(tid: Int, key: SQLValue) throws -> (cl: Int64, stamp: LocalStamp)? {
-        let statement = statements.rowEntry
-        try statement.bind([.integer(Int64(tid)), key])
-        defer { statement.reset() }
-        guard try statement.step() else { return nil }
-        return (
-            statement.int64(at: 0),
-            LocalStamp(hlc: statement.int64(at: 1), site: Int(statement.int64(at: 2)), seq: statement.int64(at: 3))
-        )
-    }
-
-    func storedKey(_ values: [SQLValue]) throws -> SQLValue {
-        if values.count == 1 { return values[0] }
-        let statement = try database.cached(ApplySQL.compositeKey(columns: values.count))
-        try statement.bind(values)
-        defer { statement.reset() }
-        _ = try statement.step()
-        return statement.value(at: 0)
-    }
-
-    func writeRowEntry(tid: Int, key: SQLValue, cl: Int64, stamp: LocalStamp) throws {
-        try statements.upsertRowEntry.bind([
-            .integer(Int64(tid)), key, .integer(cl), .integer(stamp.hlc),
-            .integer(Int64(stamp.site)), .integer(stamp.seq),
-        ])
-        try statements.upsertRowEntry.run()
-        try recordChange(tid: tid, key: key, stamp: stamp)
-    }
-
-    /// The entry of a live row just written, with the checksum of its values.
-    private func writeLiveRowEntry(target: Target, key: SQLValue, keyValues: [SQLValue], cl: Int64, stamp: LocalStamp) throws {
-        let statement = target.upsertLiveRowEntry
-        try statement.bind([key, .integer(cl), .integer(stamp.hlc), .integer(Int64(stamp.site)), .integer(stamp.seq)] + keyValues)
-        try statement.run()
-        try recordChange(tid: target.info.tid, key: key, stamp: stamp)
-    }
-
-    /// Notes the change in `_sqsync_changes`, so export and status find it by (site, seq).
-    /// Bundles come in key order, so their sequence numbers do not: notes are written a batch
-    /// at a time in (site, seq) order, which keeps the B-tree's inserts close together.
-    func recordChange(tid: Int, key: SQLValue, stamp: LocalStamp) throws {
-        pendingChanges.append((stamp.site, stamp.seq, tid, key))
-        if pendingChanges.count >= Self.changeBatch { try writePendingChanges() }
-    }
-
-    static let changeBatch = 8192
-
-    private func writePendingChanges() throws {
-        pendingChanges.sort { ($0.site, $0.seq) < ($1.site, $1.seq) }
-        for change in pendingChanges {
-            try statements.recordChange.bind([
-                .integer(Int64(change.site)), .integer(change.seq), .integer(Int64(change.tid)), change.key,
-            ])
-            try statements.recordChange.run()
-        }
-        pendingChanges.removeAll(keepingCapacity: true)
-    }
-
-    private func writeCell(tid: Int, key: SQLValue, cid: Int, stamp: LocalStamp) throws {
-        try statements.upsertCell.bind([
-            .integer(Int64(tid)), key, .integer(Int64(cid)), .integer(stamp.hlc),
-            .integer(Int64(stamp.site)), .integer(stamp.seq),
-        ])
-        try statements.upsertCell.run()
-        try recordChange(tid: tid, key: key, stamp: stamp)
-    }
-
-    /// Drops a row's column and counter entries: they belong to the life that ended.
-    func deleteCells(tid: Int, key: SQLValue) throws {
-        try statements.deleteCells.bind([.integer(Int64(tid)), key])
-        try statements.deleteCells.run()
-        try statements.deleteCounters.bind([.integer(Int64(tid)), key])
-        try statements.deleteCounters.run()
-    }
-
-    func localCells(tid: Int, key: SQLValue) throws -> [Int: LocalStamp] {
-        let statement = statements.cellsOfRow
-        try statement.bind([.integer(Int64(tid)), key])
-        var cells: [Int: LocalStamp] = [:]
-        while try statement.step() {
-            cells[Int(statement.int64(at: 0))] = LocalStamp(
-                hlc: statement.int64(at: 1), site: Int(statement.int64(at: 2)), seq: statement.int64(at: 3))
-        }
-        return cells
     }
 
     private static func values(named columns: [ColumnChange], in target: Target) -> [String: SQLValue] {
