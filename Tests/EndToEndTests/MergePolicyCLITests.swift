@@ -391,25 +391,22 @@ final class MergePolicyCLITests: XCTestCase {
                     && $0["kind"] as? String == "concurrent update"
             }, "B's 60 lost to A's 40 and is logged on B: \(atB)")
 
-        // A local write that would lower a max column is undone at once and logged.
-        try h.sqlite(a.db, "UPDATE stock SET seen = 3 WHERE id = 'tent';")
-        try assertValue([a], "seen", "7", "a write below max is undone")
-        let belowMax = try h.conflicts(a.db).last
-        XCTAssertEqual(belowMax?["kind"] as? String, "below max", "\(String(describing: belowMax))")
-        XCTAssertEqual(belowMax?["column_name"] as? String, "seen", "\(String(describing: belowMax))")
-        XCTAssertEqual(text(belowMax?["lost_value"]), "3", "\(String(describing: belowMax))")
-        try h.sqlite(a.db, "UPDATE stock SET seen = 9 WHERE id = 'tent';")
-        try assertValue([a], "seen", "9", "raising a max column is fine")
-
-        // And one that would raise a min column.
-        try h.sqlite(b.db, "UPDATE stock SET low = 80 WHERE id = 'tent';")
-        try assertValue([b], "low", "40", "a write above min is undone")
-        let aboveMin = try h.conflicts(b.db).last
-        XCTAssertEqual(aboveMin?["kind"] as? String, "above min", "\(String(describing: aboveMin))")
-        XCTAssertEqual(aboveMin?["column_name"] as? String, "low", "\(String(describing: aboveMin))")
-        XCTAssertEqual(text(aboveMin?["lost_value"]), "80", "\(String(describing: aboveMin))")
-        try h.sqlite(b.db, "UPDATE stock SET low = 10 WHERE id = 'tent';")
-        try assertValue([b], "low", "10", "lowering a min column is fine")
+        /// A local write the wrong way is undone at once and logged as `kind`; one the right way stays.
+        func checkRefusedWrite(
+            _ site: Site, _ column: String, refused: String, kept: String, kind: String, allowed: String,
+            line: UInt = #line
+        ) throws {
+            try h.sqlite(site.db, "UPDATE stock SET \(column) = \(refused) WHERE id = 'tent';")
+            try assertValue([site], column, kept, "a write \(kind) is undone", line: line)
+            let logged = try h.conflicts(site.db).last
+            XCTAssertEqual(logged?["kind"] as? String, kind, "\(String(describing: logged))", line: line)
+            XCTAssertEqual(logged?["column_name"] as? String, column, "\(String(describing: logged))", line: line)
+            XCTAssertEqual(text(logged?["lost_value"]), refused, "\(String(describing: logged))", line: line)
+            try h.sqlite(site.db, "UPDATE stock SET \(column) = \(allowed) WHERE id = 'tent';")
+            try assertValue([site], column, allowed, "a write the policy allows stays", line: line)
+        }
+        try checkRefusedWrite(a, "seen", refused: "3", kept: "7", kind: "below max", allowed: "9")
+        try checkRefusedWrite(b, "low", refused: "80", kept: "40", kind: "above min", allowed: "10")
 
         try exchangeAll(sites)
         try assertValue(sites, "seen", "9", "after the second exchange")
