@@ -4,8 +4,9 @@ enum ApplySQL {
     static let stopApplying = #"UPDATE "_sqsync_replica" SET "applying" = 0"#
 
     /// Triggers in the schema other than sqsync's own: the app's, which an import must fire.
+    /// GLOB, unlike LIKE, tells `_SQSYNC_…` (the app's) from `_sqsync_…`.
     static let appTriggers = """
-        SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name NOT LIKE '\\_sqsync\\_%' ESCAPE '\\'
+        SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name NOT GLOB '_sqsync_*'
         """
 
     static let lastLogRow = #"SELECT coalesce(max("id"), 0) FROM "_sqsync_log""#

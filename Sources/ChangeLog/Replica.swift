@@ -42,7 +42,10 @@ public final class Replica {
             try adoptCaptureLog()
         }
         if try database.scalar(#"SELECT "trigger_version" FROM "_sqsync_replica""#)?.int64Value ?? 0 < TriggerSQL.version {
-            try upgradeTriggers()
+            // Only faster: older triggers still check `applying`, which imports still set. So a
+            // replica whose upgrade fails (read-only, locked, a trigger name taken) opens as it
+            // is; the next open tries again, and `doctor` names the triggers meanwhile.
+            try? upgradeTriggers()
         }
     }
 

@@ -123,8 +123,8 @@ public final class DirectoryTransport: Transport {
         var isDirectory: Bool
     }
 
-    /// The entries of a folder, typed with `fstatat` (not `d_type`, which FAT and some network
-    /// file systems leave unknown), sorted by name. A missing folder, or a file where a folder
+    /// The entries of a folder, typed by `d_type`, or by `fstatat` where the file system leaves
+    /// that unknown (some network file systems do), sorted by name. A missing folder, or a file where a folder
     /// was expected, has none (as over SFTP, where OpenSSH reports both as "no such file").
     private func entries(in directory: String) throws -> [Entry] {
         let folder = try resolved(directory)

@@ -110,6 +110,22 @@ final class ImportTriggerTests: XCTestCase {
         XCTAssertEqual(try reopened.doctor(), [])
     }
 
+    /// The rewrite only makes capture faster, so a replica whose rewrite fails still opens:
+    /// here a table was renamed (its triggers went with it, names and all) and a new one took
+    /// its name, so the new triggers' names are taken.
+    func testOpeningSurvivesATriggerRewriteThatFails() throws {
+        let replica = try sandbox.replica("renamed", schema: itemsSchema, track: ["items"])
+        try replica.database.execute(
+            """
+            ALTER TABLE items RENAME TO items_before;
+            \(itemsSchema)
+            UPDATE "_sqsync_replica" SET "trigger_version" = 5;
+            """)
+        let reopened = try Replica(path: replica.path)
+        XCTAssertEqual(try count(reopened, #"SELECT "trigger_version" FROM "_sqsync_replica""#), 5, "tried again next time")
+        XCTAssertFalse(try reopened.doctor().isEmpty)
+    }
+
     /// An older sqsync would fold the log rows this version's triggers write during its imports
     /// as local changes; from this version on, a replica a newer sqsync used is refused instead.
     func testAReplicaANewerSqsyncUsedIsRefused() throws {
