@@ -28,16 +28,12 @@ enum ApplySQL {
     /// (``RowChecksum``), in one write: ?1 the stored key, ?2–?5 cl, hlc, site, seq, the key
     /// values from ?6 on.
     static func upsertLiveRowEntry(_ table: TableInfo) -> String {
-        let columns = table.columns.map { quoteIdentifier($0.name) }.joined(separator: ", ")
-        let condition = table.primaryKey.enumerated().map { "\(quoteIdentifier($0.element.name)) IS ?\($0.offset + 6)" }
-            .joined(separator: " AND ")
-        return """
-            INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq", "sum")
-            VALUES (\(table.tid), ?1, ?2, ?3, ?4, ?5,
-                (SELECT \(RowChecksum.functionName)(\(columns)) FROM \(quoteIdentifier(table.name)) WHERE \(condition)))
-            ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = excluded."cl", "hlc" = excluded."hlc",
-                "site" = excluded."site", "seq" = excluded."seq", "sum" = excluded."sum"
-            """
+        """
+        INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq", "sum")
+        VALUES (\(table.tid), ?1, ?2, ?3, ?4, ?5, \(RowChecksum.ofRow(table, firstKeyParameter: 6)))
+        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = excluded."cl", "hlc" = excluded."hlc",
+            "site" = excluded."site", "seq" = excluded."seq", "sum" = excluded."sum"
+        """
     }
 
     /// A row's column entries; the exporter reads them the same way.

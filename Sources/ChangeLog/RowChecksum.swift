@@ -49,13 +49,19 @@ enum RowChecksum {
     /// Records the checksum of one live row's current values with its entry; the key
     /// values are bound from ?2 on, the stored key at ?1.
     static func update(_ table: TableInfo) -> String {
+        """
+        UPDATE "_sqsync_rows" SET "sum" = \(ofRow(table, firstKeyParameter: 2))
+        WHERE "tid" = \(table.tid) AND "pk" = ?1
+        """
+    }
+
+    /// A subquery: the checksum of the row whose key values are bound from `?firstKeyParameter` on.
+    static func ofRow(_ table: TableInfo, firstKeyParameter: Int) -> String {
         let columns = table.columns.map { quoteIdentifier($0.name) }.joined(separator: ", ")
-        let condition = table.primaryKey.enumerated().map { "\(quoteIdentifier($0.element.name)) IS ?\($0.offset + 2)" }
+        let condition = table.primaryKey.enumerated()
+            .map { "\(quoteIdentifier($0.element.name)) IS ?\($0.offset + firstKeyParameter)" }
             .joined(separator: " AND ")
-        return """
-            UPDATE "_sqsync_rows" SET "sum" = (SELECT \(functionName)(\(columns)) FROM \(quoteIdentifier(table.name)) WHERE \(condition))
-            WHERE "tid" = \(table.tid) AND "pk" = ?1
-            """
+        return "(SELECT \(functionName)(\(columns)) FROM \(quoteIdentifier(table.name)) WHERE \(condition))"
     }
 
     /// The checksum of the row `alias`, for comparing with the recorded one.

@@ -544,6 +544,23 @@ final class MergePolicyCLITests: XCTestCase {
 
         func relative() -> String { "qty \(rng.chance(50) ? "+" : "-") \(1 + rng.int(9))" }
 
+        /// One step: `sql` on a site when there is one, else an exchange between two random sites.
+        func perform(_ label: String, _ target: Int, _ sql: String?) throws {
+            if let sql {
+                log.append("\(label): \(sites[target].name): \(sql)")
+                try h.sqlite(sites[target].db, sql)
+            } else {
+                let (from, to) = randomPair()
+                try exchange(from, to, label)
+            }
+        }
+
+        /// Two full rounds, after which no import may have failed.
+        func settle() throws {
+            try exchangeAll(sites, rounds: 2)
+            XCTAssertTrue(problems.isEmpty, "seed \(seed): \(problems.prefix(3).joined(separator: "\n"))")
+        }
+
         // Phase 1: deltas, absolute writes, deletes and re-inserts, partial exchanges.
         for step in 0..<steps {
             let label = "s\(step)"
@@ -560,16 +577,13 @@ final class MergePolicyCLITests: XCTestCase {
                     default: sql = "DELETE FROM stock WHERE id = '\(id)';"
                     }
                 }
-                log.append("\(label): \(sites[target].name): \(sql)")
-                try h.sqlite(sites[target].db, sql)
+                try perform(label, target, sql)
             } else {
-                let (from, to) = randomPair()
-                try exchange(from, to, label)
+                try perform(label, 0, nil)
             }
         }
-        try exchangeAll(sites, rounds: 2)
+        try settle()
         let dumps = try sites.map { try h.dump($0.db, table: "stock", orderBy: "id") }
-        XCTAssertTrue(problems.isEmpty, "seed \(seed): \(problems.prefix(3).joined(separator: "\n"))")
         for (site, dump) in zip(sites, dumps).dropFirst() {
             XCTAssertEqual(
                 dump, dumps[0],
@@ -607,15 +621,12 @@ final class MergePolicyCLITests: XCTestCase {
                     sql = "UPDATE stock SET qty = \(new) WHERE id = '\(id)';"
                     delta[id, default: 0] += new - current
                 }
-                log.append("\(label): \(sites[target].name): \(sql)")
-                try h.sqlite(sites[target].db, sql)
+                try perform(label, target, sql)
             } else {
-                let (from, to) = randomPair()
-                try exchange(from, to, label)
+                try perform(label, 0, nil)
             }
         }
-        try exchangeAll(sites, rounds: 2)
-        XCTAssertTrue(problems.isEmpty, "seed \(seed): \(problems.prefix(3).joined(separator: "\n"))")
+        try settle()
         for id in ids {
             let expected = (start[id] ?? 0) + (delta[id] ?? 0)
             try assertValue(sites, "qty", "\(expected)", of: id, "seed \(seed): \(id) = \(start[id] ?? 0) + \(delta[id] ?? 0)")
