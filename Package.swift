@@ -34,7 +34,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "ChangeLogTests", dependencies: ["ChangeLog", "CSQLite", "TestSupport"]),
         .testTarget(name: "BundleTests", dependencies: ["Bundle", "ChangeLog"]),
-        .testTarget(name: "TransportTests", dependencies: ["Transport", "Bundle", "TestSupport"]),
+        .testTarget(name: "TransportTests", dependencies: ["Transport", "Bundle", "ChangeLog", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["sqsync", "ChangeLog", "TestSupport"]),
     ]
 )

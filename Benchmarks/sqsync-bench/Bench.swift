@@ -409,10 +409,8 @@ struct Bench {
         try insertAll(source.database, keys: (0..<largeRows).map { _ in UUID().uuidString.lowercased() })
         let bundle = try BundleExchange.export(
             replica: source, since: Knowledge(), key: key, to: folder + "/large.sqsb", intoDirectory: false)
-        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sqsync")
-            .path
         let (status, seconds, maxRSS) = try spawnMeasured(
-            binary, ["import", folder + "/large-target.db", bundle.path, "--trust", trustPath, "-q"])
+            sqsyncBinary, ["import", folder + "/large-target.db", bundle.path, "--trust", trustPath, "-q"])
         print("Large import (child process: sqsync import)")
         print(
             String(
@@ -443,6 +441,18 @@ struct Bench {
             String(
                 format: "  export of %d changes from a %d-row replica: %.1f ms; status: %.1f ms",
                 small.rows, largeRows, exportSeconds * 1000, statusSeconds * 1000))
+    }
+
+    /// The `sqsync` built beside this benchmark (`make bench` builds both).
+    static let sqsyncBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        .appendingPathComponent("sqsync").path
+
+    /// Runs a child to completion; its exit status.
+    static func spawnAndWait(_ executable: String, _ arguments: [String]) throws -> Int32 {
+        let pid = try spawn(executable, arguments)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        return (status >> 8) & 0xff
     }
 
     static func spawn(_ executable: String, _ arguments: [String]) throws -> pid_t {

@@ -32,6 +32,15 @@ public struct AllowedSigners: Sendable {
         }
     }
 
+    /// The trusted keys as text, to tell whether trust changed between two syncs; nil when an
+    /// entry has a validity window, whose meaning changes with the time alone.
+    public var fingerprint: String? {
+        guard entries.allSatisfy({ $0.validAfter == nil && $0.validBefore == nil }) else { return nil }
+        return entries.map {
+            "\($0.principals.joined(separator: ",")) \($0.namespaces?.joined(separator: ",") ?? "*") \($0.key.openSSHLine)"
+        }.joined(separator: "\n")
+    }
+
     public static func load(path: String) throws -> AllowedSigners {
         guard let bytes = try readFileIfExists(atPath: path) else {
             throw KeyFormatError(

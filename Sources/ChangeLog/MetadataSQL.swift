@@ -283,6 +283,18 @@ enum MetadataSQL {
             ALTER TABLE "_sqsync_replica" ADD COLUMN "trigger_version" INTEGER NOT NULL DEFAULT 0;
             """
         ),
+        (
+            7,
+            """
+            -- Per mailbox, a digest of what the last sync through it that found nothing to do
+            -- saw (every folder's stamp, this replica's sync state, the keys): a sync that sees
+            -- the same has nothing to do either, and stops there (Mailbox.sync).
+            CREATE TABLE "_sqsync_quiet_syncs" (
+                "mailbox" TEXT PRIMARY KEY,
+                "inputs" TEXT NOT NULL
+            );
+            """
+        ),
     ]
 
     static let changesBeforeTheChangeTable = """
@@ -311,6 +323,6 @@ enum CloneSQL {
     ]
     static let forgetSourceState = [
         #"DELETE FROM "_sqsync_held""#, #"DELETE FROM "_sqsync_seen_bundles""#, #"DELETE FROM "_sqsync_mailbox_acks""#,
-        #"DELETE FROM "_sqsync_mailbox_uploads""#,
+        #"DELETE FROM "_sqsync_mailbox_uploads""#, #"DELETE FROM "_sqsync_quiet_syncs""#,
     ]
 }

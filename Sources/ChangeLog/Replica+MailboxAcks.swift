@@ -59,3 +59,48 @@ extension Replica {
         }
     }
 }
+
+extension Replica {
+    /// Everything in this replica that a mailbox sync's outcome depends on, as text: what it
+    /// knows of each site and the keys pinned to them, its own clock, the bundles it holds
+    /// back, key moves, acknowledgement statements and the schema. Two syncs through the
+    /// same, unchanged mailbox that see the same text do the same thing.
+    public func syncState() throws -> String {
+        try database.rows(MailboxSQL.syncState).first?[0].stringValue ?? ""
+    }
+
+    /// The inputs of the last sync through `mailbox` that found nothing to do.
+    public func quietSyncInputs(mailbox: String) throws -> String? {
+        try database.rows(#"SELECT "inputs" FROM "_sqsync_quiet_syncs" WHERE "mailbox" = ?"#, .text(mailbox))
+            .first?[0].stringValue
+    }
+
+    /// Records the inputs of a sync through `mailbox` that found nothing to do, or with nil,
+    /// forgets them after a sync that did something.
+    public func rememberQuietSync(mailbox: String, inputs: String?) throws {
+        if let inputs {
+            try database.run(
+                #"INSERT OR REPLACE INTO "_sqsync_quiet_syncs" ("mailbox", "inputs") VALUES (?, ?)"#, .text(mailbox),
+                .text(inputs))
+        } else {
+            try database.run(#"DELETE FROM "_sqsync_quiet_syncs" WHERE "mailbox" = ?"#, .text(mailbox))
+        }
+    }
+}
+
+enum MailboxSQL {
+    /// One text for ``Replica/syncState()``; quote() keeps NULL apart from 'NULL'.
+    static let syncState = """
+        SELECT ifnull((SELECT group_concat("line", char(10)) FROM (
+                   SELECT quote("site") || ' ' || quote("knowledge_id") || ' ' || quote("name") || ' '
+                       || quote("known_seq") || ' ' || quote("forgotten_seq") || ' ' || quote("retired") || ' '
+                       || quote("signing_key") || ' ' || quote("schema_version") || ' '
+                       || quote("counters_folded") || ' ' || quote("counters_folded_at") AS "line"
+                   FROM "_sqsync_sites" ORDER BY "site")), '')
+            || char(10) || (SELECT quote("site") || ' ' || quote("seq") FROM "_sqsync_replica")
+            || char(10) || (SELECT count(*) FROM "_sqsync_held")
+            || char(10) || (SELECT count(*) || ' ' || total("counter") FROM "_sqsync_statements")
+            || char(10) || ifnull((SELECT group_concat("from_key" || ' ' || "to_key", char(10)) FROM "_sqsync_key_moves"), '')
+            || char(10) || (SELECT "schema_version" FROM pragma_schema_version())
+        """
+}

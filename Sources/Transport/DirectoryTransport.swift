@@ -1,3 +1,4 @@
+import CSSH
 import Foundation
 
 /// A mailbox in a local folder: a shared folder or a mounted USB stick.
@@ -84,6 +85,51 @@ public final class DirectoryTransport: Transport {
         }
     }
 
+    /// Stamps are the folder's device, inode, modification and change times. Their clock is
+    /// this machine's only on local file systems (`localFileSystems`); a network file
+    /// system's server stamps with its own. A folder changed within `settleMargin` of now has
+    /// no stamp yet: a change made now could get the same times, as the kernel's file times
+    /// run up to a tick behind its clock, and whole-second times (FAT keeps 2 s) further.
+    public func settledFolderStamps(in directory: String) throws -> [String: String]? {
+        let folder = try resolved(directory)
+        let opened = try POSIX.run(
+            "opendir", folder, allowing: [ENOENT, ENOTDIR], { opendir(folder) }, failed: { $0 == nil })
+        guard let stream = opened.value else { return nil }
+        defer { closedir(stream) }
+        guard Self.localFileSystems.contains(Int64(sqsync_file_system_type(dirfd(stream)))) else { return nil }
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let nowNanoseconds = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+        var stamps: [String: String] = [:]
+        var settled = true
+        try Self.forEachEntry(of: stream, in: folder) { name, kind in
+            guard settled, kind == UInt8(DT_DIR) || kind == UInt8(DT_UNKNOWN) else { return }
+            var info = stat()
+            guard fstatat(dirfd(stream), name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return settled = false }
+            guard info.st_mode & S_IFMT == S_IFDIR else { return }
+            for time in [info.st_mtim, info.st_ctim] {
+                let margin: Int64 = time.tv_nsec == 0 ? Self.settleMargin.wholeSeconds : Self.settleMargin.fine
+                if Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec) > nowNanoseconds - margin { settled = false }
+            }
+            stamps[name] =
+                "\(info.st_dev):\(info.st_ino):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_ctim.tv_sec).\(info.st_ctim.tv_nsec)"
+        }
+        return settled ? stamps : nil
+    }
+
+    /// How long ago a folder's times must be, in nanoseconds, for a change made now to get
+    /// other times: file times with a fraction lag the clock by a kernel tick (10 ms at
+    /// most); times on whole seconds may be rounded down by up to 2 s (FAT).
+    static let settleMargin = (fine: Int64(100_000_000), wholeSeconds: Int64(3_000_000_000))
+
+    /// `statfs` types of disk and memory file systems, whose times come from this machine's
+    /// clock: ext2/3/4, XFS, Btrfs, tmpfs, ramfs, F2FS, overlayfs, ZFS, bcachefs, JFS,
+    /// ReiserFS, NILFS, UDF, FAT (vfat, msdos), exFAT, NTFS (ntfs3) and HFS+.
+    static let localFileSystems: Set<Int64> = [
+        0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0x8584_58F6, 0xF2F5_2010, 0x794C_7630, 0x2FC1_2FC1,
+        0xCA45_1A4E, 0x3153_464A, 0x5265_4973, 0x3434, 0x1501_3346, 0x4D44, 0x2011_BAB0, 0x7366_746E, 0x482B,
+    ]
+
     /// The full path of a transport path, refused when a component below the root is a
     /// symbolic link (planted by whoever can write to the folder), so it is never followed.
     private func resolved(_ path: String) throws -> String {
@@ -133,31 +179,37 @@ public final class DirectoryTransport: Transport {
         guard let stream = opened.value else { return [] }
         defer { closedir(stream) }
         var result: [Entry] = []
-        while true {
-            errno = 0
-            guard let entry = readdir(stream) else {
-                if errno != 0 { throw POSIX.error("readdir", folder, errno) }
-                break
-            }
-            let name = withUnsafePointer(to: &entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
-            }
-            if name == "." || name == ".." { continue }
+        try Self.forEachEntry(of: stream, in: folder) { name, kind in
             // The entry's type comes with it on most file systems; others need a stat.
-            let kind = entry.pointee.d_type
             if kind != UInt8(DT_UNKNOWN) {
-                result.append(Entry(name: name, isFile: kind == UInt8(DT_REG), isDirectory: kind == UInt8(DT_DIR)))
-                continue
+                return result.append(Entry(name: name, isFile: kind == UInt8(DT_REG), isDirectory: kind == UInt8(DT_DIR)))
             }
             var info = stat()
             let status = try POSIX.run(
                 "fstatat", "\(folder)/\(name)", allowing: [ENOENT],
                 { fstatat(dirfd(stream), name, &info, AT_SYMLINK_NOFOLLOW) }, failed: { $0 != 0 })
-            if status.errno != nil { continue }
+            if status.errno != nil { return }
             let type = info.st_mode & S_IFMT
             result.append(Entry(name: name, isFile: type == S_IFREG, isDirectory: type == S_IFDIR))
         }
         return result.sorted { $0.name < $1.name }
+    }
+
+    /// Calls `body` with the name and `d_type` of every entry of an open folder but `.` and `..`.
+    private static func forEachEntry(
+        of stream: OpaquePointer, in folder: String, _ body: (String, UInt8) throws -> Void
+    ) throws {
+        while true {
+            errno = 0
+            guard let entry = readdir(stream) else {
+                if errno != 0 { throw POSIX.error("readdir", folder, errno) }
+                return
+            }
+            let name = withUnsafePointer(to: &entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { try body(name, entry.pointee.d_type) }
+        }
     }
 
     private func exists(_ path: String) throws -> Bool {

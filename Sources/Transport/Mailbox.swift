@@ -18,6 +18,15 @@ public struct SyncReport: Sendable {
     /// Files in the mailbox that were ignored (unsigned, forged or untrusted acknowledgements,
     /// junk in this replica's outbox): one line each, naming the file.
     public var warnings: [String] = []
+    /// The mailbox and the replica were as a sync that found nothing to do left them, so this
+    /// sync stopped after comparing them.
+    public var unchanged = false
+
+    /// Nothing imported, refused, exported, removed or worth a warning.
+    var didNothing: Bool {
+        imported.isEmpty && rejected.isEmpty && refused.isEmpty && exported == nil && removed == 0 && leftoversRemoved == 0
+            && warnings.isEmpty
+    }
 
     public init() {}
 }
@@ -53,6 +62,40 @@ public final class Mailbox {
         try KeyBinding.prepareToSign(replica: replica, key: key)
         let trust = KeyBinding.trust(trust, following: [], replica: replica)
         ScratchDirectory.clearLeftovers(beside: replica.path)
+        // Taken before anything is listed, so a change made during this sync shows next time.
+        let inputs = try quietSyncInputs(replica: replica, key: key, trust: trust)
+        if let inputs, try replica.quietSyncInputs(mailbox: transport.displayName) == inputs {
+            var report = SyncReport()
+            report.unchanged = true
+            return report
+        }
+        let report = try fullSync(replica: replica, key: key, trust: trust)
+        if report.didNothing && verifiedAcknowledgements.isEmpty {
+            try replica.rememberQuietSync(mailbox: transport.displayName, inputs: inputs)
+        } else {
+            try replica.rememberQuietSync(mailbox: transport.displayName, inputs: nil)
+        }
+        return report
+    }
+
+    /// A digest of everything a sync's outcome depends on: the stamp of every replica's
+    /// folders, this replica's sync state, the trusted keys, its key and name. A sync that sees
+    /// the same digest as one that found nothing to do has nothing to do either. Nil when the
+    /// medium has no settled stamps or trust depends on the time.
+    private func quietSyncInputs(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> String? {
+        guard let trusted = trust.fingerprint, let outboxes = try transport.settledFolderStamps(in: Self.outbox),
+            let acks = try transport.settledFolderStamps(in: Self.acks)
+        else { return nil }
+        var text = ""
+        for (folder, stamps) in [(Self.outbox, outboxes), (Self.acks, acks)] {
+            for name in stamps.keys.sorted() { text += "\(folder)/\(name) \(stamps[name]!)\n" }
+        }
+        text += [try replica.syncState(), trusted, key.publicKey.openSSHLine, replica.name, replica.knowledgeID]
+            .joined(separator: "\n")
+        return SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    private func fullSync(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {
         let scratch = try ScratchDirectory(beside: replica.path)
         var report = SyncReport()
         verifiedAcknowledgements = []

@@ -37,9 +37,18 @@ public protocol Transport: AnyObject {
 
     /// Names of the unfinished uploads (`.tmp-…` files, anyone's) in `directory`.
     func temporaryFiles(in directory: String) throws -> [String]
+
+    /// A stamp for each sub-folder of `directory`, by name: a folder whose stamp is the same
+    /// at two times held the same entries at both. Nil when this medium cannot promise that:
+    /// its clock is not this machine's (SFTP, network file systems), `directory` is missing,
+    /// or a folder changed so recently that a change made now could get the same stamp.
+    /// A quiet sync compares stamps instead of listing every replica's folders.
+    func settledFolderStamps(in directory: String) throws -> [String: String]?
 }
 
 extension Transport {
+    public func settledFolderStamps(in directory: String) throws -> [String: String]? { nil }
+
     /// A new temporary name in `folder` for an upload (see ``uploadOwner``).
     func temporaryName(in folder: String) -> String {
         let owner = uploadOwner.isEmpty ? "" : uploadOwner + "-"

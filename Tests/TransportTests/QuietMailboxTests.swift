@@ -1,0 +1,147 @@
+import Bundle
+import ChangeLog
+import Foundation
+import XCTest
+
+@testable import Transport
+
+/// A sync that sees the mailbox and the replica as a sync that found nothing to do left them
+/// stops there (Mailbox.sync); any change to a folder, the replica or the keys makes it sync.
+final class QuietMailboxTests: XCTestCase {
+    private var folder = ""
+    private var a: Replica!, b: Replica!
+    private let keyA = SigningKey.generate(comment: "a"), keyB = SigningKey.generate(comment: "b")
+    private var trust: AllowedSigners!
+    private var mailbox: Mailbox!
+
+    /// Longer than DirectoryTransport.settleMargin for file times with a fraction.
+    private func settle() { usleep(250_000) }
+
+    override func setUpWithError() throws {
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("sqsync-quiet-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder + "/box", withIntermediateDirectories: true)
+        let database = try Database(path: folder + "/a.db")
+        try database.execute("CREATE TABLE t (id TEXT PRIMARY KEY, v TEXT); INSERT INTO t VALUES ('1', 'one');")
+        a = try Replica.initialize(path: folder + "/a.db", name: "A").replica
+        try a.track(["t"], allowIntegerPrimaryKey: false)
+        b = try a.clone(to: folder + "/b.db", name: "B")
+        trust = try AllowedSigners(
+            text: AllowedSigners.line(principal: "A", key: keyA.publicKey) + "\n"
+                + AllowedSigners.line(principal: "B", key: keyB.publicKey))
+        mailbox = Mailbox(transport: DirectoryTransport(root: folder + "/box"))
+        for _ in 0..<2 {
+            _ = try mailbox.sync(replica: a, key: keyA, trust: trust)
+            _ = try mailbox.sync(replica: b, key: keyB, trust: trust)
+        }
+    }
+
+    override func tearDown() {
+        a = nil
+        b = nil
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    private func syncB(trust: AllowedSigners? = nil) throws -> SyncReport {
+        try mailbox.sync(replica: b, key: keyB, trust: trust ?? self.trust)
+    }
+
+    /// Settles the folders, then syncs B until a sync stops at the comparison: at most two full
+    /// syncs (one reads what the last sync of A left, one finds nothing to do), and the next one
+    /// stops there too.
+    private func quietB(file: StaticString = #filePath, line: UInt = #line) throws {
+        settle()
+        var fullSyncs = 0
+        while try !syncB().unchanged {
+            fullSyncs += 1
+            guard fullSyncs <= 2 else { return XCTFail("a sync with nothing new still lists", file: file, line: line) }
+        }
+        XCTAssertGreaterThan(fullSyncs, 0, "the last change was seen by a full sync", file: file, line: line)
+        XCTAssertTrue(try syncB().unchanged, file: file, line: line)
+    }
+
+    func testSettledStampsWaitForTheFolderAndFollowItsChanges() throws {
+        let transport = DirectoryTransport(root: folder + "/stamps")
+        XCTAssertNil(try transport.settledFolderStamps(in: "outbox"), "a missing folder has no stamps")
+        try transport.makeDirectories("outbox/x")
+        try transport.makeDirectories("outbox/y")
+        XCTAssertNil(try transport.settledFolderStamps(in: "outbox"), "folders made just now are not settled")
+        settle()
+        let before = try XCTUnwrap(try transport.settledFolderStamps(in: "outbox"))
+        XCTAssertEqual(before.keys.sorted(), ["x", "y"])
+
+        let upload = folder + "/upload"
+        try Data("bundle".utf8).write(to: URL(fileURLWithPath: upload))
+        try transport.writeFile(from: upload, to: "outbox/x/1.sqsb")
+        XCTAssertNil(try transport.settledFolderStamps(in: "outbox"), "a folder written just now is not settled")
+        settle()
+        let after = try XCTUnwrap(try transport.settledFolderStamps(in: "outbox"))
+        XCTAssertNotEqual(after["x"], before["x"])
+        XCTAssertEqual(after["y"], before["y"])
+        try transport.removeFile("outbox/x/1.sqsb")
+        settle()
+        XCTAssertNotEqual(try transport.settledFolderStamps(in: "outbox")?["x"], after["x"])
+    }
+
+    func testQuietSyncStopsAtTheStampsAndAnyChangeMakesItSync() throws {
+        try quietB()
+
+        // A peer's new bundle.
+        try a.database.execute("INSERT INTO t VALUES ('2', 'two')")
+        XCTAssertNotNil(try mailbox.sync(replica: a, key: keyA, trust: trust).exported)
+        settle()
+        let afterPeer = try syncB()
+        XCTAssertFalse(afterPeer.unchanged)
+        XCTAssertEqual(afterPeer.imported.count, 1)
+        XCTAssertEqual(try b.database.rows("SELECT v FROM t WHERE id = '2'").first?[0].stringValue, "two")
+        try quietB()
+
+        // A write of this replica's own.
+        try b.database.execute("UPDATE t SET v = 'uno' WHERE id = '1'")
+        let afterWrite = try syncB()
+        XCTAssertFalse(afterWrite.unchanged)
+        XCTAssertNotNil(afterWrite.exported)
+        _ = try mailbox.sync(replica: a, key: keyA, trust: trust)
+        try quietB()
+
+        // Other trusted keys.
+        let widened = try AllowedSigners(
+            text: AllowedSigners.line(principal: "A", key: keyA.publicKey) + "\n"
+                + AllowedSigners.line(principal: "B", key: keyB.publicKey) + "\n"
+                + AllowedSigners.line(principal: "C", key: SigningKey.generate(comment: "c").publicKey))
+        XCTAssertFalse(try syncB(trust: widened).unchanged)
+        XCTAssertTrue(try syncB(trust: widened).unchanged)
+
+        // A folder changed just now is listed, even when the change left nothing new in it.
+        let outboxA = "\(folder)/box/sqsync/outbox/\(a.knowledgeID)"
+        try Data().write(to: URL(fileURLWithPath: outboxA + "/.tmp-gone"))
+        try FileManager.default.removeItem(atPath: outboxA + "/.tmp-gone")
+        XCTAssertFalse(try syncB(trust: widened).unchanged)
+        settle()
+        XCTAssertFalse(try syncB(trust: widened).unchanged, "the folder's stamp is not the one remembered")
+        XCTAssertTrue(try syncB(trust: widened).unchanged)
+    }
+
+    /// A sync that refused something is not remembered as quiet: every later sync says so again.
+    func testARejectedBundleIsReportedByEverySync() throws {
+        try quietB()
+        let outboxA = "\(folder)/box/sqsync/outbox/\(a.knowledgeID)"
+        try Data("not a bundle".utf8).write(to: URL(fileURLWithPath: outboxA + "/planted.sqsb"))
+        for _ in 0..<2 {
+            settle()
+            let report = try syncB()
+            XCTAssertFalse(report.unchanged)
+            XCTAssertEqual(report.rejected.map(\.name), ["planted.sqsb"])
+        }
+        try FileManager.default.removeItem(atPath: outboxA + "/planted.sqsb")
+        try quietB()
+    }
+
+    /// Trust with a validity window changes meaning with the time alone: such syncs always list.
+    func testTrustWithAValidityWindowAlwaysSyncs() throws {
+        let windowed = try AllowedSigners(
+            text: AllowedSigners.line(principal: "A", key: keyA.publicKey) + "\n"
+                + "B valid-before=\"29991231\",namespaces=\"sqsync\" " + keyB.publicKey.openSSHLine)
+        settle()
+        for _ in 0..<3 { XCTAssertFalse(try syncB(trust: windowed).unchanged) }
+    }
+}
