@@ -447,12 +447,12 @@ struct Bench {
     static let sqsyncBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         .appendingPathComponent("sqsync").path
 
-    /// Runs a child to completion; its exit status.
+    /// Runs a child to completion; its exit status, or 128 + the signal that killed it.
     static func spawnAndWait(_ executable: String, _ arguments: [String]) throws -> Int32 {
         let pid = try spawn(executable, arguments)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-        return (status >> 8) & 0xff
+        return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + status & 0x7f
     }
 
     static func spawn(_ executable: String, _ arguments: [String]) throws -> pid_t {

@@ -288,10 +288,12 @@ enum MetadataSQL {
             """
             -- Per mailbox, a digest of what the last sync through it that found nothing to do
             -- saw (every folder's stamp, this replica's sync state, the keys): a sync that sees
-            -- the same has nothing to do either, and stops there (Mailbox.sync).
+            -- the same has nothing to do either, and stops there (Mailbox.sync). "saved_at" is
+            -- the wall clock (ms) then: a clock that went back since could stamp a change alike.
             CREATE TABLE "_sqsync_quiet_syncs" (
                 "mailbox" TEXT PRIMARY KEY,
-                "inputs" TEXT NOT NULL
+                "inputs" TEXT NOT NULL,
+                "saved_at" INTEGER NOT NULL
             );
             """
         ),

@@ -109,7 +109,9 @@ public final class DirectoryTransport: Transport {
             guard info.st_mode & S_IFMT == S_IFDIR else { return }
             for time in [info.st_mtim, info.st_ctim] {
                 let margin: Int64 = time.tv_nsec == 0 ? Self.settleMargin.wholeSeconds : Self.settleMargin.fine
-                if Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec) > nowNanoseconds - margin { settled = false }
+                // Whoever can write to the mailbox can date a folder past 2262: unsettled, not a trap.
+                let (seconds, overflow) = Int64(time.tv_sec).multipliedReportingOverflow(by: 1_000_000_000)
+                if overflow || seconds + Int64(time.tv_nsec) > nowNanoseconds - margin { settled = false }
             }
             stamps[name] =
                 "\(info.st_dev):\(info.st_ino):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_ctim.tv_sec).\(info.st_ctim.tv_nsec)"

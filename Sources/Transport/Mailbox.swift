@@ -64,16 +64,20 @@ public final class Mailbox {
         ScratchDirectory.clearLeftovers(beside: replica.path)
         // Taken before anything is listed, so a change made during this sync shows next time.
         let inputs = try quietSyncInputs(replica: replica, key: key, trust: trust)
-        if let inputs, try replica.quietSyncInputs(mailbox: transport.displayName) == inputs {
-            var report = SyncReport()
-            report.unchanged = true
-            return report
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        if let last = try replica.quietSyncInputs(mailbox: transport.displayName) {
+            if let inputs, last.inputs == inputs, now >= last.savedAt {
+                var report = SyncReport()
+                report.unchanged = true
+                return report
+            }
+            // Forgotten first: a sync that fails half-way may have changed what the digest
+            // does not cover.
+            try replica.rememberQuietSync(mailbox: transport.displayName, inputs: nil)
         }
         let report = try fullSync(replica: replica, key: key, trust: trust)
-        if report.didNothing && verifiedAcknowledgements.isEmpty {
-            try replica.rememberQuietSync(mailbox: transport.displayName, inputs: inputs)
-        } else {
-            try replica.rememberQuietSync(mailbox: transport.displayName, inputs: nil)
+        if let inputs, report.didNothing && verifiedAcknowledgements.isEmpty {
+            try replica.rememberQuietSync(mailbox: transport.displayName, inputs: inputs, at: now)
         }
         return report
     }
