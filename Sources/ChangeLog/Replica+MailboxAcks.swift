@@ -71,21 +71,21 @@ extension Replica {
 
     /// The inputs of the last sync through `mailbox` that found nothing to do, and the wall
     /// clock (ms since 1970) when it saved them.
-    public func quietSyncInputs(mailbox: String) throws -> (inputs: String, savedAt: Int64)? {
+    public func lastQuietSync(mailbox: String) throws -> (inputs: String, savedAt: Int64)? {
         try database.rows(#"SELECT "inputs", "saved_at" FROM "_sqsync_quiet_syncs" WHERE "mailbox" = ?"#, .text(mailbox))
             .first.map { ($0[0].stringValue ?? "", $0[1].int64Value ?? .max) }
     }
 
-    /// Records the inputs of a sync through `mailbox` that found nothing to do, or with nil,
-    /// forgets them (before a sync that may do something).
-    public func rememberQuietSync(mailbox: String, inputs: String?, at savedAt: Int64 = 0) throws {
-        if let inputs {
-            try database.run(
-                #"INSERT OR REPLACE INTO "_sqsync_quiet_syncs" ("mailbox", "inputs", "saved_at") VALUES (?, ?, ?)"#,
-                .text(mailbox), .text(inputs), .integer(savedAt))
-        } else {
-            try database.run(#"DELETE FROM "_sqsync_quiet_syncs" WHERE "mailbox" = ?"#, .text(mailbox))
-        }
+    /// Records the inputs of a sync through `mailbox` that found nothing to do.
+    public func rememberQuietSync(mailbox: String, inputs: String, at savedAt: Int64) throws {
+        try database.run(
+            #"INSERT OR REPLACE INTO "_sqsync_quiet_syncs" ("mailbox", "inputs", "saved_at") VALUES (?, ?, ?)"#,
+            .text(mailbox), .text(inputs), .integer(savedAt))
+    }
+
+    /// Forgets the last quiet sync through `mailbox`, before a sync that may do something.
+    public func forgetQuietSync(mailbox: String) throws {
+        try database.run(#"DELETE FROM "_sqsync_quiet_syncs" WHERE "mailbox" = ?"#, .text(mailbox))
     }
 }
 

@@ -65,7 +65,7 @@ public final class Mailbox {
         // Taken before anything is listed, so a change made during this sync shows next time.
         let inputs = try quietSyncInputs(replica: replica, key: key, trust: trust)
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-        if let last = try replica.quietSyncInputs(mailbox: transport.displayName) {
+        if let last = try replica.lastQuietSync(mailbox: transport.displayName) {
             if let inputs, last.inputs == inputs, now >= last.savedAt {
                 var report = SyncReport()
                 report.unchanged = true
@@ -73,7 +73,7 @@ public final class Mailbox {
             }
             // Forgotten first: a sync that fails half-way may have changed what the digest
             // does not cover.
-            try replica.rememberQuietSync(mailbox: transport.displayName, inputs: nil)
+            try replica.forgetQuietSync(mailbox: transport.displayName)
         }
         let report = try fullSync(replica: replica, key: key, trust: trust)
         if let inputs, report.didNothing && verifiedAcknowledgements.isEmpty {
