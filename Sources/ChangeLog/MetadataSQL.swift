@@ -297,6 +297,34 @@ enum MetadataSQL {
             );
             """
         ),
+        (
+            8,
+            """
+            -- The capture log without NOT NULL constraints: a constraint that can fail makes
+            -- SQLite open a statement journal for every update and delete of a tracked row, a
+            -- copy of each page the statement touches. Only the triggers and sqsync write the
+            -- log, and neither writes NULL where the fold needs a value. "stamp" is the wall
+            -- clock as the triggers read it, julianday('now') (REAL), or in ms (INTEGER) from
+            -- other writers; the fold turns both into ms (FoldSQL.readLog).
+            -- legacy_alter_table keeps the rename from rewriting (or checking) the triggers,
+            -- which name "_sqsync_log" and so write to the new table.
+            PRAGMA legacy_alter_table = ON;
+            CREATE TABLE "_sqsync_log_8" (
+                "id" INTEGER PRIMARY KEY,
+                "tid" INTEGER,
+                "op" INTEGER,
+                "pk",
+                "mask" INTEGER DEFAULT 0,
+                "stamp",
+                "delta"
+            );
+            INSERT INTO "_sqsync_log_8" ("id", "tid", "op", "pk", "mask", "stamp", "delta")
+                SELECT "id", "tid", "op", "pk", "mask", "stamp", "delta" FROM "_sqsync_log";
+            DROP TABLE "_sqsync_log";
+            ALTER TABLE "_sqsync_log_8" RENAME TO "_sqsync_log";
+            PRAGMA legacy_alter_table = OFF;
+            """
+        ),
     ]
 
     static let changesBeforeTheChangeTable = """
@@ -307,6 +335,10 @@ enum MetadataSQL {
 
     static let wallClockMilliseconds =
         "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
+
+    /// The wall clock as a capture log row stores it: the bare Julian day, which costs a
+    /// trigger less than converting it (the fold converts, `FoldSQL.readLog`).
+    static let logStamp = "julianday('now')"
 }
 
 /// What `clone` changes in the copy: a new identity that knows the original as a peer

@@ -48,6 +48,8 @@ extension Replica {
             let tid = log.value(at: 1), operation = Int(log.int64(at: 2)), key = log.value(at: 3)
             // The triggers log no delta that is not a number; one from elsewhere counts as nothing.
             if operation == TriggerSQL.Operation.counterDelta && log.value(at: 6) == .null { continue }
+            // An update that wrote the same values again changed nothing.
+            if operation >= TriggerSQL.Operation.updateBase && log.int64(at: 4) == 0 { continue }
             hlc = max(hlc + 1, log.int64(at: 5))
             seq += 1
             try recordChange.bind([site, .integer(seq), tid, key])
@@ -138,8 +140,12 @@ extension Replica {
 
 /// The statements of the fold, as SQL.
 enum FoldSQL {
+    /// The stamp in ms: the triggers store the Julian day (REAL), other writers ms (INTEGER).
     static let readLog = """
-        SELECT "id", "tid", "op", "pk", "mask", "stamp", "delta" FROM "_sqsync_log" ORDER BY "id"
+        SELECT "id", "tid", "op", "pk", "mask",
+               CASE typeof("stamp") WHEN 'real' THEN CAST(("stamp" - 2440587.5) * 86400000.0 AS INTEGER) ELSE "stamp" END,
+               "delta"
+        FROM "_sqsync_log" ORDER BY "id"
         """
 
     /// An insert starts the row's next life (the next odd causal length)...
@@ -169,9 +175,12 @@ enum FoldSQL {
 
     static let emptyLog = #"DELETE FROM "_sqsync_log" WHERE "id" <= ?1"#
 
-    /// Rows the log inserted or updated (deleted rows need no checksum).
+    /// Rows the log inserted or updated (deleted rows need no checksum, rows written with
+    /// the same values no new one).
     static let touchedRows = """
-        SELECT DISTINCT "tid", "pk" FROM "_sqsync_log" WHERE "id" <= ?1 AND "op" != \(TriggerSQL.Operation.delete)
+        SELECT DISTINCT "tid", "pk" FROM "_sqsync_log"
+        WHERE "id" <= ?1 AND "op" != \(TriggerSQL.Operation.delete)
+          AND ("op" < \(TriggerSQL.Operation.updateBase) OR "mask" != 0)
         """
 
     static let recordChange = """

@@ -222,7 +222,7 @@ extension Replica {
             let renamedTo = added.firstIndex { column in
                 isKey
                     ? column.primaryKeyPosition > 0 && triggerText.contains("NEW.\(quoteIdentifier(column.name))")
-                    : triggerText.contains(TriggerSQL.changedTerm(column.name, cid: cid))
+                    : [false, true].contains { triggerText.contains(TriggerSQL.changedTerm(column.name, cid: cid, comparingStorageClass: $0)) }
             }
             if let index = renamedTo {
                 let newName = added.remove(at: index).name

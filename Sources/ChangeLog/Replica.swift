@@ -166,7 +166,8 @@ public final class Replica {
         let columns = declared.columns.compactMap { column -> ColumnInfo? in
             guard let cid = ids[column.name] else { return nil }
             return ColumnInfo(
-                cid: cid, name: column.name, primaryKeyPosition: column.primaryKeyPosition, policy: policies[cid] ?? .lww)
+                cid: cid, name: column.name, primaryKeyPosition: column.primaryKeyPosition, policy: policies[cid] ?? .lww,
+                declaredType: column.declaredType)
         }
         return TableInfo(tid: tid, name: name, columns: columns)
     }
@@ -276,7 +277,8 @@ public final class Replica {
             }
             columns.append(
                 ColumnInfo(
-                    cid: cid, name: column.name, primaryKeyPosition: column.primaryKeyPosition, policy: policies[cid] ?? .lww))
+                    cid: cid, name: column.name, primaryKeyPosition: column.primaryKeyPosition, policy: policies[cid] ?? .lww,
+                    declaredType: column.declaredType))
         }
         return TableInfo(tid: tid, name: table.name, columns: columns)
     }
@@ -351,7 +353,8 @@ public final class Replica {
             let columns = declared.columns.compactMap { column in
                 ids[column.name].map {
                     ColumnInfo(
-                        cid: $0, name: column.name, primaryKeyPosition: column.primaryKeyPosition, policy: policies[$0] ?? .lww)
+                        cid: $0, name: column.name, primaryKeyPosition: column.primaryKeyPosition, policy: policies[$0] ?? .lww,
+                        declaredType: column.declaredType)
                 }
             }
             let expected = TriggerSQL(table: TableInfo(tid: tid, name: name, columns: columns)).all

@@ -93,7 +93,6 @@ public final class Database {
         do {
             // Reading the schema is the first thing that fails on a file that is not a database.
             try execute("SELECT count(*) FROM sqlite_schema")
-            try execute("PRAGMA temp_store = MEMORY")
             try RowChecksum.register(on: handle)
         } catch let error as SQLiteError {
             // deinit closes the handle: the object is fully initialized here.

@@ -1,3 +1,5 @@
+import Foundation
+
 /// One column of a tracked table, with the stable id sqsync gave it.
 public struct ColumnInfo: Sendable, Equatable {
     public var cid: Int
@@ -6,13 +8,29 @@ public struct ColumnInfo: Sendable, Equatable {
     public var primaryKeyPosition: Int
     /// How concurrent changes to it merge; key columns are always `lww`.
     public var policy: MergePolicy = .lww
+    /// The type the schema declares ("" for none), which gives the column its affinity.
+    public var declaredType: String
     public var isPrimaryKey: Bool { primaryKeyPosition > 0 }
 
-    public init(cid: Int, name: String, primaryKeyPosition: Int, policy: MergePolicy = .lww) {
+    public init(cid: Int, name: String, primaryKeyPosition: Int, policy: MergePolicy = .lww, declaredType: String = "") {
         self.cid = cid
         self.name = name
         self.primaryKeyPosition = primaryKeyPosition
         self.policy = policy
+        self.declaredType = declaredType
+    }
+
+    /// True when the column can hold both 1 and 1.0, which `IS` calls equal: a column of BLOB
+    /// affinity (no declared type, or one naming BLOB) or a STRICT table's ANY. Every other
+    /// affinity stores an integral number one way only, so a write cannot change a value's
+    /// storage class without changing the value (SQLite's rules, "Determination Of Column
+    /// Affinity"; a non-STRICT ANY is NUMERIC, counted here all the same).
+    var holdsAnyStorageClass: Bool {
+        let type = declaredType.uppercased()
+        if type.contains("INT") || type.contains("CHAR") || type.contains("CLOB") || type.contains("TEXT") { return false }
+        if type.contains("BLOB") || type.trimmingCharacters(in: .whitespaces).isEmpty { return true }
+        if type.contains("REAL") || type.contains("FLOA") || type.contains("DOUB") { return false }
+        return type.trimmingCharacters(in: .whitespaces) == "ANY"
     }
 }
 

@@ -6,7 +6,7 @@
 /// instead of upserts into tables keyed by the row's (often random) key. An update stores
 /// which columns changed as a bitmask computed in one expression.
 ///
-/// A log row carries the wall clock in ms; ``Replica/numberPendingChanges()`` folds the log
+/// A log row carries the wall clock (`MetadataSQL.logStamp`); ``Replica/numberPendingChanges()`` folds the log
 /// into `_sqsync_rows` and `_sqsync_cells` in bulk before anything reads them, giving each
 /// change its hybrid-logical-clock value `max(last + 1, stamp)` in log order and its
 /// sequence number, then empties the log, so storage stays bounded.
@@ -18,7 +18,7 @@
 struct TriggerSQL {
     /// The version of the SQL below. Replicas whose triggers an older version wrote get them
     /// rewritten when opened (``Replica``), since `doctor` compares them with this text.
-    static let version = 6
+    static let version = 7
 
     let table: TableInfo
 
@@ -57,7 +57,7 @@ struct TriggerSQL {
             .joined(separator: " || ',' || ")
     }
 
-    private static let stamp = MetadataSQL.wallClockMilliseconds
+    private static let stamp = MetadataSQL.logStamp
 
     /// Appends one log row.
     private func logRow(operation: Int, key: String) -> String {
@@ -117,7 +117,7 @@ struct TriggerSQL {
                 WHERE \(keyMatch) AND \(condition) AND (SELECT "applying" FROM "_sqsync_replica") = 0;
               INSERT INTO "_sqsync_conflicts" ("kind", "table_name", "pk", "column_name", "lost_value", "lost_site", "lost_hlc")
                 SELECT \(quoteLiteral(kind)), \(quoteLiteral(table.name)), \(keyText), \(quoteLiteral(column.name)), NEW.\(name),
-                       s."knowledge_id", \(Self.stamp)
+                       s."knowledge_id", \(MetadataSQL.wallClockMilliseconds)
                 FROM "_sqsync_replica" r JOIN "_sqsync_sites" s ON s."site" = r."site"
                 WHERE r."applying" = 0 AND \(condition);
 
@@ -159,25 +159,31 @@ struct TriggerSQL {
             .sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted { $0.cid < $1.cid }) }
     }
 
-    /// Bit set for each column whose value changed. `1 IS 1.0` is true in SQL, so a change of
-    /// storage class counts too: peers must receive the value exactly.
+    /// Bit set for each column whose value changed.
     private static func changedMask(_ columns: [ColumnInfo]) -> String {
         columns.map { column in
-            let term = changedTerm(column.name, cid: column.cid)
+            let term = changedTerm(column)
             // A write a max or min column refuses is undone, so it changes nothing.
             return column.policy.isExtremum ? "(\(term) * NOT \(breaksExtremum(column)))" : term
         }.joined(separator: " | ")
     }
 
-    /// One column's bit of the mask. `refresh` looks for it in installed triggers: SQLite's
-    /// RENAME COLUMN rewrites the name in it and leaves the bit, which is the column's id.
-    static func changedTerm(_ column: String, cid: Int) -> String {
-        let name = quoteIdentifier(column)
-        return "((OLD.\(name) IS NOT NEW.\(name) OR typeof(OLD.\(name)) != typeof(NEW.\(name))) << \(Operation.bit(of: cid)))"
+    static func changedTerm(_ column: ColumnInfo) -> String {
+        changedTerm(column.name, cid: column.cid, comparingStorageClass: column.holdsAnyStorageClass)
     }
 
-    /// One trigger for every update that keeps the key: it logs the changed columns, or
-    /// nothing when a statement wrote the same values again.
+    /// One column's bit of the mask. `1 IS 1.0` is true in SQL, so where a column can hold
+    /// both the term compares storage classes too: peers must receive the value exactly.
+    /// `refresh` looks for the term in installed triggers: SQLite's RENAME COLUMN rewrites the
+    /// name in it and leaves the bit, which is the column's id.
+    static func changedTerm(_ column: String, cid: Int, comparingStorageClass: Bool) -> String {
+        let name = quoteIdentifier(column)
+        let storageClass = comparingStorageClass ? " OR typeof(OLD.\(name)) != typeof(NEW.\(name))" : ""
+        return "((OLD.\(name) IS NOT NEW.\(name)\(storageClass)) << \(Operation.bit(of: cid)))"
+    }
+
+    /// One trigger for every update that keeps the key: it logs the changed columns (mask 0
+    /// when a statement wrote the same values again).
     var updateTrigger: String? {
         let words = columnsByWord
         let counters = counterColumns
@@ -198,18 +204,17 @@ struct TriggerSQL {
                   INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "delta", "stamp")
                     SELECT \(table.tid), \(Operation.counterDelta), \(key), \(column.cid), NEW.\(name) - OLD.\(name), \(Self.stamp)
                     WHERE NOT \(Self.notANumber("NEW", column)) AND NOT \(Self.notANumber("OLD", column))
-                      AND \(Self.changedTerm(column.name, cid: column.cid)) != 0;
+                      AND \(Self.changedTerm(column)) != 0;
                 """
         }
-        // The mask is written out twice rather than named in a FROM subquery: SQLite materializes
-        // such a subquery into a temporary table on every row, which made updates five times slower.
+        // The mask is computed once and logged even when 0: skipping such rows would need it a
+        // second time (a FROM subquery naming it is worse, a temporary table on every row),
+        // and a statement that writes the same values again is rare. The fold skips them.
         let statements = (undoes + deltas).joined(separator: "\n") + words.map { word in
-            let mask = Self.changedMask(word.columns)
-            return """
-                  INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "stamp")
-                    SELECT \(table.tid), \(Operation.updateBase + word.word), \(key), \(mask), \(Self.stamp)
-                    WHERE (\(mask)) != 0;
-                """
+            """
+              INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "stamp")
+                VALUES (\(table.tid), \(Operation.updateBase + word.word), \(key), \(Self.changedMask(word.columns)), \(Self.stamp));
+            """
         }.joined(separator: "\n")
         return """
             CREATE TRIGGER \(triggerName("update")) AFTER UPDATE ON \(quotedTable)

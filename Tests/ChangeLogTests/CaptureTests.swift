@@ -88,6 +88,12 @@ final class CaptureTests: XCTestCase {
 
         try write("UPDATE items SET note = 'x' WHERE id = 'a'")
         try expectSeq(advancedBy: 1, "a change of storage class")
+        try write("UPDATE items SET note = 1 WHERE id = 'a'")
+        try expectSeq(advancedBy: 1, "text to integer")
+        try write("UPDATE items SET note = 1.0 WHERE id = 'a'")
+        try expectSeq(advancedBy: 1, "1 to 1.0, which `IS` calls equal, in a column without a declared type")
+        try write("UPDATE items SET qty = 2.0 WHERE id = 'a'")
+        try expectSeq(advancedBy: 0, "2.0 written to an INTEGER column, which stores it as the 2 it holds")
 
         try write("DELETE FROM items WHERE id = 'a'")
         try expectSeq(advancedBy: 1, "delete")
@@ -156,6 +162,35 @@ final class CaptureTests: XCTestCase {
     func testCaptureThroughSQLiteShell() throws {
         let replica = try sandbox.replica("shell", schema: itemsSchema, track: ["items"])
         try checkCapture(replica) { try sqlite3Shell(replica.path, $0) }
+    }
+
+    /// Only a column that can hold both 1 and 1.0 compares storage classes in its trigger
+    /// (SQLite's affinity rules): a STRICT table's ANY column is one.
+    func testStorageClassIsComparedWhereAColumnCanHoldBoth() throws {
+        let anyClass = ["", " ", "BLOB", "blob", "ANY", "any"]
+        let oneClass = ["INTEGER", "INT", "VARCHAR(20)", "TEXT", "CLOB", "REAL", "DOUBLE PRECISION", "FLOAT", "NUMERIC", "DATE",
+            "BOOLEAN", "FLOATING POINT", "BLOBINT"]
+        for type in anyClass {
+            XCTAssertTrue(ColumnInfo(cid: 1, name: "v", primaryKeyPosition: 0, declaredType: type).holdsAnyStorageClass, type)
+        }
+        for type in oneClass {
+            XCTAssertFalse(ColumnInfo(cid: 1, name: "v", primaryKeyPosition: 0, declaredType: type).holdsAnyStorageClass, type)
+        }
+
+        let replica = try sandbox.replica(
+            "strict", schema: "CREATE TABLE s (id TEXT PRIMARY KEY, v ANY, n REAL) STRICT;", track: ["s"])
+        try replica.database.execute("INSERT INTO s VALUES ('k', 1, 1)")
+        try replica.numberPendingChanges()
+        let before = try clock(of: replica).seq
+        try sqlite3Shell(replica.path, "UPDATE s SET v = 1.0 WHERE id = 'k';")
+        try replica.numberPendingChanges()
+        XCTAssertEqual(try clock(of: replica).seq, before + 1, "1 to 1.0 in an ANY column is a change")
+        try sqlite3Shell(replica.path, "UPDATE s SET n = 1 WHERE id = 'k';")
+        try replica.numberPendingChanges()
+        XCTAssertEqual(try clock(of: replica).seq, before + 1, "a REAL column stores 1 as the 1.0 it holds")
+        let peer = try sandbox.replica("strict-peer", schema: "CREATE TABLE s (id TEXT PRIMARY KEY, v ANY, n REAL) STRICT;", track: ["s"])
+        try sync(from: replica, to: peer)
+        XCTAssertEqual(try peer.database.scalar("SELECT typeof(v) FROM s"), .text("real"))
     }
 
     func testRepeatedUpdatesKeepOneCellEntry() throws {

@@ -171,7 +171,7 @@ func sqlite3Shell(_ path: String, _ sql: String) throws {
     process.arguments = ["-bail", "-cmd", ".timeout 5000", path]
     let input = Pipe()
     let errorFile = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite3-err-\(UUID().uuidString)").path
-    FileManager.default.createFile(atPath: errorFile, contents: nil)
+    _ = FileManager.default.createFile(atPath: errorFile, contents: nil)
     defer { try? FileManager.default.removeItem(atPath: errorFile) }
     process.standardInput = input
     process.standardOutput = FileHandle.nullDevice

@@ -197,4 +197,44 @@ final class FoldTests: XCTestCase {
         let delta = try changeSet(from: upgraded, for: peer)
         XCTAssertEqual(delta.changes.map(\.key), [[.text("new1")]])
     }
+
+    /// Version 8 of the metadata drops the log's NOT NULL constraints (they made SQLite keep
+    /// a statement journal on every tracked update and delete) and the triggers stamp the
+    /// Julian day. Log rows waiting from before keep their millisecond stamps and fold as such.
+    func testLogFromBeforeVersion8KeepsItsRowsAndStamps() throws {
+        let replica = try sandbox.replica("v7", schema: schema, track: ["items"])
+        try sqlite3Shell(replica.path, "INSERT INTO items VALUES ('a', 'apple', 1, NULL);")
+        try replica.numberPendingChanges()
+        let wallClock = Int64(Date().timeIntervalSince1970 * 1000)
+        XCTAssertLessThan(abs(try clock(of: replica).hlc - wallClock), 60_000, "a trigger's Julian day folds to ms")
+
+        let tid = try XCTUnwrap(replica.database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = 'items'"#))
+        let qty = try XCTUnwrap(
+            replica.database.scalar(#"SELECT "cid" FROM "_sqsync_columns" WHERE "name" = 'qty' AND "tid" = ?"#, tid))
+        let in2100: Int64 = 4_102_444_800_000
+        try replica.database.execute(
+            """
+            DROP TABLE "_sqsync_log";
+            CREATE TABLE "_sqsync_log" (
+                "id" INTEGER PRIMARY KEY, "tid" INTEGER NOT NULL, "op" INTEGER NOT NULL, "pk" NOT NULL,
+                "mask" INTEGER NOT NULL DEFAULT 0, "stamp" INTEGER NOT NULL, "delta");
+            INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "stamp")
+                VALUES (\(tid.literal), 2, 'a', \(1 << ((qty.int64Value ?? 1) - 1)), \(in2100));
+            DELETE FROM "_sqsync_migrations" WHERE "version" = 8;
+            UPDATE "_sqsync_replica" SET "trigger_version" = 6;
+            """)
+
+        let upgraded = try Replica(path: replica.path)
+        let logTable = try XCTUnwrap(
+            upgraded.database.scalar("SELECT sql FROM sqlite_schema WHERE name = '_sqsync_log'")?.stringValue)
+        XCTAssertFalse(logTable.contains("NOT NULL"), logTable)
+        XCTAssertEqual(try pendingLogRows(upgraded), 1, "the waiting row was kept")
+        try sqlite3Shell(upgraded.path, "UPDATE items SET name = 'apricot' WHERE id = 'a';")
+        try upgraded.numberPendingChanges()
+        XCTAssertEqual(
+            try upgraded.database.scalar(#"SELECT "hlc" FROM "_sqsync_cells" WHERE "tid" = ? AND "pk" = 'a' AND "cid" = ?"#, tid, qty),
+            .integer(in2100), "a stamp in ms folds as it is")
+        XCTAssertEqual(try clock(of: upgraded).hlc, in2100 + 1, "the next change orders after it")
+        XCTAssertEqual(try upgraded.doctor(), [])
+    }
 }
