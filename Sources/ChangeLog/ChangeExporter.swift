@@ -297,7 +297,10 @@ enum ExportSQL {
                        WHERE c."tid" = ?1 AND c."seq" > coalesce(b."seq", 0))
         """
 
-    static let logIsEmpty = #"SELECT NOT EXISTS (SELECT 1 FROM "_sqsync_log")"#
+    /// No write waits in the log (an update that wrote the same values, mask 0, is none).
+    static let logIsEmpty = """
+        SELECT NOT EXISTS (SELECT 1 FROM "_sqsync_log" WHERE "op" < \(TriggerSQL.Operation.updateBase) OR "mask" != 0)
+        """
 
     static let createKeysTable = """
         CREATE TEMP TABLE IF NOT EXISTS "_sqsync_export_keys" ("tid" INTEGER NOT NULL, "pk" NOT NULL,

@@ -50,6 +50,9 @@ extension Replica {
             if operation == TriggerSQL.Operation.counterDelta && log.value(at: 6) == .null { continue }
             // An update that wrote the same values again changed nothing.
             if operation >= TriggerSQL.Operation.updateBase && log.int64(at: 4) == 0 { continue }
+            // A NULL key (rows from before `track`; the triggers refuse new ones) names no row
+            // a peer could find; `doctor` reports the rows sqsync does not record.
+            if key == .null { continue }
             hlc = max(hlc + 1, log.int64(at: 5))
             seq += 1
             try recordChange.bind([site, .integer(seq), tid, key])

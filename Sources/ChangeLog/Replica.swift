@@ -129,6 +129,8 @@ public final class Replica {
                 "\(database.path): a newer sqsync (metadata version \(newest), this one knows up to \(MetadataSQL.migrations.last?.version ?? 0)) has used this replica; upgrade sqsync to use it"
             )
         }
+        // Migration 8 turns legacy_alter_table on for its rebuild; a failure must not leave it on.
+        defer { try? database.execute("PRAGMA legacy_alter_table = OFF") }
         for migration in MetadataSQL.migrations where !applied.contains(Int64(migration.version)) {
             try database.inTransaction {
                 try database.execute(migration.sql)

@@ -79,9 +79,17 @@ struct TriggerSQL {
         return """
             CREATE TRIGGER \(triggerName("insert")) AFTER INSERT ON \(quotedTable)
             BEGIN
-            \(repairs)\(logRow(operation: Operation.insert, key: keyExpression("NEW")))
+            \(refuseNullKey)\(repairs)\(logRow(operation: Operation.insert, key: keyExpression("NEW")))
             END
             """
+    }
+
+    /// A one-column key may be NULL in a rowid table (an SQLite quirk). No peer could find
+    /// such a row, so the write is refused with this message.
+    private var refuseNullKey: String {
+        guard table.primaryKey.count == 1 else { return "" }
+        let message = quoteLiteral("sqsync: table \(table.name) cannot track a row whose primary key is NULL")
+        return "  SELECT RAISE(ABORT, \(message)) WHERE NEW.\(quoteIdentifier(table.primaryKey[0].name)) IS NULL;\n"
     }
 
     /// The kinds of conflict the triggers log when they undo a write a policy forbids.
@@ -145,7 +153,7 @@ struct TriggerSQL {
             CREATE TRIGGER \(triggerName("update_key")) AFTER UPDATE OF \(keyColumns) ON \(quotedTable)
             WHEN NOT (\(keyUnchanged))
             BEGIN
-            \(counterRepairs)\(logRow(operation: Operation.delete, key: keyExpression("OLD")))
+            \(refuseNullKey)\(counterRepairs)\(logRow(operation: Operation.delete, key: keyExpression("OLD")))
             \(logRow(operation: Operation.insert, key: keyExpression("NEW")))
             END
             """

@@ -193,6 +193,33 @@ final class CaptureTests: XCTestCase {
         XCTAssertEqual(try peer.database.scalar("SELECT typeof(v) FROM s"), .text("real"))
     }
 
+    /// SQLite lets a one-column TEXT key be NULL; the triggers refuse such a write with one
+    /// line, and a NULL key already in the log (from before `track`) never stops the fold.
+    func testNullKeysAreRefusedAndNeverStopTheFold() throws {
+        let replica = try sandbox.replica("null-key", schema: itemsSchema, track: ["items"])
+        try replica.database.execute("INSERT INTO items VALUES ('a', 'apple', 1, NULL)")
+        XCTAssertThrowsError(try sqlite3Shell(replica.path, "INSERT INTO items VALUES (NULL, 'nothing', 1, NULL);")) { error in
+            XCTAssertTrue("\(error)".contains("cannot track a row whose primary key is NULL"), "\(error)")
+        }
+        XCTAssertThrowsError(try replica.database.execute("UPDATE items SET id = NULL WHERE id = 'a'"))
+        XCTAssertEqual(try replica.database.scalar("SELECT count(*) FROM items WHERE id IS NULL"), .integer(0))
+        let tid = try tid(replica, "items")
+        try replica.database.execute(#"INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp") VALUES (\#(tid), 0, NULL, 1)"#)
+        XCTAssertNoThrow(try replica.numberPendingChanges())
+        XCTAssertEqual(try clock(of: replica).seq, 1, "the insert of 'a' only")
+        XCTAssertEqual(try storedRowEntry(replica, "items", .text("a"))?.cl, 1)
+    }
+
+    /// Only columns that can hold 1 and 1.0 pay for comparing storage classes.
+    func testTypedColumnsCompareValuesOnly() throws {
+        let replica = try sandbox.replica("typed", schema: itemsSchema, track: ["items"])
+        let update = try XCTUnwrap(
+            replica.database.scalar("SELECT sql FROM sqlite_schema WHERE name = '_sqsync_items_after_update'")?.stringValue)
+        XCTAssertTrue(update.contains(#"typeof(OLD."note")"#), update)
+        XCTAssertFalse(update.contains(#"typeof(OLD."qty")"#), update)
+        XCTAssertFalse(update.contains(#"typeof(OLD."name")"#), update)
+    }
+
     func testRepeatedUpdatesKeepOneCellEntry() throws {
         let replica = try sandbox.replica("bounded", schema: itemsSchema, track: ["items"])
         try replica.database.execute("INSERT INTO items VALUES ('a', 'apple', 0, NULL)")
