@@ -333,8 +333,12 @@ enum MetadataSQL {
                  ELSE "known_seq" END)
         """
 
-    static let wallClockMilliseconds =
-        "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
+    static let wallClockMilliseconds = milliseconds(ofJulianDay: "julianday('now')")
+
+    /// Unix time in ms of a Julian day.
+    static func milliseconds(ofJulianDay day: String) -> String {
+        "CAST((\(day) - 2440587.5) * 86400000.0 AS INTEGER)"
+    }
 
     /// The wall clock as a capture log row stores it: the bare Julian day, which costs a
     /// trigger less than converting it (the fold converts, `FoldSQL.readLog`).

@@ -146,7 +146,7 @@ enum FoldSQL {
     /// The stamp in ms: the triggers store the Julian day (REAL), other writers ms (INTEGER).
     static let readLog = """
         SELECT "id", "tid", "op", "pk", "mask",
-               CASE typeof("stamp") WHEN 'real' THEN CAST(("stamp" - 2440587.5) * 86400000.0 AS INTEGER) ELSE "stamp" END,
+               CASE typeof("stamp") WHEN 'real' THEN \(MetadataSQL.milliseconds(ofJulianDay: #""stamp""#)) ELSE "stamp" END,
                "delta"
         FROM "_sqsync_log" ORDER BY "id"
         """
