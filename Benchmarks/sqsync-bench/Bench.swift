@@ -152,23 +152,36 @@ struct Bench {
         }
     }
 
+    /// Capture ratios move by ±30% from one run to the next (each phase's commit checkpoints
+    /// the write-ahead log, with an fsync), so each size runs `captureRepeats` times on fresh
+    /// files, plain and tracked side by side, and prints the median run of each phase.
+    static let captureRepeats = Int(ProcessInfo.processInfo.environment["SQSYNC_BENCH_REPEATS"] ?? "") ?? 3
+
     static func capturePhases(folder: String, keys: [String], label: String) throws {
-        let plain = try openDatabase(folder + "/plain-\(label)-\(keys.count).db")
-        let replica = try tracked(folder + "/tracked-\(label)-\(keys.count).db", name: "bench")
-        let tracked = replica.database
         let phases: [(String, (Database) throws -> Void)] = [
             ("inserts", { try insertAll($0, keys: keys) }),
             ("1-column updates", { try updateAll($0, keys: keys) }),
             ("deletes", { try deleteAll($0, keys: keys) }),
         ]
-        for (name, phase) in phases {
-            let plainTime = try time { try phase(plain) }
-            let trackedTime = try time { try phase(tracked) }
-            line(
-                "  \(keys.count) \(name), \(label)", rate(keys.count, plainTime), rate(keys.count, trackedTime),
-                trackedTime / plainTime, "")
+        var runs: [[(plain: Double, tracked: Double)]] = Array(repeating: [], count: phases.count)
+        var folds: [Double] = []
+        for _ in 0..<max(1, captureRepeats) {
+            let plain = try openDatabase(folder + "/plain-\(label)-\(keys.count).db")
+            let replica = try tracked(folder + "/tracked-\(label)-\(keys.count).db", name: "bench")
+            for (index, phase) in phases.enumerated() {
+                let plainTime = try time { try phase.1(plain) }
+                let trackedTime = try time { try phase.1(replica.database) }
+                runs[index].append((plainTime, trackedTime))
+            }
+            folds.append(try time { try replica.numberPendingChanges() })
         }
-        let fold = try time { try replica.numberPendingChanges() }
+        for (index, phase) in phases.enumerated() {
+            let median = runs[index].sorted { $0.tracked / $0.plain < $1.tracked / $1.plain }[runs[index].count / 2]
+            line(
+                "  \(keys.count) \(phase.0), \(label)", rate(keys.count, median.plain), rate(keys.count, median.tracked),
+                median.tracked / median.plain, runs[index].count > 1 ? "(median of \(runs[index].count))" : "")
+        }
+        let fold = folds.sorted()[folds.count / 2]
         print(
             "  fold of those \(keys.count * 3) changes".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      "
                 + rate(keys.count * 3, fold) + "   (when anything next reads them)")

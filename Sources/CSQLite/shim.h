@@ -13,12 +13,8 @@ static inline int sqsync_bind_blob(sqlite3_stmt *stmt, int index, const void *by
     return sqlite3_bind_blob(stmt, index, bytes, length, SQLITE_TRANSIENT);
 }
 
-/// sqlite3_db_config is variadic; Swift cannot call it directly.
-static inline int sqsync_enable_defensive(sqlite3 *db, int on) {
-    return sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, on, (int *)0);
-}
-
 /// Turns triggers off (0) or on (1) for one connection; foreign key actions still run.
+/// sqlite3_db_config is variadic; Swift cannot call it directly.
 static inline int sqsync_enable_triggers(sqlite3 *db, int on) {
     return sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, on, (int *)0);
 }
