@@ -36,20 +36,14 @@ enum ApplySQL {
         """
     }
 
-    /// A row's column entries; the exporter reads them the same way.
+    /// A row's column clocks, packed (``CellClocks``); the exporter reads them the same way.
     static let cellsOfRow = """
-        SELECT "cid", "hlc", "site", "seq" FROM "_sqsync_cells" WHERE "tid" = ? AND "pk" = ?
+        SELECT "cells" FROM "_sqsync_rows" WHERE "tid" = ? AND "pk" = ?
         """
 
-    static let deleteCellsOfRow = """
-        DELETE FROM "_sqsync_cells" WHERE "tid" = ? AND "pk" = ?
-        """
+    static let deleteCellsOfRow = FoldSQL.dropCells
 
-    static let upsertCell = """
-        INSERT INTO "_sqsync_cells" ("tid", "pk", "cid", "hlc", "site", "seq") VALUES (?, ?, ?, ?, ?, ?)
-        ON CONFLICT ("tid", "pk", "cid") DO UPDATE SET "hlc" = excluded."hlc", "site" = excluded."site",
-            "seq" = excluded."seq"
-        """
+    static let upsertCell = FoldSQL.writeCell
 
     static let recordConflict = """
         INSERT INTO "_sqsync_conflicts" ("kind", "table_name", "pk", "column_name", "lost_value", "lost_row",

@@ -79,10 +79,11 @@ extension ChangeApplier {
     func localCells(tid: Int, key: SQLValue) throws -> [Int: LocalStamp] {
         let statement = statements.cellsOfRow
         try statement.bind([.integer(Int64(tid)), key])
+        defer { statement.reset() }
+        guard try statement.step() else { return [:] }
         var cells: [Int: LocalStamp] = [:]
-        while try statement.step() {
-            cells[Int(statement.int64(at: 0))] = LocalStamp(
-                hlc: statement.int64(at: 1), site: Int(statement.int64(at: 2)), seq: statement.int64(at: 3))
+        for clock in try replica.cellClocks(statement.value(at: 0)) {
+            cells[clock.cid] = LocalStamp(hlc: clock.hlc, site: clock.site, seq: clock.seq)
         }
         return cells
     }

@@ -237,11 +237,13 @@ public final class ChangeExporter {
         var cellStamps: [Int: Stamp] = [:]
         var cellNeeded: Set<Int> = []
         try cellsOfRow.bind([.integer(Int64(emitter.table.tid)), entry.value(at: 4)])
-        while try cellsOfRow.step() {
-            guard let column = emitter.columnIndex[Int(cellsOfRow.int64(at: 0))] else { continue }
-            let site = cellsOfRow.int64(at: 2), seq = cellsOfRow.int64(at: 3)
-            cellStamps[column] = try stamp(hlc: cellsOfRow.int64(at: 1), site: site, seq: seq)
-            if isNeeded(site: site, seq: seq) { cellNeeded.insert(column) }
+        let cells = try cellsOfRow.step() ? cellsOfRow.value(at: 0) : .null
+        cellsOfRow.reset()
+        for clock in try replica.cellClocks(cells) {
+            guard let column = emitter.columnIndex[clock.cid] else { continue }
+            let site = Int64(clock.site)
+            cellStamps[column] = try stamp(hlc: clock.hlc, site: site, seq: clock.seq)
+            if isNeeded(site: site, seq: clock.seq) { cellNeeded.insert(column) }
         }
         var counters: [CounterChange] = []
         var values = values
@@ -293,8 +295,10 @@ enum ExportSQL {
     static let tableHasChanges = """
         SELECT EXISTS (SELECT 1 FROM "_sqsync_rows" r LEFT JOIN temp."_sqsync_base" b ON b."site" = r."site"
                        WHERE r."tid" = ?1 AND r."seq" > coalesce(b."seq", 0))
-            OR EXISTS (SELECT 1 FROM "_sqsync_cells" c LEFT JOIN temp."_sqsync_base" b ON b."site" = c."site"
-                       WHERE c."tid" = ?1 AND c."seq" > coalesce(b."seq", 0))
+            OR EXISTS (SELECT 1 FROM "_sqsync_rows" r
+                       WHERE r."tid" = ?1 AND r."cells" IS NOT NULL
+                         AND sqsync_cells_newer(r."cells",
+                               (SELECT group_concat(b."site" || ':' || b."seq") FROM temp."_sqsync_base" b)))
         """
 
     /// No write waits in the log (an update that wrote the same values, mask 0, is none).

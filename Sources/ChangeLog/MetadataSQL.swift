@@ -325,7 +325,26 @@ enum MetadataSQL {
             PRAGMA legacy_alter_table = OFF;
             """
         ),
+        (
+            9,
+            """
+            -- A row's column clocks move into its entry, packed (CellClocks): one
+            -- "_sqsync_cells" entry per column repeated the row's key, most of its bytes.
+            -- NULL: every column carries the row's own clock. Clocks of rows without an
+            -- entry named nothing a peer could be sent, and go.
+            ALTER TABLE "_sqsync_rows" ADD COLUMN "cells" BLOB;
+            UPDATE "_sqsync_rows" SET "cells" = (
+                SELECT sqsync_pack_cells(c."cid", c."hlc", c."site", c."seq") FROM "_sqsync_cells" c
+                WHERE c."tid" = "_sqsync_rows"."tid" AND c."pk" = "_sqsync_rows"."pk")
+            WHERE "cl" % 2 = 1;
+            DROP TABLE "_sqsync_cells";
+            """
+        ),
     ]
+
+    /// Migration 9 packs the column clocks: unnumbered ones (written by the triggers of
+    /// versions before the capture log) are numbered first, as they always were.
+    static let packedCellsVersion = 9
 
     static let changesBeforeTheChangeTable = """
         UPDATE "_sqsync_sites" SET "changes_from" = max("changes_from",
@@ -356,7 +375,7 @@ enum CloneSQL {
     static let newSite = #"(SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?1)"#
     static let adopt = [
         #"UPDATE "_sqsync_rows" SET "site" = \#(newSite) WHERE "seq" = 0"#,
-        #"UPDATE "_sqsync_cells" SET "site" = \#(newSite) WHERE "seq" = 0"#,
+        #"UPDATE "_sqsync_rows" SET "cells" = sqsync_cells_adopt("cells", \#(newSite)) WHERE "cells" IS NOT NULL"#,
         #"UPDATE "_sqsync_replica" SET "site" = \#(newSite), "seq" = 0, "applying" = 0"#,
     ]
     static let forgetSourceState = [

@@ -79,11 +79,10 @@ enum LifecycleSQL {
         DELETE FROM "_sqsync_rows" AS r WHERE \(purgeable)
         """
 
-    /// Column entries of dead rows carry nothing: the fold and imports drop them with the
+    /// Column clocks of dead rows carry nothing: the fold and imports drop them with the
     /// delete, and this clears any left by replicas from before the capture log.
     static let dropCellsOfDeadRows = """
-        DELETE FROM "_sqsync_cells" AS c WHERE NOT EXISTS (
-            SELECT 1 FROM "_sqsync_rows" r WHERE r."tid" = c."tid" AND r."pk" = c."pk" AND r."cl" % 2 = 1)
+        UPDATE "_sqsync_rows" SET "cells" = NULL WHERE "cl" % 2 = 0 AND "cells" IS NOT NULL
         """
 
     static let conflicts = """

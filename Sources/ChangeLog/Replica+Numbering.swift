@@ -127,8 +127,16 @@ extension Replica {
 
     /// Entries left unnumbered (sequence number 0) by the triggers of sqsync versions before
     /// the capture log, numbered once when such a replica is upgraded; none are written since.
-    func numberUnnumberedEntries() throws {
-        for (table, keyColumns) in [("_sqsync_rows", ["tid", "pk"]), ("_sqsync_cells", ["tid", "pk", "cid"])] {
+    func numberUnnumberedEntries() throws { try Self.numberUnnumberedEntries(in: database) }
+
+    /// Column entries are numbered only while they have a table of their own (before
+    /// metadata migration 9 packs them into row entries).
+    static func numberUnnumberedEntries(in database: Database) throws {
+        var tables = [("_sqsync_rows", ["tid", "pk"])]
+        if try database.scalar(#"SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = '_sqsync_cells')"#)?.int64Value == 1 {
+            tables.append(("_sqsync_cells", ["tid", "pk", "cid"]))
+        }
+        for (table, keyColumns) in tables {
             try database.execute(NumberingSQL.collectPending(table: table, keyColumns: keyColumns))
             let pending = try database.rows(#"SELECT count(*), max("hlc") FROM temp."_sqsync_pending""#)[0]
             let count = pending[0].int64Value ?? 0
@@ -165,15 +173,14 @@ enum FoldSQL {
             "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq"
         """
 
-    /// Column entries belong to one life: a new life or a delete drops them.
+    /// Column clocks belong to one life: a new life or a delete drops them.
     static let dropCells = """
-        DELETE FROM "_sqsync_cells" WHERE "tid" = ?1 AND "pk" = ?2
+        UPDATE "_sqsync_rows" SET "cells" = NULL WHERE "tid" = ?1 AND "pk" = ?2 AND "cells" IS NOT NULL
         """
 
+    /// One column's clock, in its row's entry (CellClocks).
     static let writeCell = """
-        INSERT INTO "_sqsync_cells" ("tid", "pk", "cid", "hlc", "site", "seq") VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-        ON CONFLICT ("tid", "pk", "cid") DO UPDATE SET
-            "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq"
+        UPDATE "_sqsync_rows" SET "cells" = sqsync_cells_set("cells", ?3, ?4, ?5, ?6) WHERE "tid" = ?1 AND "pk" = ?2
         """
 
     static let emptyLog = #"DELETE FROM "_sqsync_log" WHERE "id" <= ?1"#

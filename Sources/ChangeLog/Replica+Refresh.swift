@@ -250,7 +250,9 @@ enum RefreshSQL {
     static let liveColumnsWithIDs = #"SELECT "cid", "name", "is_pk" FROM "_sqsync_columns" WHERE "tid" = ? AND "dropped" = 0"#
     static let renameColumn = #"UPDATE "_sqsync_columns" SET "name" = ? WHERE "tid" = ? AND "cid" = ?"#
     static let dropColumn = #"UPDATE "_sqsync_columns" SET "dropped" = 1, "is_pk" = 0 WHERE "tid" = ? AND "cid" = ?"#
-    static let dropCellsOfColumn = #"DELETE FROM "_sqsync_cells" WHERE "tid" = ? AND "cid" = ?"#
+    static let dropCellsOfColumn = """
+        UPDATE "_sqsync_rows" SET "cells" = sqsync_cells_without("cells", ?2) WHERE "tid" = ?1 AND "cells" IS NOT NULL
+        """
     static let undrop = #"UPDATE "_sqsync_columns" SET "dropped" = 0 WHERE "tid" = ? AND "name" = ?"#
     static let liveKeys = #"SELECT "pk" FROM "_sqsync_rows" WHERE "tid" = ? AND "cl" % 2 = 1"#
     static let markKeyColumns = #"UPDATE "_sqsync_columns" SET "is_pk" = 0 WHERE "tid" = ?"#
@@ -271,13 +273,8 @@ enum RekeySQL {
     static let move = [
         """
         CREATE TEMP TABLE "_sqsync_moved_rows" AS
-          SELECT r."tid", m."new" AS "pk", r."cl", r."hlc", r."site", r."seq", r."sum"
+          SELECT r."tid", m."new" AS "pk", r."cl", r."hlc", r."site", r."seq", r."sum", r."cells"
           FROM "_sqsync_rows" r JOIN temp."_sqsync_rekey" m ON m."old" = r."pk" WHERE r."tid" = ?1 AND r."cl" % 2 = 1
-        """,
-        """
-        CREATE TEMP TABLE "_sqsync_moved_cells" AS
-          SELECT c."tid", m."new" AS "pk", c."cid", c."hlc", c."site", c."seq"
-          FROM "_sqsync_cells" c JOIN temp."_sqsync_rekey" m ON m."old" = c."pk" WHERE c."tid" = ?1
         """,
         """
         CREATE TEMP TABLE "_sqsync_moved_counters" AS
@@ -295,7 +292,6 @@ enum RekeySQL {
           FROM "_sqsync_snapshot" s JOIN temp."_sqsync_rekey" m ON m."old" = s."pk" WHERE s."tid" = ?1
         """,
         #"DELETE FROM "_sqsync_rows" WHERE "tid" = ?1"#,
-        #"DELETE FROM "_sqsync_cells" WHERE "tid" = ?1"#,
         #"DELETE FROM "_sqsync_counters" WHERE "tid" = ?1"#,
         #"DELETE FROM "_sqsync_changes" WHERE "tid" = ?1"#,
         #"DELETE FROM "_sqsync_snapshot" WHERE "tid" = ?1"#,
@@ -303,12 +299,10 @@ enum RekeySQL {
 
     static let putBack = """
         INSERT OR IGNORE INTO "_sqsync_rows" SELECT * FROM temp."_sqsync_moved_rows";
-        INSERT OR IGNORE INTO "_sqsync_cells" SELECT * FROM temp."_sqsync_moved_cells";
         INSERT OR IGNORE INTO "_sqsync_counters" SELECT * FROM temp."_sqsync_moved_counters";
         INSERT OR IGNORE INTO "_sqsync_changes" SELECT * FROM temp."_sqsync_moved_changes";
         INSERT OR IGNORE INTO "_sqsync_snapshot" SELECT * FROM temp."_sqsync_moved_snapshot";
         DROP TABLE temp."_sqsync_moved_rows";
-        DROP TABLE temp."_sqsync_moved_cells";
         DROP TABLE temp."_sqsync_moved_counters";
         DROP TABLE temp."_sqsync_moved_changes";
         DROP TABLE temp."_sqsync_moved_snapshot";

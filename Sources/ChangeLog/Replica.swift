@@ -133,6 +133,7 @@ public final class Replica {
         defer { try? database.execute("PRAGMA legacy_alter_table = OFF") }
         for migration in MetadataSQL.migrations where !applied.contains(Int64(migration.version)) {
             try database.inTransaction {
+                if migration.version == MetadataSQL.packedCellsVersion { try numberUnnumberedEntries(in: database) }
                 try database.execute(migration.sql)
                 try database.run(
                     #"INSERT INTO "_sqsync_migrations" ("version") VALUES (?)"#, .integer(Int64(migration.version)))
@@ -320,7 +321,7 @@ public final class Replica {
                 }
                 try dropTriggers(of: name)
                 for metadata in [
-                    "_sqsync_log", "_sqsync_changes", "_sqsync_snapshot", "_sqsync_rows", "_sqsync_cells", "_sqsync_counters", "_sqsync_columns",
+                    "_sqsync_log", "_sqsync_changes", "_sqsync_snapshot", "_sqsync_rows", "_sqsync_counters", "_sqsync_columns",
                     "_sqsync_tables",
                 ] {
                     try database.run("DELETE FROM \(quoteIdentifier(metadata)) WHERE \"tid\" = ?", tid)

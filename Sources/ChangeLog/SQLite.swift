@@ -98,6 +98,7 @@ public final class Database {
             // call per page for every later statement (1M tracked inserts took 1.3× as long).
             try execute("PRAGMA temp_store = MEMORY")
             try RowChecksum.register(on: handle)
+            try CellClocks.register(on: handle)
         } catch let error as SQLiteError {
             // deinit closes the handle: the object is fully initialized here.
             throw SQLiteError(code: error.code, message: "\(path): \(error.message)", sql: nil)

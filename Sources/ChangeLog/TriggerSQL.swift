@@ -7,7 +7,7 @@
 /// which columns changed as a bitmask computed in one expression.
 ///
 /// A log row carries the wall clock (`MetadataSQL.logStamp`); ``Replica/numberPendingChanges()`` folds the log
-/// into `_sqsync_rows` and `_sqsync_cells` in bulk before anything reads them, giving each
+/// into `_sqsync_rows` (with its column clocks) in bulk before anything reads them, giving each
 /// change its hybrid-logical-clock value `max(last + 1, stamp)` in log order and its
 /// sequence number, then empties the log, so storage stays bounded.
 /// The log statements read no other table: while sqsync applies a peer's changes it turns

@@ -46,10 +46,9 @@ final class CaptureTests: XCTestCase {
     private func cells(_ replica: Replica, _ table: String, _ key: SQLValue) throws -> [Int64: Int64] {
         try replica.numberPendingChanges()
         var result: [Int64: Int64] = [:]
-        for row in try replica.database.rows(
-            #"SELECT "cid", "seq" FROM "_sqsync_cells" WHERE "tid" = ? AND "pk" = ?"#, .integer(tid(replica, table)), key)
-        {
-            result[row[0].int64Value ?? -1] = row[1].int64Value ?? -1
+        let tid = SQLValue.integer(try tid(replica, table))
+        for entry in try cellEntries(of: replica) where entry[0] == tid && entry[1] == key {
+            result[entry[2].int64Value ?? -1] = entry[5].int64Value ?? -1
         }
         return result
     }
@@ -230,7 +229,7 @@ final class CaptureTests: XCTestCase {
         }
         let after = try clock(of: replica).seq
         XCTAssertGreaterThan(after, before)
-        XCTAssertEqual(try replica.database.scalar(#"SELECT count(*) FROM "_sqsync_cells""#)?.int64Value, 1)
+        XCTAssertEqual(try cellEntries(of: replica).count, 1)
         XCTAssertEqual(try replica.database.scalar(#"SELECT count(*) FROM "_sqsync_rows""#)?.int64Value, 1)
         XCTAssertEqual(try cells(replica, "items", .text("a")).values.first, after)
         let exported = try changeSet(from: replica, since: Knowledge([replica.knowledgeID: before])).changes

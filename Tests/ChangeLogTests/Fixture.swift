@@ -121,10 +121,26 @@ func rows(of replica: Replica, table: String) throws -> [[SQLValue]] {
     return try replica.database.rows("SELECT * FROM \(quoteIdentifier(table)) ORDER BY \(order)")
 }
 
+/// Every column clock a replica holds, unpacked from its row entries: tid, stored key, cid,
+/// hlc, site, seq, ordered by row entry, then cid.
+func cellEntries(of replica: Replica) throws -> [[SQLValue]] {
+    var entries: [[SQLValue]] = []
+    for row in try replica.database.rows(
+        #"SELECT "tid", "pk", "cells" FROM "_sqsync_rows" WHERE "cells" IS NOT NULL ORDER BY 1, 2"#)
+    {
+        for clock in try replica.cellClocks(row[2]) {
+            entries.append([
+                row[0], row[1], .integer(Int64(clock.cid)), .integer(clock.hlc), .integer(Int64(clock.site)), .integer(clock.seq),
+            ])
+        }
+    }
+    return entries
+}
+
 /// sqsync's per-row and per-cell metadata and the conflict log, for "nothing changed" checks.
 func metadata(of replica: Replica) throws -> [[SQLValue]] {
     try replica.database.rows(#"SELECT 'row', "tid", "pk", "cl", "hlc", "site", "seq" FROM "_sqsync_rows" ORDER BY 2, 3"#)
-        + replica.database.rows(#"SELECT 'cell', "tid", "pk", "cid", "hlc", "site", "seq" FROM "_sqsync_cells" ORDER BY 2, 3, 4"#)
+        + cellEntries(of: replica).map { [.text("cell")] + $0 }
         + replica.database.rows(
             #"SELECT 'conflict', "kind", "table_name", "pk", "column_name", "lost_value", "lost_row", "lost_site", "lost_hlc" FROM "_sqsync_conflicts" ORDER BY "id""#
         )

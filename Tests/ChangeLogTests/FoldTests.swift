@@ -232,7 +232,7 @@ final class FoldTests: XCTestCase {
         try sqlite3Shell(upgraded.path, "UPDATE items SET name = 'apricot' WHERE id = 'a';")
         try upgraded.numberPendingChanges()
         XCTAssertEqual(
-            try upgraded.database.scalar(#"SELECT "hlc" FROM "_sqsync_cells" WHERE "tid" = ? AND "pk" = 'a' AND "cid" = ?"#, tid, qty),
+            try cellEntries(of: upgraded).first { $0[0] == tid && $0[1] == .text("a") && $0[2] == qty }?[3],
             .integer(in2100), "a stamp in ms folds as it is")
         XCTAssertEqual(try clock(of: upgraded).hlc, in2100 + 1, "the next change orders after it")
         XCTAssertEqual(try upgraded.doctor(), [])

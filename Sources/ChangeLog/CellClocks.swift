@@ -1,0 +1,245 @@
+import CSQLite
+
+/// The clock of one column value written after its row's insert.
+struct CellClock: Equatable {
+    var cid: Int
+    var hlc: Int64
+    var site: Int
+    var seq: Int64
+}
+
+/// A row's column clocks, packed into the "cells" BLOB of its `_sqsync_rows` entry (NULL when
+/// every column carries the row's own clock). One entry per column in a table of its own
+/// repeated the row's key in each: packed, the key is stored once per row.
+///
+/// Format: a version byte (1), then per column in column-id order the column id, the clock,
+/// the site and the sequence number, each as a LEB128 varint (the clock and sequence number
+/// zigzag-encoded, so any Int64 fits).
+///
+/// sqsync's own connections get SQL functions over it (never used in triggers, which must
+/// run for every writer): `sqsync_cells_set`, `sqsync_cells_without`, `sqsync_cells_count`,
+/// `sqsync_cells_at`, `sqsync_cells_adopt`, `sqsync_cells_newer` and the aggregate
+/// `sqsync_pack_cells` (see ``register(on:)``).
+enum CellClocks {
+    static let formatVersion: UInt8 = 1
+
+    /// The packed form, or nil (SQL NULL) for no clocks.
+    static func encode(_ clocks: [CellClock]) -> [UInt8]? {
+        guard !clocks.isEmpty else { return nil }
+        var bytes: [UInt8] = [formatVersion]
+        bytes.reserveCapacity(1 + clocks.count * 12)
+        for clock in clocks.sorted(by: { $0.cid < $1.cid }) {
+            appendVarint(UInt64(clock.cid), to: &bytes)
+            appendVarint(zigzag(clock.hlc), to: &bytes)
+            appendVarint(UInt64(clock.site), to: &bytes)
+            appendVarint(zigzag(clock.seq), to: &bytes)
+        }
+        return bytes
+    }
+
+    /// The clocks, in column-id order; nil when the bytes are not in this format.
+    static func decode<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> [CellClock]? where Bytes.Index == Int {
+        guard let first = bytes.first else { return [] }
+        guard first == formatVersion else { return nil }
+        var clocks: [CellClock] = []
+        var position = bytes.startIndex + 1
+        while position < bytes.endIndex {
+            guard let cid = readVarint(bytes, &position), let hlc = readVarint(bytes, &position),
+                let site = readVarint(bytes, &position), let seq = readVarint(bytes, &position),
+                cid <= UInt64(Int.max), site <= UInt64(Int.max)
+            else { return nil }
+            clocks.append(CellClock(cid: Int(cid), hlc: unzigzag(hlc), site: Int(site), seq: unzigzag(seq)))
+        }
+        return clocks
+    }
+
+    /// The clocks of a "cells" value as SQLite holds it: NULL is none.
+    static func decode(_ value: SQLValue) -> [CellClock]? {
+        switch value {
+        case .null: return []
+        case .blob(let bytes): return decode(bytes)
+        default: return nil
+        }
+    }
+
+    private static func zigzag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
+    private static func unzigzag(_ value: UInt64) -> Int64 { Int64(bitPattern: value >> 1) ^ -Int64(bitPattern: value & 1) }
+
+    private static func appendVarint(_ value: UInt64, to bytes: inout [UInt8]) {
+        var rest = value
+        while rest >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: rest) | 0x80)
+            rest >>= 7
+        }
+        bytes.append(UInt8(rest))
+    }
+
+    private static func readVarint<Bytes: Collection<UInt8>>(_ bytes: Bytes, _ position: inout Int) -> UInt64?
+    where Bytes.Index == Int {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        while position < bytes.endIndex {
+            let byte = bytes[position]
+            position += 1
+            guard shift < 64 else { return nil }
+            value |= UInt64(byte & 0x7f) << shift
+            if byte & 0x80 == 0 { return value }
+            shift += 7
+        }
+        return nil
+    }
+}
+
+extension Replica {
+    /// The column clocks of a row entry's "cells" value.
+    func cellClocks(_ value: SQLValue) throws -> [CellClock] {
+        guard let clocks = CellClocks.decode(value) else {
+            throw ChangeLogError(
+                .notAReplica, "\(path): a row's column clocks are not in a format this sqsync reads (metadata damaged?)")
+        }
+        return clocks
+    }
+}
+
+// MARK: SQL functions
+
+extension CellClocks {
+    static func register(on handle: OpaquePointer) throws {
+        let flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC
+        let scalars: [(String, Int32, @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void)] = [
+            ("sqsync_cells_set", 5, set), ("sqsync_cells_without", 2, without), ("sqsync_cells_count", 3, count),
+            ("sqsync_cells_at", 3, at), ("sqsync_cells_adopt", 2, adopt), ("sqsync_cells_newer", 2, newer),
+        ]
+        for (name, arguments, function) in scalars {
+            try check(sqlite3_create_function_v2(handle, name, arguments, flags, nil, function, nil, nil, nil), handle)
+        }
+        try check(
+            sqlite3_create_function_v2(handle, "sqsync_pack_cells", 4, flags, nil, nil, packStep, packFinal, nil), handle)
+    }
+
+    private static func check(_ rc: Int32, _ handle: OpaquePointer) throws {
+        guard rc == SQLITE_OK else {
+            throw SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)), sql: nil)
+        }
+    }
+
+    /// The clocks of argument 0, or nil after reporting a value that is not packed clocks.
+    private static func clocks(_ context: OpaquePointer?, _ values: UnsafeMutablePointer<OpaquePointer?>?) -> [CellClock]? {
+        let value = values?[0]
+        switch sqlite3_value_type(value) {
+        case SQLITE_NULL:
+            return []
+        case SQLITE_BLOB:
+            let length = Int(sqlite3_value_bytes(value))
+            guard length > 0, let start = sqlite3_value_blob(value) else { return [] }
+            if let clocks = decode(UnsafeRawBufferPointer(start: start, count: length)) { return clocks }
+        default:
+            break
+        }
+        sqlite3_result_error(context, "sqsync: a row's column clocks are not in a format this sqsync reads", -1)
+        return nil
+    }
+
+    private static func result(_ context: OpaquePointer?, _ clocks: [CellClock]) {
+        guard let bytes = encode(clocks) else {
+            sqlite3_result_null(context)
+            return
+        }
+        bytes.withUnsafeBytes { sqsync_result_blob(context, $0.baseAddress, Int32($0.count)) }
+    }
+
+    private static func int64(_ values: UnsafeMutablePointer<OpaquePointer?>?, _ index: Int) -> Int64 {
+        sqlite3_value_int64(values?[index])
+    }
+
+    /// (cells, cid, hlc, site, seq): the clocks with that column's set.
+    private static let set: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
+        context, _, values in
+        guard var clocks = clocks(context, values) else { return }
+        let clock = CellClock(
+            cid: Int(int64(values, 1)), hlc: int64(values, 2), site: Int(int64(values, 3)), seq: int64(values, 4))
+        if let index = clocks.firstIndex(where: { $0.cid == clock.cid }) {
+            clocks[index] = clock
+        } else {
+            clocks.append(clock)
+        }
+        result(context, clocks)
+    }
+
+    /// (cells, cid): the clocks without that column's; NULL when none is left.
+    private static let without: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
+        context, _, values in
+        guard let clocks = clocks(context, values) else { return }
+        let cid = Int(int64(values, 1))
+        result(context, clocks.filter { $0.cid != cid })
+    }
+
+    /// (cells, site, seq): how many clocks are that site's after that sequence number.
+    private static let count: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
+        context, _, values in
+        guard let clocks = clocks(context, values) else { return }
+        let site = Int(int64(values, 1)), after = int64(values, 2)
+        sqlite3_result_int64(context, Int64(clocks.filter { $0.site == site && $0.seq > after }.count))
+    }
+
+    /// (cells, site, seq): how many clocks are that very change's.
+    private static let at: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
+        context, _, values in
+        guard let clocks = clocks(context, values) else { return }
+        let site = Int(int64(values, 1)), seq = int64(values, 2)
+        sqlite3_result_int64(context, Int64(clocks.filter { $0.site == site && $0.seq == seq }.count))
+    }
+
+    /// (cells, site): unnumbered clocks (sequence number 0) become that site's (`clone`).
+    private static let adopt: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
+        context, _, values in
+        guard var clocks = clocks(context, values) else { return }
+        let site = Int(int64(values, 1))
+        for index in clocks.indices where clocks[index].seq == 0 { clocks[index].site = site }
+        result(context, clocks)
+    }
+
+    /// (cells, knowledge): 1 when a clock is newer than the knowledge, given as
+    /// `site:seq,site:seq…` (a site not named: 0).
+    private static let newer: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
+        context, _, values in
+        guard let clocks = clocks(context, values) else { return }
+        var known: [Int: Int64] = [:]
+        if let text = sqlite3_value_text(values?[1]) {
+            for pair in String(cString: text).split(separator: ",") {
+                let parts = pair.split(separator: ":")
+                if parts.count == 2, let site = Int(parts[0]), let seq = Int64(parts[1]) { known[site] = seq }
+            }
+        }
+        sqlite3_result_int(context, clocks.contains { $0.seq > (known[$0.site] ?? 0) } ? 1 : 0)
+    }
+
+    /// The clocks gathered by the aggregate `sqsync_pack_cells(cid, hlc, site, seq)`.
+    private final class Gathered {
+        var clocks: [CellClock] = []
+    }
+
+    private static let packStep: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
+        context, _, values in
+        guard let slot = sqlite3_aggregate_context(context, Int32(MemoryLayout<UnsafeMutableRawPointer?>.size)) else {
+            sqlite3_result_error_nomem(context)
+            return
+        }
+        let pointer = slot.assumingMemoryBound(to: UnsafeMutableRawPointer?.self)
+        if pointer.pointee == nil { pointer.pointee = Unmanaged.passRetained(Gathered()).toOpaque() }
+        let gathered = Unmanaged<Gathered>.fromOpaque(pointer.pointee!).takeUnretainedValue()
+        gathered.clocks.append(
+            CellClock(cid: Int(int64(values, 0)), hlc: int64(values, 1), site: Int(int64(values, 2)), seq: int64(values, 3)))
+    }
+
+    private static let packFinal: @convention(c) (OpaquePointer?) -> Void = { context in
+        guard let slot = sqlite3_aggregate_context(context, 0),
+            let stored = slot.assumingMemoryBound(to: UnsafeMutableRawPointer?.self).pointee
+        else {
+            sqlite3_result_null(context)
+            return
+        }
+        let gathered = Unmanaged<Gathered>.fromOpaque(stored).takeRetainedValue()
+        result(context, gathered.clocks)
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import XCTest
+
+@testable import ChangeLog
+
+/// Column clocks packed into row entries (CellClocks): the format, the SQL functions over
+/// it, and metadata migration 9, which moves `_sqsync_cells` into the row entries.
+final class CellClockTests: XCTestCase {
+    private var sandbox: Sandbox!
+
+    override func setUpWithError() throws { sandbox = try Sandbox() }
+    override func tearDown() { sandbox = nil }
+
+    private let schema = """
+        CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT, qty INTEGER, note);
+        CREATE TABLE pairs (a TEXT, b INTEGER, v, PRIMARY KEY (a, b)) WITHOUT ROWID;
+        """
+
+    func testPackedClocksRoundTripInColumnOrder() throws {
+        let clocks = [
+            CellClock(cid: 9, hlc: 1_700_000_000_123, site: 2, seq: 57),
+            CellClock(cid: 1, hlc: Int64.max, site: 300, seq: Int64.min),
+            CellClock(cid: 4, hlc: -1, site: 0, seq: 0),
+        ]
+        let bytes = try XCTUnwrap(CellClocks.encode(clocks))
+        XCTAssertEqual(CellClocks.decode(bytes), clocks.sorted { $0.cid < $1.cid })
+        XCTAssertNil(CellClocks.encode([]), "no clocks is NULL")
+        XCTAssertEqual(CellClocks.decode(SQLValue.null), [])
+        XCTAssertNil(CellClocks.decode([UInt8]([2, 1, 1, 1, 1])), "an unknown format version")
+        XCTAssertNil(CellClocks.decode(Array(bytes.dropLast())), "a clock cut short")
+        XCTAssertNil(CellClocks.decode(SQLValue.text("x")))
+        // A typical clock (column id, a 2026 ms clock, a small site and seq) costs 10–12 bytes.
+        let typical = try XCTUnwrap(CellClocks.encode([CellClock(cid: 3, hlc: 1_795_000_000_000, site: 2, seq: 40_000)]))
+        XCTAssertLessThanOrEqual(typical.count, 13)
+    }
+
+    func testSQLFunctionsEditThePackedClocks() throws {
+        let database = try sandbox.replica("f").database
+        func clocks(_ sql: String, _ values: SQLValue...) throws -> [CellClock]? {
+            CellClocks.decode(try XCTUnwrap(try database.rows(sql, values).first?.first))
+        }
+        let one = try XCTUnwrap(CellClocks.encode([CellClock(cid: 2, hlc: 100, site: 1, seq: 5)]))
+        XCTAssertEqual(
+            try clocks("SELECT sqsync_cells_set(NULL, 2, 100, 1, 5)"), [CellClock(cid: 2, hlc: 100, site: 1, seq: 5)])
+        XCTAssertEqual(
+            try clocks("SELECT sqsync_cells_set(?, 2, 200, 3, 0)", .blob(one)), [CellClock(cid: 2, hlc: 200, site: 3, seq: 0)],
+            "a column's clock is replaced")
+        let two = try XCTUnwrap(try database.scalar("SELECT sqsync_cells_set(?, 1, 300, 3, 0)", .blob(one)))
+        XCTAssertEqual(
+            try clocks("SELECT ?", two),
+            [CellClock(cid: 1, hlc: 300, site: 3, seq: 0), CellClock(cid: 2, hlc: 100, site: 1, seq: 5)])
+        XCTAssertEqual(try clocks("SELECT sqsync_cells_without(?, 1)", two), [CellClock(cid: 2, hlc: 100, site: 1, seq: 5)])
+        XCTAssertEqual(try database.scalar("SELECT sqsync_cells_without(?, 2)", .blob(one)), .null, "none left is NULL")
+        XCTAssertEqual(try database.scalar("SELECT sqsync_cells_count(?, 1, 4)", two), .integer(1))
+        XCTAssertEqual(try database.scalar("SELECT sqsync_cells_count(?, 1, 5)", two), .integer(0))
+        XCTAssertEqual(try database.scalar("SELECT sqsync_cells_at(?, 3, 0)", two), .integer(1))
+        XCTAssertEqual(
+            try clocks("SELECT sqsync_cells_adopt(?, 7)", two),
+            [CellClock(cid: 1, hlc: 300, site: 7, seq: 0), CellClock(cid: 2, hlc: 100, site: 1, seq: 5)],
+            "only unnumbered clocks change site")
+        XCTAssertEqual(try database.scalar("SELECT sqsync_cells_newer(?, '1:5,3:9')", two), .integer(0))
+        XCTAssertEqual(try database.scalar("SELECT sqsync_cells_newer(?, '1:4')", .blob(one)), .integer(1))
+        XCTAssertEqual(try database.scalar("SELECT sqsync_cells_newer(?, '')", .blob(one)), .integer(1), "unknown site: 0")
+        XCTAssertEqual(
+            try clocks(
+                """
+                SELECT sqsync_pack_cells(cid, hlc, site, seq)
+                FROM (SELECT 5 AS cid, 50 AS hlc, 1 AS site, 2 AS seq UNION ALL SELECT 3, 30, 2, 1)
+                """),
+            [CellClock(cid: 3, hlc: 30, site: 2, seq: 1), CellClock(cid: 5, hlc: 50, site: 1, seq: 2)])
+        XCTAssertEqual(try database.scalar("SELECT sqsync_pack_cells(1, 2, 3, 4) WHERE 0"), .null)
+        XCTAssertThrowsError(try database.scalar("SELECT sqsync_cells_count(x'0201', 1, 0)")) { error in
+            XCTAssertTrue("\(error)".contains("not in a format this sqsync reads"), "\(error)")
+        }
+    }
+
+    /// A replica from before version 9 keeps every column clock of its live rows, now in the
+    /// row entries; clocks the triggers of versions before the capture log left unnumbered
+    /// are numbered first, as the upgrade always did; those of deleted rows go.
+    func testCellsFromBeforeVersion9MoveIntoTheRowEntries() throws {
+        let replica = try sandbox.replica("v8", schema: schema, track: ["items", "pairs"])
+        let peer = try sandbox.clone(replica, "peer")
+        try sqlite3Shell(
+            replica.path,
+            """
+            INSERT INTO items VALUES ('a', 'apple', 1, NULL), ('b', 'banana', 2, 'x'), ('c', 'cherry', 3, NULL);
+            INSERT INTO pairs VALUES ('p', 1, 'one');
+            UPDATE items SET qty = 10, note = 'ripe' WHERE id = 'a';
+            UPDATE items SET name = 'blueberry' WHERE id = 'b';
+            UPDATE pairs SET v = 'uno' WHERE a = 'p';
+            DELETE FROM items WHERE id = 'c';
+            """)
+        try replica.numberPendingChanges()
+        let expected = try cellEntries(of: replica)
+        XCTAssertEqual(expected.count, 4)
+        let site = SQLValue.integer(Int64(replica.site))
+        let (seqBefore, _) = try clock(of: replica)
+
+        // Version 8's layout: a table of column entries, one of them unnumbered, and a stray
+        // one of a deleted row.
+        try replica.database.execute(
+            """
+            CREATE TABLE "_sqsync_cells" (
+                "tid" INTEGER NOT NULL, "pk" NOT NULL, "cid" INTEGER NOT NULL, "hlc" INTEGER NOT NULL,
+                "site" INTEGER NOT NULL, "seq" INTEGER NOT NULL, PRIMARY KEY ("tid", "pk", "cid")) WITHOUT ROWID;
+            """)
+        for entry in expected {
+            try replica.database.run(#"INSERT INTO "_sqsync_cells" VALUES (?, ?, ?, ?, ?, ?)"#, entry)
+        }
+        let items = expected[0][0]
+        try replica.database.execute(
+            """
+            UPDATE "_sqsync_cells" SET "seq" = 0 WHERE "pk" = 'b';
+            INSERT INTO "_sqsync_cells" VALUES (\(items.literal), 'c', 2, 1, \(site.literal), 1);
+            ALTER TABLE "_sqsync_rows" DROP COLUMN "cells";
+            DELETE FROM "_sqsync_migrations" WHERE "version" = 9;
+            """)
+
+        let upgraded = try Replica(path: replica.path)
+        XCTAssertEqual(
+            try upgraded.database.scalar("SELECT count(*) FROM sqlite_schema WHERE name = '_sqsync_cells'"), .integer(0))
+        var moved = try cellEntries(of: upgraded)
+        XCTAssertEqual(moved.count, expected.count, "the deleted row's clock is gone")
+        let numbered = try XCTUnwrap(moved.firstIndex { $0[1] == .text("b") })
+        XCTAssertEqual(moved[numbered][4], site)
+        XCTAssertEqual(moved[numbered][5], .integer(seqBefore + 1), "the unnumbered clock got the next number")
+        XCTAssertEqual(try clock(of: upgraded).seq, seqBefore + 1)
+        moved[numbered][5] = expected[numbered][5]
+        XCTAssertEqual(moved, expected)
+
+        // The clocks still decide what a peer is sent and how it merges.
+        try sqlite3Shell(upgraded.path, "UPDATE items SET note = 'soft' WHERE id = 'a';")
+        _ = try apply(try changeSet(from: upgraded, for: peer), to: peer)
+        XCTAssertEqual(try rows(of: peer, table: "items"), try rows(of: upgraded, table: "items"))
+        XCTAssertEqual(try rows(of: peer, table: "pairs"), try rows(of: upgraded, table: "pairs"))
+        XCTAssertEqual(try upgraded.doctor(), [])
+    }
+}
