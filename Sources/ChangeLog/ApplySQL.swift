@@ -15,7 +15,7 @@ enum ApplySQL {
     static let forgetImportLogRows = #"DELETE FROM "_sqsync_log" WHERE "id" > ?"#
 
     static let rowEntry = """
-        SELECT "cl", "hlc", "site", "seq" FROM "_sqsync_rows" WHERE "tid" = ? AND "pk" = ?
+        SELECT "cl", "hlc", "site", "seq", "cells" FROM "_sqsync_rows" WHERE "tid" = ? AND "pk" = ?
         """
 
     static let upsertRowEntry = """
@@ -36,7 +36,16 @@ enum ApplySQL {
         """
     }
 
-    /// A row's column clocks, packed (``CellClocks``); the exporter reads them the same way.
+    /// After a merge of columns: the row's column clocks (?2, packed) and the checksum of its
+    /// values as stored, in one write; ?1 the stored key, the key values from ?3 on.
+    static func writeCellsAndChecksum(_ table: TableInfo) -> String {
+        """
+        UPDATE "_sqsync_rows" SET "cells" = ?2, "sum" = \(RowChecksum.ofRow(table, firstKeyParameter: 3))
+        WHERE "tid" = \(table.tid) AND "pk" = ?1
+        """
+    }
+
+    /// A row's column clocks, packed (``CellClocks``).
     static let cellsOfRow = """
         SELECT "cells" FROM "_sqsync_rows" WHERE "tid" = ? AND "pk" = ?
         """

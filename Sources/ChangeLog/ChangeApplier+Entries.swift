@@ -1,14 +1,17 @@
 /// The applier's own bookkeeping: row entries, column entries and change notes, written
 /// next to each row it applies.
 extension ChangeApplier {
-    func rowEntry(tid: Int, key: SQLValue) throws -> (cl: Int64, stamp: LocalStamp)? {
+    /// A row's entry: its causal length, the stamp of its life, and its column clocks as
+    /// stored (``CellClocks``, decoded only where needed).
+    func rowEntry(tid: Int, key: SQLValue) throws -> (cl: Int64, stamp: LocalStamp, cells: SQLValue)? {
         let statement = statements.rowEntry
         try statement.bind([.integer(Int64(tid)), key])
         defer { statement.reset() }
         guard try statement.step() else { return nil }
         return (
             statement.int64(at: 0),
-            LocalStamp(hlc: statement.int64(at: 1), site: Int(statement.int64(at: 2)), seq: statement.int64(at: 3))
+            LocalStamp(hlc: statement.int64(at: 1), site: Int(statement.int64(at: 2)), seq: statement.int64(at: 3)),
+            statement.value(at: 4)
         )
     }
 
@@ -81,8 +84,13 @@ extension ChangeApplier {
         try statement.bind([.integer(Int64(tid)), key])
         defer { statement.reset() }
         guard try statement.step() else { return [:] }
+        return try localCells(statement.value(at: 0))
+    }
+
+    /// Column id → clock, from a row entry's "cells".
+    func localCells(_ packed: SQLValue) throws -> [Int: LocalStamp] {
         var cells: [Int: LocalStamp] = [:]
-        for clock in try replica.cellClocks(statement.value(at: 0)) {
+        for clock in try replica.cellClocks(packed) {
             cells[clock.cid] = LocalStamp(hlc: clock.hlc, site: clock.site, seq: clock.seq)
         }
         return cells

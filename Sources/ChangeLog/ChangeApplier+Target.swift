@@ -15,6 +15,8 @@ extension ChangeApplier {
         let deleteRow: Statement
         /// Records a written row's checksum (``RowChecksum``).
         let recordChecksum: Statement
+        /// Records a merged row's column clocks and checksum.
+        let writeCellsAndChecksum: Statement
         private var updates: [[Int]: Statement] = [:]
         private let database: Database
         var counts = ApplySummary.TableCounts()
@@ -31,6 +33,7 @@ extension ChangeApplier {
             upsertLiveRowEntry = try database.prepare(ApplySQL.upsertLiveRowEntry(info))
             deleteRow = try database.prepare(ApplySQL.deleteRow(info.name, key: info.primaryKey))
             recordChecksum = try database.prepare(RowChecksum.update(info))
+            writeCellsAndChecksum = try database.prepare(ApplySQL.writeCellsAndChecksum(info))
         }
 
         /// The UPDATE for one set of change-set columns, prepared on first use.

@@ -323,7 +323,7 @@ public final class ChangeApplier {
                 try writeRowEntry(tid: target.info.tid, key: key, cl: change.causalLength, stamp: incoming)
             }
         } else {
-            try mergeColumns(change, target: target, key: key, rowStamp: entry?.stamp)
+            try mergeColumns(change, target: target, key: key, rowStamp: entry?.stamp, cells: entry?.cells ?? .null)
         }
     }
 
@@ -383,10 +383,12 @@ public final class ChangeApplier {
     }
 
     /// Same life on both sides: each column keeps its later value.
-    private func mergeColumns(_ change: RowChange, target: Target, key: SQLValue, rowStamp: LocalStamp?) throws {
+    private func mergeColumns(
+        _ change: RowChange, target: Target, key: SQLValue, rowStamp: LocalStamp?, cells packed: SQLValue
+    ) throws {
         let tid = target.info.tid
         guard let rowStamp else { return }
-        let cells = try localCells(tid: tid, key: key)
+        let cells = try localCells(packed)
         var winners: [(change: ColumnChange, column: ColumnInfo, stamp: LocalStamp)] = []
         var losers: [(column: ColumnInfo, value: SQLValue, stamp: LocalStamp, winner: LocalStamp)] = []
         var displaced: [(column: ColumnInfo, stamp: LocalStamp, winner: LocalStamp)] = []
@@ -463,8 +465,14 @@ public final class ChangeApplier {
             try self.runUpdate(target: target, columns: changes, keyValues: change.key)
         }
         guard written else { return }
-        for winner in winners { try writeCell(tid: tid, key: key, cid: winner.column.cid, stamp: winner.stamp) }
-        try replica.recordChecksum(of: key, in: target.info, with: target.recordChecksum)
+        var clocks = cells
+        for winner in winners {
+            clocks[winner.column.cid] = winner.stamp
+            try recordChange(tid: tid, key: key, stamp: winner.stamp)
+        }
+        let packed = CellClocks.encode(clocks.map { CellClock(cid: $0.key, hlc: $0.value.hlc, site: $0.value.site, seq: $0.value.seq) })
+        try target.writeCellsAndChecksum.bind([key, packed.map(SQLValue.blob) ?? .null] + change.key)
+        try target.writeCellsAndChecksum.run()
         target.counts.updated += 1
     }
 

@@ -179,7 +179,7 @@ public final class ChangeExporter {
             } else {
                 let live = try database.prepare(ExportSQL.liveRows(table))
                 while try live.step() {
-                    try emit(emitter, entry: live, values: (0..<table.columns.count).map { live.value(at: 5 + $0) }, body)
+                    try emit(emitter, entry: live, values: (0..<table.columns.count).map { live.value(at: 6 + $0) }, body)
                 }
             }
         }
@@ -226,20 +226,16 @@ public final class ChangeExporter {
         }
     }
 
-    /// One live row: `entry` holds its row entry (cl, hlc, site, seq, stored key) in its
-    /// first five columns, `values` every column of the row in table order.
+    /// One live row: `entry` holds its row entry (cl, hlc, site, seq, stored key, column
+    /// clocks) in its first six columns, `values` every column of the row in table order.
     private func emit(_ emitter: LiveRowEmitter, entry: Statement, values: [SQLValue], _ body: (RowChange) throws -> Void)
         throws
     {
-        let cellsOfRow = try replica.database.cached(ApplySQL.cellsOfRow)
         let rowStamp = try stamp(hlc: entry.int64(at: 1), site: entry.int64(at: 2), seq: entry.int64(at: 3))
         let rowNeeded = isNeeded(site: entry.int64(at: 2), seq: entry.int64(at: 3))
         var cellStamps: [Int: Stamp] = [:]
         var cellNeeded: Set<Int> = []
-        try cellsOfRow.bind([.integer(Int64(emitter.table.tid)), entry.value(at: 4)])
-        let cells = try cellsOfRow.step() ? cellsOfRow.value(at: 0) : .null
-        cellsOfRow.reset()
-        for clock in try replica.cellClocks(cells) {
+        for clock in try replica.cellClocks(entry.value(at: 5)) {
             guard let column = emitter.columnIndex[clock.cid] else { continue }
             let site = Int64(clock.site)
             cellStamps[column] = try stamp(hlc: clock.hlc, site: site, seq: clock.seq)
@@ -332,9 +328,10 @@ enum ExportSQL {
 
     static let changedTables = #"SELECT DISTINCT "tid" FROM temp."_sqsync_export_keys""#
 
-    /// Changed rows that are alive: cl, hlc, site, seq, stored key (like ``liveRows(_:)``).
+    /// Changed rows that are alive: cl, hlc, site, seq, stored key, column clocks (like
+    /// ``liveRows(_:)``).
     static let changedLiveRows = """
-        SELECT r."cl", r."hlc", r."site", r."seq", r."pk"
+        SELECT r."cl", r."hlc", r."site", r."seq", r."pk", r."cells"
         FROM temp."_sqsync_export_keys" AS k
         JOIN "_sqsync_rows" AS r ON r."tid" = k."tid" AND r."pk" = k."pk"
         WHERE k."tid" = ?1 AND r."cl" % 2 = 1
@@ -351,13 +348,14 @@ enum ExportSQL {
         SELECT "pk", "cl", "hlc", "site", "seq" FROM "_sqsync_rows" WHERE "tid" = ? AND "cl" % 2 = 0
         """
 
-    /// Live rows with their row entry: cl, hlc, site, seq, stored key, then every column.
+    /// Live rows with their row entry: cl, hlc, site, seq, stored key, column clocks, then
+    /// every column.
     static func liveRows(_ table: TableInfo) -> String {
         let alias = quoteIdentifier("_sqsync_t")
         let key = TriggerSQL(table: table).keyExpression(alias)
         let columns = table.columns.map { "\(alias).\(quoteIdentifier($0.name))" }.joined(separator: ", ")
         return """
-            SELECT r."cl", r."hlc", r."site", r."seq", r."pk", \(columns)
+            SELECT r."cl", r."hlc", r."site", r."seq", r."pk", r."cells", \(columns)
             FROM \(quoteIdentifier(table.name)) AS \(alias)
             JOIN "_sqsync_rows" AS r ON r."tid" = \(table.tid) AND r."pk" = \(key) AND r."cl" % 2 = 1
             """
