@@ -363,7 +363,7 @@ struct Bench {
             let name = row[0].stringValue ?? "", bytes = Int(row[1].int64Value ?? 0)
             if name == "items" || name.hasPrefix("sqlite_autoindex_items") { data += bytes }
             // Every byte sqsync keeps per row: entries, their indexes, and the capture log.
-            if ["_sqsync_rows", "_sqsync_cells", "_sqsync_log", "_sqsync_tombstones", "_sqsync_changes"].contains(where: {
+            if ["_sqsync_rows", "_sqsync_log", "_sqsync_tombstones", "_sqsync_changes"].contains(where: {
                 name.hasPrefix($0)
             }) {
                 metadata += bytes

@@ -24,15 +24,15 @@ enum ApplySQL {
             "site" = excluded."site", "seq" = excluded."seq"
         """
 
-    /// The entry of a row just written, with the checksum of its values as stored
-    /// (``RowChecksum``), in one write: ?1 the stored key, ?2–?5 cl, hlc, site, seq, the key
-    /// values from ?6 on.
+    /// The entry of a row just written, with its column clocks and the checksum of its values
+    /// as stored (``RowChecksum``), in one write: ?1 the stored key, ?2–?5 cl, hlc, site,
+    /// seq, ?6 the column clocks (packed, ``CellClocks``), the key values from ?7 on.
     static func upsertLiveRowEntry(_ table: TableInfo) -> String {
         """
-        INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq", "sum")
-        VALUES (\(table.tid), ?1, ?2, ?3, ?4, ?5, \(RowChecksum.ofRow(table, firstKeyParameter: 6)))
+        INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq", "cells", "sum")
+        VALUES (\(table.tid), ?1, ?2, ?3, ?4, ?5, ?6, \(RowChecksum.ofRow(table, firstKeyParameter: 7)))
         ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = excluded."cl", "hlc" = excluded."hlc",
-            "site" = excluded."site", "seq" = excluded."seq", "sum" = excluded."sum"
+            "site" = excluded."site", "seq" = excluded."seq", "cells" = excluded."cells", "sum" = excluded."sum"
         """
     }
 
@@ -51,8 +51,6 @@ enum ApplySQL {
         """
 
     static let deleteCellsOfRow = FoldSQL.dropCells
-
-    static let upsertCell = FoldSQL.writeCell
 
     static let recordConflict = """
         INSERT INTO "_sqsync_conflicts" ("kind", "table_name", "pk", "column_name", "lost_value", "lost_row",

@@ -13,8 +13,8 @@ struct CellClock: Equatable {
 /// repeated the row's key in each: packed, the key is stored once per row.
 ///
 /// Format: a version byte (1), then per column in column-id order the column id, the clock,
-/// the site and the sequence number, each as a LEB128 varint (the clock and sequence number
-/// zigzag-encoded, so any Int64 fits).
+/// the site and the sequence number, each a zigzag-encoded LEB128 varint (any Int64 fits,
+/// damaged values included).
 ///
 /// sqsync's own connections get SQL functions over it (never used in triggers, which must
 /// run for every writer): `sqsync_cells_set`, `sqsync_cells_without`, `sqsync_cells_count`,
@@ -29,10 +29,9 @@ enum CellClocks {
         var bytes: [UInt8] = [formatVersion]
         bytes.reserveCapacity(1 + clocks.count * 12)
         for clock in clocks.sorted(by: { $0.cid < $1.cid }) {
-            appendVarint(UInt64(clock.cid), to: &bytes)
-            appendVarint(zigzag(clock.hlc), to: &bytes)
-            appendVarint(UInt64(clock.site), to: &bytes)
-            appendVarint(zigzag(clock.seq), to: &bytes)
+            for field in [Int64(clock.cid), clock.hlc, Int64(clock.site), clock.seq] {
+                appendVarint(zigzag(field), to: &bytes)
+            }
         }
         return bytes
     }
@@ -45,10 +44,10 @@ enum CellClocks {
         var position = bytes.startIndex + 1
         while position < bytes.endIndex {
             guard let cid = readVarint(bytes, &position), let hlc = readVarint(bytes, &position),
-                let site = readVarint(bytes, &position), let seq = readVarint(bytes, &position),
-                cid <= UInt64(Int.max), site <= UInt64(Int.max)
+                let site = readVarint(bytes, &position), let seq = readVarint(bytes, &position)
             else { return nil }
-            clocks.append(CellClock(cid: Int(cid), hlc: unzigzag(hlc), site: Int(site), seq: unzigzag(seq)))
+            clocks.append(
+                CellClock(cid: Int(unzigzag(cid)), hlc: unzigzag(hlc), site: Int(unzigzag(site)), seq: unzigzag(seq)))
         }
         return clocks
     }
@@ -200,18 +199,35 @@ extension CellClocks {
     }
 
     /// (cells, knowledge): 1 when a clock is newer than the knowledge, given as
-    /// `site:seq,site:seq…` (a site not named: 0).
+    /// `site:seq,site:seq…` (a site not named: 0). The knowledge is bound once per query: it
+    /// is parsed once, and kept with the statement (auxiliary data).
     private static let newer: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
         context, _, values in
         guard let clocks = clocks(context, values) else { return }
-        var known: [Int: Int64] = [:]
-        if let text = sqlite3_value_text(values?[1]) {
-            for pair in String(cString: text).split(separator: ",") {
-                let parts = pair.split(separator: ":")
-                if parts.count == 2, let site = Int(parts[0]), let seq = Int64(parts[1]) { known[site] = seq }
+        let known: [Int: Int64]
+        if let saved = sqlite3_get_auxdata(context, 1) {
+            known = Unmanaged<BoundKnowledge>.fromOpaque(saved).takeUnretainedValue().seqBySite
+        } else {
+            var parsed: [Int: Int64] = [:]
+            if let text = sqlite3_value_text(values?[1]) {
+                for pair in String(cString: text).split(separator: ",") {
+                    let parts = pair.split(separator: ":")
+                    if parts.count == 2, let site = Int(parts[0]), let seq = Int64(parts[1]) { parsed[site] = seq }
+                }
             }
+            known = parsed
+            sqlite3_set_auxdata(context, 1, Unmanaged.passRetained(BoundKnowledge(parsed)).toOpaque(), releaseKnowledge)
         }
         sqlite3_result_int(context, clocks.contains { $0.seq > (known[$0.site] ?? 0) } ? 1 : 0)
+    }
+
+    private final class BoundKnowledge {
+        let seqBySite: [Int: Int64]
+        init(_ seqBySite: [Int: Int64]) { self.seqBySite = seqBySite }
+    }
+
+    private static let releaseKnowledge: @convention(c) (UnsafeMutableRawPointer?) -> Void = { pointer in
+        if let pointer { Unmanaged<BoundKnowledge>.fromOpaque(pointer).release() }
     }
 
     /// The clocks gathered by the aggregate `sqsync_pack_cells(cid, hlc, site, seq)`.

@@ -1,5 +1,5 @@
-/// The applier's own bookkeeping: row entries, column entries and change notes, written
-/// next to each row it applies.
+/// The applier's own bookkeeping: row entries with their column clocks, and change notes,
+/// written next to each row it applies.
 extension ChangeApplier {
     /// A row's entry: its causal length, the stamp of its life, and its column clocks as
     /// stored (``CellClocks``, decoded only where needed).
@@ -33,12 +33,20 @@ extension ChangeApplier {
         try recordChange(tid: tid, key: key, stamp: stamp)
     }
 
-    /// The entry of a live row just written, with the checksum of its values.
-    func writeLiveRowEntry(target: Target, key: SQLValue, keyValues: [SQLValue], cl: Int64, stamp: LocalStamp) throws {
+    /// The entry of a live row just written, with the clocks of its columns that differ from
+    /// the row's (replacing any of an earlier life) and the checksum of its values.
+    func writeLiveRowEntry(
+        target: Target, key: SQLValue, keyValues: [SQLValue], cl: Int64, stamp: LocalStamp, cells: [CellClock]
+    ) throws {
         let statement = target.upsertLiveRowEntry
-        try statement.bind([key, .integer(cl), .integer(stamp.hlc), .integer(Int64(stamp.site)), .integer(stamp.seq)] + keyValues)
+        let packed = CellClocks.encode(cells).map(SQLValue.blob) ?? .null
+        try statement.bind(
+            [key, .integer(cl), .integer(stamp.hlc), .integer(Int64(stamp.site)), .integer(stamp.seq), packed] + keyValues)
         try statement.run()
         try recordChange(tid: target.info.tid, key: key, stamp: stamp)
+        for cell in cells {
+            try recordChange(tid: target.info.tid, key: key, stamp: LocalStamp(hlc: cell.hlc, site: cell.site, seq: cell.seq))
+        }
     }
 
     /// Notes the change in `_sqsync_changes`, so export and status find it by (site, seq).
@@ -62,19 +70,14 @@ extension ChangeApplier {
         pendingChanges.removeAll(keepingCapacity: true)
     }
 
-    func writeCell(tid: Int, key: SQLValue, cid: Int, stamp: LocalStamp) throws {
-        try statements.upsertCell.bind([
-            .integer(Int64(tid)), key, .integer(Int64(cid)), .integer(stamp.hlc),
-            .integer(Int64(stamp.site)), .integer(stamp.seq),
-        ])
-        try statements.upsertCell.run()
-        try recordChange(tid: tid, key: key, stamp: stamp)
-    }
-
-    /// Drops a row's column and counter entries: they belong to the life that ended.
+    /// Drops a row's column clocks and counter entries: they belong to the life that ended.
     func deleteCells(tid: Int, key: SQLValue) throws {
         try statements.deleteCells.bind([.integer(Int64(tid)), key])
         try statements.deleteCells.run()
+        try deleteCounters(tid: tid, key: key)
+    }
+
+    func deleteCounters(tid: Int, key: SQLValue) throws {
         try statements.deleteCounters.bind([.integer(Int64(tid)), key])
         try statements.deleteCounters.run()
     }

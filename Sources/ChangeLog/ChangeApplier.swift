@@ -61,7 +61,6 @@ public final class ChangeApplier {
         let upsertRowEntry: Statement
         let cellsOfRow: Statement
         let deleteCells: Statement
-        let upsertCell: Statement
         let recordChange: Statement
         let deleteCounters: Statement
         let counterEntry: Statement
@@ -77,7 +76,6 @@ public final class ChangeApplier {
             upsertRowEntry = try database.prepare(ApplySQL.upsertRowEntry)
             cellsOfRow = try database.prepare(ApplySQL.cellsOfRow)
             deleteCells = try database.prepare(ApplySQL.deleteCellsOfRow)
-            upsertCell = try database.prepare(ApplySQL.upsertCell)
             recordChange = try database.prepare(FoldSQL.recordChange)
         }
     }
@@ -356,14 +354,15 @@ public final class ChangeApplier {
             }
         }
         guard written else { return }
-        try writeLiveRowEntry(target: target, key: key, keyValues: change.key, cl: change.causalLength, stamp: stamp)
-        if known { try deleteCells(tid: tid, key: key) }
-        for column in change.columns {
+        let cells = change.columns.compactMap { column -> CellClock? in
             let columnStamp = local(column.stamp)
-            if columnStamp != stamp {
-                try writeCell(tid: tid, key: key, cid: target.columns[column.column].cid, stamp: columnStamp)
-            }
+            guard columnStamp != stamp else { return nil }
+            return CellClock(
+                cid: target.columns[column.column].cid, hlc: columnStamp.hlc, site: columnStamp.site, seq: columnStamp.seq)
         }
+        try writeLiveRowEntry(
+            target: target, key: key, keyValues: change.key, cl: change.causalLength, stamp: stamp, cells: cells)
+        if known { try deleteCounters(tid: tid, key: key) }
         if liveHere { target.counts.updated += 1 } else { target.counts.inserted += 1 }
     }
 

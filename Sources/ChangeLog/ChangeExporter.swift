@@ -87,7 +87,8 @@ public final class ChangeExporter {
         var touched: [TableInfo] = []
         let changedTables = byKey ? Set(try database.rows(ExportSQL.changedTables).compactMap { $0[0].int64Value }) : []
         for table in try replica.trackedTables() {
-            let changed = byKey ? changedTables.contains(Int64(table.tid)) : try Self.hasChanges(table, in: database)
+            let changed =
+                byKey ? changedTables.contains(Int64(table.tid)) : try Self.hasChanges(table, base: baseBySite, in: database)
             if changed { touched.append(table) }
         }
         self.tables = touched
@@ -140,8 +141,11 @@ public final class ChangeExporter {
         return true
     }
 
-    private static func hasChanges(_ table: TableInfo, in database: Database) throws -> Bool {
-        if try database.scalar(ExportSQL.tableHasChanges, .integer(Int64(table.tid)))?.int64Value == 1 { return true }
+    private static func hasChanges(_ table: TableInfo, base: [Int: Int64], in database: Database) throws -> Bool {
+        let knowledge = base.map { "\($0.key):\($0.value)" }.joined(separator: ",")
+        if try database.scalar(ExportSQL.tableHasChanges, .integer(Int64(table.tid)), .text(knowledge))?.int64Value == 1 {
+            return true
+        }
         guard table.columns.contains(where: { $0.policy == .counter }) else { return false }
         return try database.scalar(CounterSQL.tableHasCounterChanges, .integer(Int64(table.tid)))?.int64Value == 1
     }
@@ -292,9 +296,7 @@ enum ExportSQL {
         SELECT EXISTS (SELECT 1 FROM "_sqsync_rows" r LEFT JOIN temp."_sqsync_base" b ON b."site" = r."site"
                        WHERE r."tid" = ?1 AND r."seq" > coalesce(b."seq", 0))
             OR EXISTS (SELECT 1 FROM "_sqsync_rows" r
-                       WHERE r."tid" = ?1 AND r."cells" IS NOT NULL
-                         AND sqsync_cells_newer(r."cells",
-                               (SELECT group_concat(b."site" || ':' || b."seq") FROM temp."_sqsync_base" b)))
+                       WHERE r."tid" = ?1 AND r."cells" IS NOT NULL AND sqsync_cells_newer(r."cells", ?2))
         """
 
     /// No write waits in the log (an update that wrote the same values, mask 0, is none).

@@ -375,7 +375,10 @@ enum CloneSQL {
     static let newSite = #"(SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?1)"#
     static let adopt = [
         #"UPDATE "_sqsync_rows" SET "site" = \#(newSite) WHERE "seq" = 0"#,
-        #"UPDATE "_sqsync_rows" SET "cells" = sqsync_cells_adopt("cells", \#(newSite)) WHERE "cells" IS NOT NULL"#,
+        """
+        UPDATE "_sqsync_rows" SET "cells" = sqsync_cells_adopt("cells", \(newSite))
+        WHERE "cells" IS NOT NULL AND sqsync_cells_adopt("cells", \(newSite)) IS NOT "cells"
+        """,
         #"UPDATE "_sqsync_replica" SET "site" = \#(newSite), "seq" = 0, "applying" = 0"#,
     ]
     static let forgetSourceState = [

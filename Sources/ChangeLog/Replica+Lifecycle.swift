@@ -80,7 +80,7 @@ enum LifecycleSQL {
         """
 
     /// Column clocks of dead rows carry nothing: the fold and imports drop them with the
-    /// delete, and this clears any left by replicas from before the capture log.
+    /// delete; this clears any left by a write that bypassed both.
     static let dropCellsOfDeadRows = """
         UPDATE "_sqsync_rows" SET "cells" = NULL WHERE "cl" % 2 = 0 AND "cells" IS NOT NULL
         """

@@ -77,6 +77,7 @@ public final class Replica {
             // Changes made before `_sqsync_changes` existed are not in it.
             try database.execute(MetadataSQL.changesBeforeTheChangeTable)
             try database.execute(#"UPDATE "_sqsync_replica" SET "capture_log" = 1"#)
+            try applyMigrationsHeldForTheCaptureLog()
         }
     }
 
@@ -132,12 +133,28 @@ public final class Replica {
         // Migration 8 turns legacy_alter_table on for its rebuild; a failure must not leave it on.
         defer { try? database.execute("PRAGMA legacy_alter_table = OFF") }
         for migration in MetadataSQL.migrations where !applied.contains(Int64(migration.version)) {
-            try database.inTransaction {
-                if migration.version == MetadataSQL.packedCellsVersion { try numberUnnumberedEntries(in: database) }
-                try database.execute(migration.sql)
-                try database.run(
-                    #"INSERT INTO "_sqsync_migrations" ("version") VALUES (?)"#, .integer(Int64(migration.version)))
+            // The triggers of a replica from before the capture log write `_sqsync_cells`:
+            // migration 9 drops it in the transaction that replaces them (adoptCaptureLog).
+            if migration.version == MetadataSQL.packedCellsVersion,
+                try database.scalar(#"SELECT "capture_log" FROM "_sqsync_replica""#)?.int64Value == 0
+            {
+                break
             }
+            try database.inTransaction { try apply(migration, to: database) }
+        }
+    }
+
+    private static func apply(_ migration: (version: Int, sql: String), to database: Database) throws {
+        if migration.version == MetadataSQL.packedCellsVersion { try numberUnnumberedEntries(in: database) }
+        try database.execute(migration.sql)
+        try database.run(#"INSERT INTO "_sqsync_migrations" ("version") VALUES (?)"#, .integer(Int64(migration.version)))
+    }
+
+    /// The migrations `migrate` left for after the capture log's triggers are in place.
+    private func applyMigrationsHeldForTheCaptureLog() throws {
+        let applied = Set(try database.rows(#"SELECT "version" FROM "_sqsync_migrations""#).compactMap { $0[0].int64Value })
+        for migration in MetadataSQL.migrations where !applied.contains(Int64(migration.version)) {
+            try Self.apply(migration, to: database)
         }
     }
 

@@ -21,6 +21,7 @@ final class CellClockTests: XCTestCase {
             CellClock(cid: 9, hlc: 1_700_000_000_123, site: 2, seq: 57),
             CellClock(cid: 1, hlc: Int64.max, site: 300, seq: Int64.min),
             CellClock(cid: 4, hlc: -1, site: 0, seq: 0),
+            CellClock(cid: -2, hlc: 0, site: -1, seq: 1),
         ]
         let bytes = try XCTUnwrap(CellClocks.encode(clocks))
         XCTAssertEqual(CellClocks.decode(bytes), clocks.sorted { $0.cid < $1.cid })
@@ -69,6 +70,9 @@ final class CellClockTests: XCTestCase {
                 """),
             [CellClock(cid: 3, hlc: 30, site: 2, seq: 1), CellClock(cid: 5, hlc: 50, site: 1, seq: 2)])
         XCTAssertEqual(try database.scalar("SELECT sqsync_pack_cells(1, 2, 3, 4) WHERE 0"), .null)
+        XCTAssertEqual(
+            try clocks("SELECT sqsync_cells_set(NULL, -1, -2, -3, -4)"), [CellClock(cid: -1, hlc: -2, site: -3, seq: -4)],
+            "damaged values are kept, not a crash")
         XCTAssertThrowsError(try database.scalar("SELECT sqsync_cells_count(x'0201', 1, 0)")) { error in
             XCTAssertTrue("\(error)".contains("not in a format this sqsync reads"), "\(error)")
         }
@@ -134,5 +138,66 @@ final class CellClockTests: XCTestCase {
         XCTAssertEqual(try rows(of: peer, table: "items"), try rows(of: upgraded, table: "items"))
         XCTAssertEqual(try rows(of: peer, table: "pairs"), try rows(of: upgraded, table: "pairs"))
         XCTAssertEqual(try upgraded.doctor(), [])
+    }
+
+    /// A replica from before the capture log has triggers that write `_sqsync_cells`:
+    /// migration 9 must not drop that table before those triggers are replaced, or every
+    /// write by any program would fail in between. Opening it replaces the triggers, numbers
+    /// what they wrote, and packs the clocks, in that order.
+    func testReplicaFromBeforeTheCaptureLogPacksItsCellsAfterItsTriggersAreReplaced() throws {
+        let replica = try sandbox.replica("legacy", schema: schema, track: ["items"])
+        let peer = try sandbox.clone(replica, "legacy-peer")
+        let tid = try XCTUnwrap(replica.database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = 'items'"#))
+        let qty = try XCTUnwrap(
+            replica.database.scalar(#"SELECT "cid" FROM "_sqsync_columns" WHERE "name" = 'qty' AND "tid" = ?"#, tid))
+        try replica.database.execute(
+            """
+            CREATE TABLE "_sqsync_cells" (
+                "tid" INTEGER NOT NULL, "pk" NOT NULL, "cid" INTEGER NOT NULL, "hlc" INTEGER NOT NULL,
+                "site" INTEGER NOT NULL, "seq" INTEGER NOT NULL, PRIMARY KEY ("tid", "pk", "cid")) WITHOUT ROWID;
+            ALTER TABLE "_sqsync_rows" DROP COLUMN "cells";
+            DELETE FROM "_sqsync_migrations" WHERE "version" = 9;
+            DROP TRIGGER "_sqsync_items_after_insert";
+            CREATE TRIGGER "_sqsync_items_after_insert" AFTER INSERT ON items BEGIN
+              INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq")
+                SELECT \(tid.literal), NEW.id, 1, "hlc" + 1, "site", 0 FROM "_sqsync_replica";
+              DELETE FROM "_sqsync_cells" WHERE "tid" = \(tid.literal) AND "pk" = NEW.id;
+            END;
+            DROP TRIGGER "_sqsync_items_after_update";
+            CREATE TRIGGER "_sqsync_items_after_update" AFTER UPDATE OF qty ON items BEGIN
+              INSERT OR REPLACE INTO "_sqsync_cells" ("tid", "pk", "cid", "hlc", "site", "seq")
+                SELECT \(tid.literal), NEW.id, \(qty.literal), "hlc" + 2, "site", 0 FROM "_sqsync_replica";
+            END;
+            UPDATE "_sqsync_replica" SET "capture_log" = 0;
+            CREATE TABLE "probe" ("capture_log");
+            CREATE TRIGGER "probe_migration_9" AFTER INSERT ON "_sqsync_migrations" WHEN NEW."version" = 9 BEGIN
+              INSERT INTO "probe" SELECT "capture_log" FROM "_sqsync_replica";
+            END;
+            """)
+        try sqlite3Shell(
+            replica.path,
+            "INSERT INTO items VALUES ('old1', 'before', 1, NULL), ('old2', 'before', 2, NULL); UPDATE items SET qty = 5 WHERE id = 'old1';"
+        )
+
+        let upgraded = try Replica(path: replica.path)
+        XCTAssertEqual(
+            try upgraded.database.rows(#"SELECT "capture_log" FROM "probe""#), [[.integer(1)]],
+            "migration 9 ran once the capture log's triggers were in place")
+        try upgraded.database.execute(#"DROP TRIGGER "probe_migration_9"; DROP TABLE "probe";"#)
+        XCTAssertEqual(try upgraded.database.scalar(#"SELECT "capture_log" FROM "_sqsync_replica""#), .integer(1))
+        XCTAssertEqual(try upgraded.database.scalar(#"SELECT max("version") FROM "_sqsync_migrations""#), .integer(9))
+        XCTAssertEqual(
+            try upgraded.database.scalar("SELECT count(*) FROM sqlite_schema WHERE name = '_sqsync_cells'"), .integer(0))
+        let cells = try cellEntries(of: upgraded)
+        XCTAssertEqual(cells.map { [$0[1], $0[2]] }, [[.text("old1"), qty]], "the old trigger's clock, packed")
+        let rowSeqs = try upgraded.database.rows(#"SELECT "seq" FROM "_sqsync_rows""#).compactMap { $0[0].int64Value }
+        XCTAssertEqual(rowSeqs.sorted(), [1, 2], "rows are numbered first")
+        XCTAssertEqual(cells.first?[5], .integer(3), "then the column clocks")
+        XCTAssertEqual(try upgraded.doctor(), [])
+
+        try sqlite3Shell(upgraded.path, "UPDATE items SET qty = 6 WHERE id = 'old2';")
+        try sync(from: upgraded, to: peer)
+        XCTAssertEqual(try rows(of: peer, table: "items"), try rows(of: upgraded, table: "items"))
+        XCTAssertEqual(try rows(of: peer, table: "items").map { $0[2] }, [.integer(5), .integer(6)])
     }
 }
