@@ -45,7 +45,7 @@ extension ChangeApplier {
         try statement.run()
         try recordChange(tid: target.info.tid, key: key, stamp: stamp)
         for cell in cells {
-            try recordChange(tid: target.info.tid, key: key, stamp: LocalStamp(hlc: cell.hlc, site: cell.site, seq: cell.seq))
+            try recordChange(tid: target.info.tid, key: key, stamp: cell.stamp)
         }
     }
 
@@ -94,8 +94,16 @@ extension ChangeApplier {
     func localCells(_ packed: SQLValue) throws -> [Int: LocalStamp] {
         var cells: [Int: LocalStamp] = [:]
         for clock in try replica.cellClocks(packed) {
-            cells[clock.cid] = LocalStamp(hlc: clock.hlc, site: clock.site, seq: clock.seq)
+            cells[clock.cid] = clock.stamp
         }
         return cells
     }
+}
+
+extension CellClock {
+    init(cid: Int, stamp: ChangeApplier.LocalStamp) {
+        self.init(cid: cid, hlc: stamp.hlc, site: stamp.site, seq: stamp.seq)
+    }
+
+    var stamp: ChangeApplier.LocalStamp { ChangeApplier.LocalStamp(hlc: hlc, site: site, seq: seq) }
 }

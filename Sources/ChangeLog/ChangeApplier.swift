@@ -357,8 +357,7 @@ public final class ChangeApplier {
         let cells = change.columns.compactMap { column -> CellClock? in
             let columnStamp = local(column.stamp)
             guard columnStamp != stamp else { return nil }
-            return CellClock(
-                cid: target.columns[column.column].cid, hlc: columnStamp.hlc, site: columnStamp.site, seq: columnStamp.seq)
+            return CellClock(cid: target.columns[column.column].cid, stamp: columnStamp)
         }
         try writeLiveRowEntry(
             target: target, key: key, keyValues: change.key, cl: change.causalLength, stamp: stamp, cells: cells)
@@ -469,7 +468,7 @@ public final class ChangeApplier {
             clocks[winner.column.cid] = winner.stamp
             try recordChange(tid: tid, key: key, stamp: winner.stamp)
         }
-        let packed = CellClocks.encode(clocks.map { CellClock(cid: $0.key, hlc: $0.value.hlc, site: $0.value.site, seq: $0.value.seq) })
+        let packed = CellClocks.encode(clocks.map { CellClock(cid: $0.key, stamp: $0.value) })
         try target.writeCellsAndChecksum.bind([key, packed.map(SQLValue.blob) ?? .null] + change.key)
         try target.writeCellsAndChecksum.run()
         target.counts.updated += 1
