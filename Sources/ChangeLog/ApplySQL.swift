@@ -47,7 +47,7 @@ enum ApplySQL {
 
     /// A row's column clocks, packed (``CellClocks``).
     static let cellsOfRow = """
-        SELECT "cells" FROM "_sqsync_rows" WHERE "tid" = ? AND "pk" = ?
+        SELECT "cells", "hlc", "site" FROM "_sqsync_rows" WHERE "tid" = ? AND "pk" = ?
         """
 
     static let deleteCellsOfRow = FoldSQL.dropCells

@@ -8,57 +8,104 @@ struct CellClock: Equatable {
     var seq: Int64
 }
 
+/// The clock of the row entry that holds the column clocks: they are stored relative to it.
+struct RowClock: Equatable {
+    var hlc: Int64
+    var site: Int
+}
+
 /// A row's column clocks, packed into the "cells" BLOB of its `_sqsync_rows` entry (NULL when
 /// every column carries the row's own clock). One entry per column in a table of its own
 /// repeated the row's key in each: packed, the key is stored once per row.
 ///
-/// Format: a version byte (1), then per column in column-id order the column id, the clock,
-/// the site and the sequence number, each a zigzag-encoded LEB128 varint (any Int64 fits,
-/// damaged values included).
+/// Format 2, written whenever every column id is below 2^62: a version byte, then per column
+/// in column-id order
+/// - the zigzag column id shifted left by one, with bit 0 set when the column's site is not
+///   the row's, then that site (zigzag) only if so;
+/// - the clock minus the row's clock (zigzag; columns are written after their row's insert,
+///   so this is small);
+/// - the sequence number (unsigned).
+///
+/// Each is a LEB128 varint. A row's clock changes only with its life, which drops the column
+/// clocks, and its site only in `clone`'s adoption, which rewrites them (`sqsync_cells_adopt`).
+/// Format 1 (written by metadata version 9, and for column ids out of range): the column id,
+/// clock, site and sequence number of each column, zigzag and absolute.
 ///
 /// sqsync's own connections get SQL functions over it (never used in triggers, which must
 /// run for every writer): `sqsync_cells_set`, `sqsync_cells_without`, `sqsync_cells_count`,
-/// `sqsync_cells_at`, `sqsync_cells_adopt`, `sqsync_cells_newer` and the aggregate
-/// `sqsync_pack_cells` (see ``register(on:)``).
+/// `sqsync_cells_at`, `sqsync_cells_adopt`, `sqsync_cells_newer`, `sqsync_cells_repack` and
+/// the aggregate `sqsync_pack_cells` (see ``register(on:)``). Each takes the row's clock and
+/// site right after the packed value.
 enum CellClocks {
-    static let formatVersion: UInt8 = 1
+    static let absoluteFormat: UInt8 = 1
+    static let relativeFormat: UInt8 = 2
 
     /// The packed form, or nil (SQL NULL) for no clocks.
-    static func encode(_ clocks: [CellClock]) -> [UInt8]? {
+    static func encode(_ clocks: [CellClock], relativeTo row: RowClock) -> [UInt8]? {
         guard !clocks.isEmpty else { return nil }
-        var bytes: [UInt8] = [formatVersion]
+        let sorted = clocks.sorted(by: { $0.cid < $1.cid })
+        let relative = sorted.allSatisfy { $0.cid.magnitude < 1 << 62 }
+        var bytes: [UInt8] = [relative ? relativeFormat : absoluteFormat]
         bytes.reserveCapacity(1 + clocks.count * 12)
-        for clock in clocks.sorted(by: { $0.cid < $1.cid }) {
-            for field in [Int64(clock.cid), clock.hlc, Int64(clock.site), clock.seq] {
-                appendVarint(zigzag(field), to: &bytes)
+        for clock in sorted {
+            if relative {
+                let otherSite = clock.site != row.site
+                appendVarint(zigzag(Int64(clock.cid)) << 1 | (otherSite ? 1 : 0), to: &bytes)
+                if otherSite { appendVarint(zigzag(Int64(clock.site)), to: &bytes) }
+                appendVarint(zigzag(clock.hlc &- row.hlc), to: &bytes)
+                appendVarint(UInt64(bitPattern: clock.seq), to: &bytes)
+            } else {
+                for field in [Int64(clock.cid), clock.hlc, Int64(clock.site), clock.seq] {
+                    appendVarint(zigzag(field), to: &bytes)
+                }
             }
         }
         return bytes
     }
 
-    /// The clocks, in column-id order; nil when the bytes are not in this format.
-    static func decode<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> [CellClock]? where Bytes.Index == Int {
-        guard let first = bytes.first else { return [] }
-        guard first == formatVersion else { return nil }
+    /// The clocks, in column-id order; nil when the bytes are not in either format.
+    static func decode<Bytes: Collection<UInt8>>(_ bytes: Bytes, relativeTo row: RowClock) -> [CellClock]?
+    where Bytes.Index == Int {
+        guard let format = bytes.first else { return [] }
+        guard format == absoluteFormat || format == relativeFormat else { return nil }
         var clocks: [CellClock] = []
         var position = bytes.startIndex + 1
         while position < bytes.endIndex {
-            guard let cid = readVarint(bytes, &position), let hlc = readVarint(bytes, &position),
-                let site = readVarint(bytes, &position), let seq = readVarint(bytes, &position)
-            else { return nil }
-            clocks.append(
-                CellClock(cid: Int(unzigzag(cid)), hlc: unzigzag(hlc), site: Int(unzigzag(site)), seq: unzigzag(seq)))
+            if format == relativeFormat {
+                guard let head = readVarint(bytes, &position) else { return nil }
+                var site = row.site
+                if head & 1 == 1 {
+                    guard let other = readVarint(bytes, &position) else { return nil }
+                    site = Int(unzigzag(other))
+                }
+                guard let hlc = readVarint(bytes, &position), let seq = readVarint(bytes, &position) else { return nil }
+                clocks.append(
+                    CellClock(
+                        cid: Int(unzigzag(head >> 1)), hlc: row.hlc &+ unzigzag(hlc), site: site,
+                        seq: Int64(bitPattern: seq)))
+            } else {
+                guard let cid = readVarint(bytes, &position), let hlc = readVarint(bytes, &position),
+                    let site = readVarint(bytes, &position), let seq = readVarint(bytes, &position)
+                else { return nil }
+                clocks.append(
+                    CellClock(cid: Int(unzigzag(cid)), hlc: unzigzag(hlc), site: Int(unzigzag(site)), seq: unzigzag(seq)))
+            }
         }
         return clocks
     }
 
     /// The clocks of a "cells" value as SQLite holds it: NULL is none.
-    static func decode(_ value: SQLValue) -> [CellClock]? {
+    static func decode(_ value: SQLValue, relativeTo row: RowClock) -> [CellClock]? {
         switch value {
         case .null: return []
-        case .blob(let bytes): return decode(bytes)
+        case .blob(let bytes): return decode(bytes, relativeTo: row)
         default: return nil
         }
+    }
+
+    /// The "cells" value to store.
+    static func stored(_ clocks: [CellClock], relativeTo row: RowClock) -> SQLValue {
+        encode(clocks, relativeTo: row).map(SQLValue.blob) ?? .null
     }
 
     private static func zigzag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
@@ -90,9 +137,9 @@ enum CellClocks {
 }
 
 extension Replica {
-    /// The column clocks of a row entry's "cells" value.
-    func cellClocks(_ value: SQLValue) throws -> [CellClock] {
-        guard let clocks = CellClocks.decode(value) else {
+    /// The column clocks of a row entry's "cells" value, the entry's clock and site `row`.
+    func cellClocks(_ value: SQLValue, of row: RowClock) throws -> [CellClock] {
+        guard let clocks = CellClocks.decode(value, relativeTo: row) else {
             throw ChangeLogError(
                 .notAReplica, "\(path): a row's column clocks are not in a format this sqsync reads (metadata damaged?)")
         }
@@ -106,14 +153,15 @@ extension CellClocks {
     static func register(on handle: OpaquePointer) throws {
         let flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC
         let scalars: [(String, Int32, @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void)] = [
-            ("sqsync_cells_set", 5, set), ("sqsync_cells_without", 2, without), ("sqsync_cells_count", 3, count),
-            ("sqsync_cells_at", 3, at), ("sqsync_cells_adopt", 2, adopt), ("sqsync_cells_newer", 2, newer),
+            ("sqsync_cells_set", 7, set), ("sqsync_cells_without", 4, without), ("sqsync_cells_count", 5, count),
+            ("sqsync_cells_at", 5, at), ("sqsync_cells_adopt", 5, adopt), ("sqsync_cells_newer", 4, newer),
+            ("sqsync_cells_repack", 3, repack),
         ]
         for (name, arguments, function) in scalars {
             try check(sqlite3_create_function_v2(handle, name, arguments, flags, nil, function, nil, nil, nil), handle)
         }
         try check(
-            sqlite3_create_function_v2(handle, "sqsync_pack_cells", 4, flags, nil, nil, packStep, packFinal, nil), handle)
+            sqlite3_create_function_v2(handle, "sqsync_pack_cells", 6, flags, nil, nil, packStep, packFinal, nil), handle)
     }
 
     private static func check(_ rc: Int32, _ handle: OpaquePointer) throws {
@@ -122,7 +170,13 @@ extension CellClocks {
         }
     }
 
-    /// The clocks of argument 0, or nil after reporting a value that is not packed clocks.
+    /// The row's clock and site, arguments 1 and 2.
+    private static func row(_ values: UnsafeMutablePointer<OpaquePointer?>?) -> RowClock {
+        RowClock(hlc: int64(values, 1), site: Int(int64(values, 2)))
+    }
+
+    /// The clocks of argument 0 (relative to the row of arguments 1 and 2), or nil after
+    /// reporting a value that is not packed clocks.
     private static func clocks(_ context: OpaquePointer?, _ values: UnsafeMutablePointer<OpaquePointer?>?) -> [CellClock]? {
         let value = values?[0]
         switch sqlite3_value_type(value) {
@@ -131,7 +185,9 @@ extension CellClocks {
         case SQLITE_BLOB:
             let length = Int(sqlite3_value_bytes(value))
             guard length > 0, let start = sqlite3_value_blob(value) else { return [] }
-            if let clocks = decode(UnsafeRawBufferPointer(start: start, count: length)) { return clocks }
+            if let clocks = decode(UnsafeRawBufferPointer(start: start, count: length), relativeTo: row(values)) {
+                return clocks
+            }
         default:
             break
         }
@@ -139,8 +195,8 @@ extension CellClocks {
         return nil
     }
 
-    private static func result(_ context: OpaquePointer?, _ clocks: [CellClock]) {
-        guard let bytes = encode(clocks) else {
+    private static func result(_ context: OpaquePointer?, _ clocks: [CellClock], relativeTo row: RowClock) {
+        guard let bytes = encode(clocks, relativeTo: row) else {
             sqlite3_result_null(context)
             return
         }
@@ -151,72 +207,83 @@ extension CellClocks {
         sqlite3_value_int64(values?[index])
     }
 
-    /// (cells, cid, hlc, site, seq): the clocks with that column's set.
+    /// (cells, row hlc, row site, cid, hlc, site, seq): the clocks with that column's set.
     private static let set: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
         context, _, values in
         guard var clocks = clocks(context, values) else { return }
         let clock = CellClock(
-            cid: Int(int64(values, 1)), hlc: int64(values, 2), site: Int(int64(values, 3)), seq: int64(values, 4))
+            cid: Int(int64(values, 3)), hlc: int64(values, 4), site: Int(int64(values, 5)), seq: int64(values, 6))
         if let index = clocks.firstIndex(where: { $0.cid == clock.cid }) {
             clocks[index] = clock
         } else {
             clocks.append(clock)
         }
-        result(context, clocks)
+        result(context, clocks, relativeTo: row(values))
     }
 
-    /// (cells, cid): the clocks without that column's; NULL when none is left.
+    /// (cells, row hlc, row site, cid): the clocks without that column's; NULL when none is left.
     private static let without: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
         context, _, values in
         guard let clocks = clocks(context, values) else { return }
-        let cid = Int(int64(values, 1))
-        result(context, clocks.filter { $0.cid != cid })
+        let cid = Int(int64(values, 3))
+        result(context, clocks.filter { $0.cid != cid }, relativeTo: row(values))
     }
 
-    /// (cells, site, seq): how many clocks are that site's after that sequence number.
+    /// (cells, row hlc, row site): the same clocks in the current format.
+    private static let repack: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
+        context, _, values in
+        guard let clocks = clocks(context, values) else { return }
+        result(context, clocks, relativeTo: row(values))
+    }
+
+    /// (cells, row hlc, row site, site, seq): how many clocks are that site's after that
+    /// sequence number.
     private static let count: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
         context, _, values in
         guard let clocks = clocks(context, values) else { return }
-        let site = Int(int64(values, 1)), after = int64(values, 2)
+        let site = Int(int64(values, 3)), after = int64(values, 4)
         sqlite3_result_int64(context, Int64(clocks.filter { $0.site == site && $0.seq > after }.count))
     }
 
-    /// (cells, site, seq): how many clocks are that very change's.
+    /// (cells, row hlc, row site, site, seq): how many clocks are that very change's.
     private static let at: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
         context, _, values in
         guard let clocks = clocks(context, values) else { return }
-        let site = Int(int64(values, 1)), seq = int64(values, 2)
+        let site = Int(int64(values, 3)), seq = int64(values, 4)
         sqlite3_result_int64(context, Int64(clocks.filter { $0.site == site && $0.seq == seq }.count))
     }
 
-    /// (cells, site): unnumbered clocks (sequence number 0) become that site's (`clone`).
+    /// (cells, row hlc, row site, row seq, site): unnumbered clocks (sequence number 0) become
+    /// that site's (`clone`), packed relative to the row as it is after the same adoption.
     private static let adopt: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
         context, _, values in
         guard var clocks = clocks(context, values) else { return }
-        let site = Int(int64(values, 1))
+        let site = Int(int64(values, 4))
         for index in clocks.indices where clocks[index].seq == 0 { clocks[index].site = site }
-        result(context, clocks)
+        var adopted = row(values)
+        if int64(values, 3) == 0 { adopted.site = site }
+        result(context, clocks, relativeTo: adopted)
     }
 
-    /// (cells, knowledge): 1 when a clock is newer than the knowledge, given as
+    /// (cells, row hlc, row site, knowledge): 1 when a clock is newer than the knowledge, given as
     /// `site:seq,site:seq…` (a site not named: 0). The knowledge is bound once per query: it
     /// is parsed once, and kept with the statement (auxiliary data).
     private static let newer: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
         context, _, values in
         guard let clocks = clocks(context, values) else { return }
         let known: [Int: Int64]
-        if let saved = sqlite3_get_auxdata(context, 1) {
+        if let saved = sqlite3_get_auxdata(context, 3) {
             known = Unmanaged<BoundKnowledge>.fromOpaque(saved).takeUnretainedValue().seqBySite
         } else {
             var parsed: [Int: Int64] = [:]
-            if let text = sqlite3_value_text(values?[1]) {
+            if let text = sqlite3_value_text(values?[3]) {
                 for pair in String(cString: text).split(separator: ",") {
                     let parts = pair.split(separator: ":")
                     if parts.count == 2, let site = Int(parts[0]), let seq = Int64(parts[1]) { parsed[site] = seq }
                 }
             }
             known = parsed
-            sqlite3_set_auxdata(context, 1, Unmanaged.passRetained(BoundKnowledge(parsed)).toOpaque(), releaseKnowledge)
+            sqlite3_set_auxdata(context, 3, Unmanaged.passRetained(BoundKnowledge(parsed)).toOpaque(), releaseKnowledge)
         }
         sqlite3_result_int(context, clocks.contains { $0.seq > (known[$0.site] ?? 0) } ? 1 : 0)
     }
@@ -230,9 +297,11 @@ extension CellClocks {
         if let pointer { Unmanaged<BoundKnowledge>.fromOpaque(pointer).release() }
     }
 
-    /// The clocks gathered by the aggregate `sqsync_pack_cells(cid, hlc, site, seq)`.
+    /// The clocks gathered by the aggregate `sqsync_pack_cells(cid, hlc, site, seq, row hlc,
+    /// row site)`, all of one row.
     private final class Gathered {
         var clocks: [CellClock] = []
+        var row = RowClock(hlc: 0, site: 0)
     }
 
     private static let packStep: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
@@ -246,6 +315,7 @@ extension CellClocks {
         let gathered = Unmanaged<Gathered>.fromOpaque(pointer.pointee!).takeUnretainedValue()
         gathered.clocks.append(
             CellClock(cid: Int(int64(values, 0)), hlc: int64(values, 1), site: Int(int64(values, 2)), seq: int64(values, 3)))
+        gathered.row = RowClock(hlc: int64(values, 4), site: Int(int64(values, 5)))
     }
 
     private static let packFinal: @convention(c) (OpaquePointer?) -> Void = { context in
@@ -256,6 +326,6 @@ extension CellClocks {
             return
         }
         let gathered = Unmanaged<Gathered>.fromOpaque(stored).takeRetainedValue()
-        result(context, gathered.clocks)
+        result(context, gathered.clocks, relativeTo: gathered.row)
     }
 }

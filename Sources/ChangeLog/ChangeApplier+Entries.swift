@@ -39,7 +39,7 @@ extension ChangeApplier {
         target: Target, key: SQLValue, keyValues: [SQLValue], cl: Int64, stamp: LocalStamp, cells: [CellClock]
     ) throws {
         let statement = target.upsertLiveRowEntry
-        let packed = CellClocks.encode(cells).map(SQLValue.blob) ?? .null
+        let packed = CellClocks.stored(cells, relativeTo: stamp.rowClock)
         try statement.bind(
             [key, .integer(cl), .integer(stamp.hlc), .integer(Int64(stamp.site)), .integer(stamp.seq), packed] + keyValues)
         try statement.run()
@@ -87,13 +87,14 @@ extension ChangeApplier {
         try statement.bind([.integer(Int64(tid)), key])
         defer { statement.reset() }
         guard try statement.step() else { return [:] }
-        return try localCells(statement.value(at: 0))
+        return try localCells(
+            statement.value(at: 0), of: LocalStamp(hlc: statement.int64(at: 1), site: Int(statement.int64(at: 2)), seq: 0))
     }
 
-    /// Column id → clock, from a row entry's "cells".
-    func localCells(_ packed: SQLValue) throws -> [Int: LocalStamp] {
+    /// Column id → clock, from the "cells" of the row entry whose clock is `row`.
+    func localCells(_ packed: SQLValue, of row: LocalStamp) throws -> [Int: LocalStamp] {
         var cells: [Int: LocalStamp] = [:]
-        for clock in try replica.cellClocks(packed) {
+        for clock in try replica.cellClocks(packed, of: row.rowClock) {
             cells[clock.cid] = clock.stamp
         }
         return cells
@@ -106,4 +107,9 @@ extension CellClock {
     }
 
     var stamp: ChangeApplier.LocalStamp { ChangeApplier.LocalStamp(hlc: hlc, site: site, seq: seq) }
+}
+
+extension ChangeApplier.LocalStamp {
+    /// What a row entry's column clocks are stored relative to (``CellClocks``).
+    var rowClock: RowClock { RowClock(hlc: hlc, site: site) }
 }

@@ -386,7 +386,7 @@ public final class ChangeApplier {
     ) throws {
         let tid = target.info.tid
         guard let rowStamp else { return }
-        let cells = try localCells(packed)
+        let cells = try localCells(packed, of: rowStamp)
         var winners: [(change: ColumnChange, column: ColumnInfo, stamp: LocalStamp)] = []
         var losers: [(column: ColumnInfo, value: SQLValue, stamp: LocalStamp, winner: LocalStamp)] = []
         var displaced: [(column: ColumnInfo, stamp: LocalStamp, winner: LocalStamp)] = []
@@ -468,8 +468,8 @@ public final class ChangeApplier {
             clocks[winner.column.cid] = winner.stamp
             try recordChange(tid: tid, key: key, stamp: winner.stamp)
         }
-        let packed = CellClocks.encode(clocks.map { CellClock(cid: $0.key, stamp: $0.value) })
-        try target.writeCellsAndChecksum.bind([key, packed.map(SQLValue.blob) ?? .null] + change.key)
+        let packed = CellClocks.stored(clocks.map { CellClock(cid: $0.key, stamp: $0.value) }, relativeTo: rowStamp.rowClock)
+        try target.writeCellsAndChecksum.bind([key, packed] + change.key)
         try target.writeCellsAndChecksum.run()
         target.counts.updated += 1
     }

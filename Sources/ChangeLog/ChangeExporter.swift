@@ -239,7 +239,8 @@ public final class ChangeExporter {
         let rowNeeded = isNeeded(site: entry.int64(at: 2), seq: entry.int64(at: 3))
         var cellStamps: [Int: Stamp] = [:]
         var cellNeeded: Set<Int> = []
-        for clock in try replica.cellClocks(entry.value(at: 5)) {
+        let row = RowClock(hlc: entry.int64(at: 1), site: Int(entry.int64(at: 2)))
+        for clock in try replica.cellClocks(entry.value(at: 5), of: row) {
             guard let column = emitter.columnIndex[clock.cid] else { continue }
             let site = Int64(clock.site)
             cellStamps[column] = try stamp(hlc: clock.hlc, site: site, seq: clock.seq)
@@ -296,7 +297,7 @@ enum ExportSQL {
         SELECT EXISTS (SELECT 1 FROM "_sqsync_rows" r LEFT JOIN temp."_sqsync_base" b ON b."site" = r."site"
                        WHERE r."tid" = ?1 AND r."seq" > coalesce(b."seq", 0))
             OR EXISTS (SELECT 1 FROM "_sqsync_rows" r
-                       WHERE r."tid" = ?1 AND r."cells" IS NOT NULL AND sqsync_cells_newer(r."cells", ?2))
+                       WHERE r."tid" = ?1 AND r."cells" IS NOT NULL AND sqsync_cells_newer(r."cells", r."hlc", r."site", ?2))
         """
 
     /// No write waits in the log (an update that wrote the same values, mask 0, is none).

@@ -334,10 +334,26 @@ enum MetadataSQL {
             -- entry named nothing a peer could be sent, and go.
             ALTER TABLE "_sqsync_rows" ADD COLUMN "cells" BLOB;
             UPDATE "_sqsync_rows" SET "cells" = (
-                SELECT sqsync_pack_cells(c."cid", c."hlc", c."site", c."seq") FROM "_sqsync_cells" c
+                SELECT sqsync_pack_cells(c."cid", c."hlc", c."site", c."seq", "_sqsync_rows"."hlc", "_sqsync_rows"."site")
+                FROM "_sqsync_cells" c
                 WHERE c."tid" = "_sqsync_rows"."tid" AND c."pk" = "_sqsync_rows"."pk")
             WHERE "cl" % 2 = 1;
             DROP TABLE "_sqsync_cells";
+            """
+        ),
+        (
+            10,
+            """
+            -- Smaller entries. The row checksum keeps 32 bits (RowChecksum: the 64-bit value's
+            -- halves XORed, as a signed integer), 4 bytes instead of 8; SQL has no XOR, so
+            -- a ^ b is (a & ~b) | (~a & b). Column clocks are stored relative to their row's
+            -- clock and site (CellClocks format 2).
+            UPDATE "_sqsync_rows" SET "sum" = (
+                SELECT "u" - (("u" & 0x80000000) << 1) FROM (
+                    SELECT (("sum" & ~("sum" >> 32)) | (~"sum" & ("sum" >> 32))) & 0xFFFFFFFF AS "u"))
+            WHERE "sum" IS NOT NULL;
+            UPDATE "_sqsync_rows" SET "cells" = sqsync_cells_repack("cells", "hlc", "site")
+            WHERE "cells" IS NOT NULL;
             """
         ),
     ]
@@ -373,12 +389,13 @@ enum CloneSQL {
         """
     static let addIdentity = #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#
     static let newSite = #"(SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?1)"#
+    /// Column clocks first: they are stored relative to their row's site as it was.
     static let adopt = [
-        #"UPDATE "_sqsync_rows" SET "site" = \#(newSite) WHERE "seq" = 0"#,
         """
-        UPDATE "_sqsync_rows" SET "cells" = sqsync_cells_adopt("cells", \(newSite))
-        WHERE "cells" IS NOT NULL AND sqsync_cells_adopt("cells", \(newSite)) IS NOT "cells"
+        UPDATE "_sqsync_rows" SET "cells" = sqsync_cells_adopt("cells", "hlc", "site", "seq", \(newSite))
+        WHERE "cells" IS NOT NULL AND sqsync_cells_adopt("cells", "hlc", "site", "seq", \(newSite)) IS NOT "cells"
         """,
+        #"UPDATE "_sqsync_rows" SET "site" = \#(newSite) WHERE "seq" = 0"#,
         #"UPDATE "_sqsync_replica" SET "site" = \#(newSite), "seq" = 0, "applying" = 0"#,
     ]
     static let forgetSourceState = [

@@ -180,7 +180,7 @@ enum FoldSQL {
 
     /// One column's clock, in its row's entry (CellClocks).
     static let writeCell = """
-        UPDATE "_sqsync_rows" SET "cells" = sqsync_cells_set("cells", ?3, ?4, ?5, ?6) WHERE "tid" = ?1 AND "pk" = ?2
+        UPDATE "_sqsync_rows" SET "cells" = sqsync_cells_set("cells", "hlc", "site", ?3, ?4, ?5, ?6) WHERE "tid" = ?1 AND "pk" = ?2
         """
 
     static let emptyLog = #"DELETE FROM "_sqsync_log" WHERE "id" <= ?1"#

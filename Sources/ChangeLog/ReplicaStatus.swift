@@ -63,7 +63,7 @@ extension Replica {
 enum StatusSQL {
     static let localChangesAfter = """
         SELECT (SELECT count(*) FROM "_sqsync_rows" WHERE "site" = ?1 AND "seq" > ?2)
-             + (SELECT coalesce(sum(sqsync_cells_count("cells", ?1, ?2)), 0) FROM "_sqsync_rows" WHERE "cells" IS NOT NULL)
+             + (SELECT coalesce(sum(sqsync_cells_count("cells", "hlc", "site", ?1, ?2)), 0) FROM "_sqsync_rows" WHERE "cells" IS NOT NULL)
         """
 
     /// The same count through `_sqsync_changes`: entries whose current stamp is a change
@@ -72,7 +72,7 @@ enum StatusSQL {
         SELECT (SELECT count(*) FROM "_sqsync_changes" c JOIN "_sqsync_rows" r
                   ON r."tid" = c."tid" AND r."pk" = c."pk" AND r."site" = c."site" AND r."seq" = c."seq"
                 WHERE c."site" = ?1 AND c."seq" > ?2)
-             + (SELECT coalesce(sum(sqsync_cells_at(e."cells", c."site", c."seq")), 0)
+             + (SELECT coalesce(sum(sqsync_cells_at(e."cells", e."hlc", e."site", c."site", c."seq")), 0)
                 FROM "_sqsync_changes" c JOIN "_sqsync_rows" e ON e."tid" = c."tid" AND e."pk" = c."pk"
                 WHERE c."site" = ?1 AND c."seq" > ?2 AND e."cells" IS NOT NULL)
         """

@@ -1,7 +1,9 @@
 import CSQLite
 
-/// A 64-bit FNV-1a checksum of a row's values, as SQL function `sqsync_row_checksum(...)` on
-/// sqsync's own connections (never in triggers, which must run for every writer).
+/// A checksum of a row's values, as SQL function `sqsync_row_checksum(...)` on sqsync's own
+/// connections (never in triggers, which must run for every writer): 64-bit FNV-1a folded to
+/// a signed 32-bit integer, which SQLite stores in 4 bytes. It tells a changed row from an
+/// unchanged one; a change goes unnoticed once in 2^32.
 ///
 /// sqsync records it with each live row whenever it captures or applies the row's values,
 /// so `refresh` and `doctor` can tell which rows changed while no trigger ran (a table
@@ -43,7 +45,7 @@ enum RowChecksum {
                 break
             }
         }
-        sqlite3_result_int64(context, Int64(bitPattern: hash))
+        sqlite3_result_int64(context, Int64(Int32(truncatingIfNeeded: hash ^ (hash >> 32))))
     }
 
     /// Records the checksum of one live row's current values with its entry; the key

@@ -126,9 +126,10 @@ func rows(of replica: Replica, table: String) throws -> [[SQLValue]] {
 func cellEntries(of replica: Replica) throws -> [[SQLValue]] {
     var entries: [[SQLValue]] = []
     for row in try replica.database.rows(
-        #"SELECT "tid", "pk", "cells" FROM "_sqsync_rows" WHERE "cells" IS NOT NULL ORDER BY 1, 2"#)
+        #"SELECT "tid", "pk", "cells", "hlc", "site" FROM "_sqsync_rows" WHERE "cells" IS NOT NULL ORDER BY 1, 2"#)
     {
-        for clock in try replica.cellClocks(row[2]) {
+        let entry = RowClock(hlc: row[3].int64Value ?? 0, site: Int(row[4].int64Value ?? 0))
+        for clock in try replica.cellClocks(row[2], of: entry) {
             entries.append([
                 row[0], row[1], .integer(Int64(clock.cid)), .integer(clock.hlc), .integer(Int64(clock.site)), .integer(clock.seq),
             ])
