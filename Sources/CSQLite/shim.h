@@ -17,6 +17,10 @@ static inline void sqsync_result_blob(sqlite3_context *context, const void *byte
     sqlite3_result_blob(context, bytes, length, SQLITE_TRANSIENT);
 }
 
+static inline void sqsync_result_text(sqlite3_context *context, const char *text, int length) {
+    sqlite3_result_text(context, text, length, SQLITE_TRANSIENT);
+}
+
 /// Turns triggers off (0) or on (1) for one connection; foreign key actions still run.
 /// sqlite3_db_config is variadic; Swift cannot call it directly.
 static inline int sqsync_enable_triggers(sqlite3 *db, int on) {

@@ -16,7 +16,7 @@ extension ChangeApplier {
                 return true
             } catch let error as SQLiteError where error.isUniqueConstraint {
                 guard let other = try clashingRow(target: target, keyValues: keyValues, writing: writing()) else { throw error }
-                let otherKey = try storedKey(other.key)
+                let otherKey = try metadataKey(other.key)
                 let otherEntry = try rowEntry(tid: target.info.tid, key: otherKey)
                 let otherStamp = otherEntry?.stamp ?? LocalStamp(hlc: Int64.max, site: 0, seq: 0)
                 if isLater(lifeStamp, than: otherStamp) {
@@ -77,7 +77,7 @@ extension ChangeApplier {
         try database.run(ApplySQL.observeClock, .integer(highestClock))
         let tick = try database.rows(ApplySQL.tick)[0]
         let stamp = LocalStamp(hlc: tick[2].int64Value ?? 0, site: Int(tick[0].int64Value ?? 0), seq: tick[1].int64Value ?? 0)
-        let key = try storedKey(keyValues)
+        let key = try metadataKey(keyValues)
         let deadLength = cl % 2 == 1 ? cl + 1 : cl
         try writeRowEntry(tid: target.info.tid, key: key, cl: deadLength, stamp: stamp)
         try deleteCells(tid: target.info.tid, key: key)

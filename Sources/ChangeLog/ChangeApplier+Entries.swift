@@ -15,13 +15,14 @@ extension ChangeApplier {
         )
     }
 
-    func storedKey(_ values: [SQLValue]) throws -> SQLValue {
-        if values.count == 1 { return values[0] }
+    /// The key under which sqsync's metadata holds the row with these key values.
+    func metadataKey(_ values: [SQLValue]) throws -> SQLValue {
+        if values.count == 1 { return MetadataKey.of(values[0]) }
         let statement = try database.cached(ApplySQL.compositeKey(columns: values.count))
         try statement.bind(values)
         defer { statement.reset() }
         _ = try statement.step()
-        return statement.value(at: 0)
+        return MetadataKey.of(statement.value(at: 0))
     }
 
     func writeRowEntry(tid: Int, key: SQLValue, cl: Int64, stamp: LocalStamp) throws {

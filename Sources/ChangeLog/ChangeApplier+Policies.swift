@@ -6,7 +6,7 @@ extension ChangeApplier {
     /// lives here in the life the contributions belong to. Returns true when a value moved.
     func applyCounters(_ change: RowChange, to target: Target) throws -> Bool {
         let tid = target.info.tid
-        let key = try storedKey(change.key)
+        let key = try metadataKey(change.key)
         guard let entry = try rowEntry(tid: tid, key: key), entry.cl == change.causalLength, entry.cl % 2 == 1 else {
             // A life that ended here, or one not begun yet: its counts go with it.
             return false

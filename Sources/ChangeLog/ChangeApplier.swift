@@ -279,7 +279,7 @@ public final class ChangeApplier {
     }
 
     private func applyKept(_ change: RowChange, to target: Target) throws {
-        let key = try storedKey(change.key)
+        let key = try metadataKey(change.key)
         if let rowStamp = change.rowStamp { highestClock = max(highestClock, rowStamp.hlc) }
         for column in change.columns { highestClock = max(highestClock, column.stamp.hlc) }
 

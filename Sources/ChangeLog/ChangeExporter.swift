@@ -169,7 +169,7 @@ public final class ChangeExporter {
                 try keys.bind([.integer(Int64(table.tid))])
                 let lookup = try database.prepare(ExportSQL.rowByKey(table))
                 while try keys.step() {
-                    guard let key = KeyCodec.decode(keys.value(at: 4), columns: table.primaryKey.count) else {
+                    guard let key = MetadataKey.values(keys.value(at: 4), columns: table.primaryKey.count) else {
                         throw undecodableKey(table)
                     }
                     try lookup.bind(key)
@@ -193,7 +193,7 @@ public final class ChangeExporter {
             try deleted.bind([.integer(Int64(table.tid))])
             while try deleted.step() {
                 guard isNeeded(site: deleted.int64(at: 3), seq: deleted.int64(at: 4)) else { continue }
-                guard let key = KeyCodec.decode(deleted.value(at: 0), columns: keyCount) else {
+                guard let key = MetadataKey.values(deleted.value(at: 0), columns: keyCount) else {
                     throw undecodableKey(table)
                 }
                 try body(
@@ -355,7 +355,7 @@ enum ExportSQL {
     /// every column.
     static func liveRows(_ table: TableInfo) -> String {
         let alias = quoteIdentifier("_sqsync_t")
-        let key = TriggerSQL(table: table).keyExpression(alias)
+        let key = MetadataKey.sql(TriggerSQL(table: table).keyExpression(alias))
         let columns = table.columns.map { "\(alias).\(quoteIdentifier($0.name))" }.joined(separator: ", ")
         return """
             SELECT r."cl", r."hlc", r."site", r."seq", r."pk", r."cells", \(columns)

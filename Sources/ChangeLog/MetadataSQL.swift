@@ -356,7 +356,34 @@ enum MetadataSQL {
             WHERE "cells" IS NOT NULL;
             """
         ),
+        (
+            11,
+            """
+            -- Keys in the metadata take their compact form (MetadataKey): UUIDs in 16 bytes,
+            -- BLOBs behind a 0x00 byte. The capture log keeps the stored key.
+            \(compactKeys(of: "_sqsync_rows", columns: ["tid", "pk", "cl", "hlc", "site", "seq", "sum", "cells"]))
+            \(compactKeys(of: "_sqsync_changes", columns: ["site", "seq", "tid", "pk"]))
+            \(compactKeys(of: "_sqsync_counters", columns: ["tid", "pk", "cid", "site", "total", "folded", "hlc", "seq"]))
+            \(compactKeys(of: "_sqsync_snapshot", columns: ["tid", "cid", "pk", "value"]))
+            """
+        ),
     ]
+
+    /// Gives a table's "pk" column its metadata form. BLOB keys go out and come back, so no
+    /// key is ever written over one not yet converted; UUIDs are then converted in place
+    /// (a BLOB is all they could have met).
+    private static func compactKeys(of table: String, columns: [String]) -> String {
+        let quoted = quoteIdentifier(table), aside = quoteIdentifier("\(table)_blob_keys")
+        let list = columns.map(quoteIdentifier).joined(separator: ", ")
+        let converted = columns.map { $0 == "pk" ? #"sqsync_key("pk")"# : quoteIdentifier($0) }.joined(separator: ", ")
+        return """
+            CREATE TEMP TABLE \(aside) AS SELECT \(list) FROM \(quoted) WHERE typeof("pk") = 'blob';
+            DELETE FROM \(quoted) WHERE typeof("pk") = 'blob';
+            UPDATE \(quoted) SET "pk" = sqsync_key("pk") WHERE typeof("pk") = 'text' AND sqsync_key("pk") IS NOT "pk";
+            INSERT INTO \(quoted) (\(list)) SELECT \(converted) FROM temp.\(aside);
+            DROP TABLE temp.\(aside);
+            """
+    }
 
     /// Migration 9 packs the column clocks: unnumbered ones (written by the triggers of
     /// versions before the capture log) are numbered first, as they always were.

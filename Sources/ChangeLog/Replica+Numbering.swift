@@ -45,7 +45,7 @@ extension Replica {
         let site = SQLValue.integer(Int64(self.site))
         while try log.step() {
             lastID = log.int64(at: 0)
-            let tid = log.value(at: 1), operation = Int(log.int64(at: 2)), key = log.value(at: 3)
+            let tid = log.value(at: 1), operation = Int(log.int64(at: 2)), key = MetadataKey.of(log.value(at: 3))
             // The triggers log no delta that is not a number; one from elsewhere counts as nothing.
             if operation == TriggerSQL.Operation.counterDelta && log.value(at: 6) == .null { continue }
             // An update that wrote the same values again changed nothing.
@@ -112,9 +112,9 @@ extension Replica {
         return (table, try database.prepare(RowChecksum.update(table)))
     }
 
-    /// Records the checksum of the live row stored under `key` (`RowChecksum.update`).
+    /// Records the checksum of the live row whose metadata key is `key` (`RowChecksum.update`).
     func recordChecksum(of key: SQLValue, in table: TableInfo, with statement: Statement) throws {
-        guard let values = KeyCodec.decode(key, columns: table.primaryKey.count) else { return }
+        guard let values = MetadataKey.values(key, columns: table.primaryKey.count) else { return }
         try statement.bind([key] + values)
         try statement.run()
     }
@@ -188,7 +188,7 @@ enum FoldSQL {
     /// Rows the log inserted or updated (deleted rows need no checksum, rows written with
     /// the same values no new one).
     static let touchedRows = """
-        SELECT DISTINCT "tid", "pk" FROM "_sqsync_log"
+        SELECT DISTINCT "tid", sqsync_key("pk") FROM "_sqsync_log"
         WHERE "id" <= ?1 AND "op" != \(TriggerSQL.Operation.delete)
           AND ("op" < \(TriggerSQL.Operation.updateBase) OR "mask" != 0)
         """

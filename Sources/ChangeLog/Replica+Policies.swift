@@ -178,7 +178,7 @@ enum CounterSQL {
     static func logValueAsWrite(tid: Int, cid: Int) -> String {
         """
         INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "stamp")
-          SELECT DISTINCT ?1, \(TriggerSQL.Operation.updateBase + TriggerSQL.Operation.word(of: cid)), "pk",
+          SELECT DISTINCT ?1, \(TriggerSQL.Operation.updateBase + TriggerSQL.Operation.word(of: cid)), sqsync_stored_key("pk"),
                  \(1 << TriggerSQL.Operation.bit(of: cid)), \(MetadataSQL.wallClockMilliseconds)
           FROM "_sqsync_counters" WHERE "tid" = ?1 AND "cid" = ?2
         """

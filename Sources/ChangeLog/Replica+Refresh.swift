@@ -190,9 +190,10 @@ extension Replica {
         let tid = SQLValue.integer(Int64(table.tid))
         try database.execute(RekeySQL.createMap)
         if !oldKey.isEmpty && oldKey.allSatisfy(present.contains) {
-            let old = TriggerSQL.storedKey(oldKey.map { "\(alias).\(quoteIdentifier($0))" })
+            let old = MetadataKey.sql(TriggerSQL.storedKey(oldKey.map { "\(alias).\(quoteIdentifier($0))" }))
+            let new = MetadataKey.sql(TriggerSQL(table: table).keyExpression(alias))
             try database.execute(
-                "INSERT OR IGNORE INTO temp.\"_sqsync_rekey\" (\"old\", \"new\") SELECT \(old), \(TriggerSQL(table: table).keyExpression(alias)) FROM \(quoteIdentifier(table.name)) AS \(alias)"
+                "INSERT OR IGNORE INTO temp.\"_sqsync_rekey\" (\"old\", \"new\") SELECT \(old), \(new) FROM \(quoteIdentifier(table.name)) AS \(alias)"
             )
         }
         for statement in RekeySQL.move { try database.run(statement, tid) }
@@ -318,17 +319,19 @@ struct ReconcileSQL {
     let table: TableInfo
 
     private var alias: String { quoteIdentifier("_sqsync_t") }
-    private var key: String { TriggerSQL(table: table).keyExpression(alias) }
+    /// The row's key as the log holds it, and as the metadata does (``MetadataKey``).
+    private var storedKey: String { TriggerSQL(table: table).keyExpression(alias) }
+    private var metadataKey: String { MetadataKey.sql(storedKey) }
     private var stamp: String { MetadataSQL.wallClockMilliseconds }
 
     /// Rows present without a live entry: inserted while no trigger ran.
     var logInserts: String {
         """
         INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp")
-          SELECT \(table.tid), \(TriggerSQL.Operation.insert), \(key), \(stamp)
+          SELECT \(table.tid), \(TriggerSQL.Operation.insert), \(storedKey), \(stamp)
           FROM \(quoteIdentifier(table.name)) AS \(alias)
           WHERE NOT EXISTS (SELECT 1 FROM "_sqsync_rows" r
-                            WHERE r."tid" = \(table.tid) AND r."pk" = \(key) AND r."cl" % 2 = 1)
+                            WHERE r."tid" = \(table.tid) AND r."pk" = \(metadataKey) AND r."cl" % 2 = 1)
         """
     }
 
@@ -337,9 +340,9 @@ struct ReconcileSQL {
     var logDeletes: String {
         """
         CREATE TEMP TABLE "_sqsync_present" ("pk" PRIMARY KEY) WITHOUT ROWID;
-        INSERT OR IGNORE INTO temp."_sqsync_present" SELECT \(key) FROM \(quoteIdentifier(table.name)) AS \(alias);
+        INSERT OR IGNORE INTO temp."_sqsync_present" SELECT \(metadataKey) FROM \(quoteIdentifier(table.name)) AS \(alias);
         INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp")
-          SELECT \(table.tid), \(TriggerSQL.Operation.delete), r."pk", \(stamp)
+          SELECT \(table.tid), \(TriggerSQL.Operation.delete), sqsync_stored_key(r."pk"), \(stamp)
           FROM "_sqsync_rows" r
           WHERE r."tid" = \(table.tid) AND r."cl" % 2 = 1
             AND NOT EXISTS (SELECT 1 FROM temp."_sqsync_present" p WHERE p."pk" = r."pk");
@@ -358,9 +361,9 @@ struct ReconcileSQL {
             let mask = columns.reduce(Int64(0)) { $0 | (Int64(1) << Int64(TriggerSQL.Operation.bit(of: $1.cid))) }
             return """
                 INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "stamp")
-                  SELECT \(table.tid), \(TriggerSQL.Operation.updateBase + word), r."pk", \(mask), \(stamp)
+                  SELECT \(table.tid), \(TriggerSQL.Operation.updateBase + word), sqsync_stored_key(r."pk"), \(mask), \(stamp)
                   FROM \(quoteIdentifier(table.name)) AS \(alias)
-                  JOIN "_sqsync_rows" r ON r."tid" = \(table.tid) AND r."pk" = \(key) AND r."cl" % 2 = 1
+                  JOIN "_sqsync_rows" r ON r."tid" = \(table.tid) AND r."pk" = \(metadataKey) AND r."cl" % 2 = 1
                   WHERE r."sum" IS NOT NULL AND r."sum" != \(RowChecksum.of(table, alias: alias))
                 """
         }
@@ -372,10 +375,10 @@ struct ReconcileSQL {
         let value = "\(alias).\(quoteIdentifier(column.name))"
         return """
             INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "stamp")
-              SELECT \(table.tid), \(TriggerSQL.Operation.updateBase + TriggerSQL.Operation.word(of: column.cid)), \(key),
+              SELECT \(table.tid), \(TriggerSQL.Operation.updateBase + TriggerSQL.Operation.word(of: column.cid)), \(storedKey),
                      \(Int64(1) << Int64(TriggerSQL.Operation.bit(of: column.cid))), \(stamp)
               FROM \(quoteIdentifier(table.name)) AS \(alias)
-              JOIN "_sqsync_snapshot" s ON s."tid" = \(table.tid) AND s."cid" = \(column.cid) AND s."pk" = \(key)
+              JOIN "_sqsync_snapshot" s ON s."tid" = \(table.tid) AND s."cid" = \(column.cid) AND s."pk" = \(metadataKey)
               WHERE s."value" IS NOT \(value) OR typeof(s."value") != typeof(\(value))
             """
     }
@@ -392,7 +395,8 @@ struct SnapshotSQL {
         let alias = quoteIdentifier("_sqsync_t")
         return """
             INSERT INTO "_sqsync_snapshot" ("tid", "cid", "pk", "value")
-              SELECT \(table.tid), \(column.cid), \(TriggerSQL(table: table).keyExpression(alias)), \(alias).\(quoteIdentifier(column.name))
+              SELECT \(table.tid), \(column.cid), \(MetadataKey.sql(TriggerSQL(table: table).keyExpression(alias))),
+                     \(alias).\(quoteIdentifier(column.name))
               FROM \(quoteIdentifier(table.name)) AS \(alias)
             """
     }

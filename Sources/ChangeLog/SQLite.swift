@@ -99,6 +99,7 @@ public final class Database {
             try execute("PRAGMA temp_store = MEMORY")
             try RowChecksum.register(on: handle)
             try CellClocks.register(on: handle)
+            try MetadataKey.register(on: handle)
         } catch let error as SQLiteError {
             // deinit closes the handle: the object is fully initialized here.
             throw SQLiteError(code: error.code, message: "\(path): \(error.message)", sql: nil)

@@ -241,7 +241,7 @@ struct TriggerSQL {
             INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp")
               SELECT \(table.tid), \(Operation.insert), \(key), \(Self.stamp)
               FROM \(quotedTable) AS \(alias)
-              WHERE NOT EXISTS (SELECT 1 FROM "_sqsync_rows" r WHERE r."tid" = \(table.tid) AND r."pk" = \(key))
+              WHERE NOT EXISTS (SELECT 1 FROM "_sqsync_rows" r WHERE r."tid" = \(table.tid) AND r."pk" = \(MetadataKey.sql(key)))
             """
     }
 

@@ -1,0 +1,172 @@
+import CSQLite
+
+/// The form a row's key takes in sqsync's metadata (`_sqsync_rows`, `_sqsync_changes`,
+/// `_sqsync_counters`, `_sqsync_snapshot`): the stored key (``TriggerSQL/storedKey(_:)``,
+/// what the triggers write to the capture log), with UUIDs in 16 bytes instead of 36.
+///
+/// The key is most of a row entry's bytes, and SPEC §2 recommends UUID keys. The triggers
+/// cannot call sqsync's functions (every writer runs them), so the log keeps the stored key
+/// and the fold turns it into this form.
+///
+/// - A UUID in its canonical text form, lowercase or uppercase, becomes a 17-byte BLOB: 0x01
+///   (lowercase) or 0x02 (uppercase), then the 16 bytes.
+/// - A BLOB gets a 0x00 byte in front, so it never reads as a UUID.
+/// - Everything else (integers, reals, other text, composite keys) is kept as it is.
+///
+/// sqsync's own connections get it as SQL functions: `sqsync_key(stored)` and
+/// `sqsync_stored_key(key)`, its inverse.
+enum MetadataKey {
+    private static let plainBlob: UInt8 = 0
+    private static let lowercaseUUID: UInt8 = 1
+    private static let uppercaseUUID: UInt8 = 2
+
+    /// SQL for the metadata key of the stored key `storedKeySQL` (on sqsync's connections).
+    static func sql(_ storedKeySQL: String) -> String { "sqsync_key(\(storedKeySQL))" }
+
+    static func of(_ stored: SQLValue) -> SQLValue {
+        switch stored {
+        case .text(let text):
+            var bytes = Array(text.utf8)
+            return compactUUID(&bytes).map(SQLValue.blob) ?? stored
+        case .blob(let bytes):
+            return .blob([plainBlob] + bytes)
+        default:
+            return stored
+        }
+    }
+
+    /// The stored key back; nil for a BLOB in no form this version writes (damaged metadata).
+    static func stored(_ key: SQLValue) -> SQLValue? {
+        guard case .blob(let bytes) = key else { return key }
+        return bytes.withUnsafeBufferPointer { stored(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The key values of a metadata key (``KeyCodec``); nil when it does not read back.
+    static func values(_ key: SQLValue, columns: Int) -> [SQLValue]? {
+        stored(key).flatMap { KeyCodec.decode($0, columns: columns) }
+    }
+
+    private static func stored(_ bytes: UnsafeRawBufferPointer) -> SQLValue? {
+        switch bytes.first {
+        case plainBlob:
+            return .blob(Array(bytes.dropFirst()))
+        case lowercaseUUID where bytes.count == 17, uppercaseUUID where bytes.count == 17:
+            return .text(uuidText(bytes.dropFirst(), uppercase: bytes.first == uppercaseUUID))
+        default:
+            return nil
+        }
+    }
+
+    /// 0x01 or 0x02 and the 16 bytes of `text` when it is a UUID in canonical form
+    /// (8-4-4-4-12 hex digits, one case throughout).
+    private static func compactUUID(_ text: inout [UInt8]) -> [UInt8]? {
+        guard text.count == 36 else { return nil }
+        var result: [UInt8] = [0]
+        result.reserveCapacity(17)
+        var high: UInt8?
+        var sawLower = false, sawUpper = false
+        for (index, character) in text.enumerated() {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                guard character == UInt8(ascii: "-") else { return nil }
+                continue
+            }
+            let nibble: UInt8
+            switch character {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = character - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"):
+                nibble = character - UInt8(ascii: "a") + 10
+                sawLower = true
+            case UInt8(ascii: "A")...UInt8(ascii: "F"):
+                nibble = character - UInt8(ascii: "A") + 10
+                sawUpper = true
+            default: return nil
+            }
+            if let first = high {
+                result.append(first << 4 | nibble)
+                high = nil
+            } else {
+                high = nibble
+            }
+        }
+        // Digits alone read back lowercase; mixed case would not read back at all.
+        guard !(sawLower && sawUpper) else { return nil }
+        result[0] = sawUpper ? uppercaseUUID : lowercaseUUID
+        return result
+    }
+
+    private static func uuidText<Bytes: Collection<UInt8>>(_ bytes: Bytes, uppercase: Bool) -> String {
+        let digits = Array((uppercase ? "0123456789ABCDEF" : "0123456789abcdef").utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(36)
+        for (index, byte) in bytes.enumerated() {
+            if index == 4 || index == 6 || index == 8 || index == 10 { text.append(UInt8(ascii: "-")) }
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+}
+
+// MARK: SQL functions
+
+extension MetadataKey {
+    static func register(on handle: OpaquePointer) throws {
+        let flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS
+        for (name, function) in [("sqsync_key", key), ("sqsync_stored_key", storedKey)] {
+            let rc = sqlite3_create_function_v2(handle, name, 1, flags, nil, function, nil, nil, nil)
+            guard rc == SQLITE_OK else {
+                throw SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)), sql: nil)
+            }
+        }
+    }
+
+    private static let key: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
+        context, _, values in
+        let value = values?[0]
+        switch sqlite3_value_type(value) {
+        case SQLITE_TEXT:
+            let length = Int(sqlite3_value_bytes(value))
+            if length == 36, let start = sqlite3_value_text(value) {
+                var text = Array(UnsafeBufferPointer(start: start, count: length))
+                if let compact = compactUUID(&text) {
+                    compact.withUnsafeBytes { sqsync_result_blob(context, $0.baseAddress, Int32($0.count)) }
+                    return
+                }
+            }
+            sqlite3_result_value(context, value)
+        case SQLITE_BLOB:
+            let length = Int(sqlite3_value_bytes(value))
+            var bytes = [UInt8](repeating: plainBlob, count: length + 1)
+            if length > 0, let start = sqlite3_value_blob(value) {
+                bytes.withUnsafeMutableBytes { $0.baseAddress!.advanced(by: 1).copyMemory(from: start, byteCount: length) }
+            }
+            bytes.withUnsafeBytes { sqsync_result_blob(context, $0.baseAddress, Int32($0.count)) }
+        default:
+            sqlite3_result_value(context, value)
+        }
+    }
+
+    private static let storedKey: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
+        context, _, values in
+        let value = values?[0]
+        guard sqlite3_value_type(value) == SQLITE_BLOB else {
+            sqlite3_result_value(context, value)
+            return
+        }
+        let length = Int(sqlite3_value_bytes(value))
+        let bytes = UnsafeRawBufferPointer(start: length > 0 ? sqlite3_value_blob(value) : nil, count: length)
+        switch stored(bytes) {
+        case .text(let text):
+            let utf8 = Array(text.utf8)
+            utf8.withUnsafeBufferPointer { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { sqsync_result_text(context, $0.baseAddress, Int32($0.count)) }
+            }
+        case .blob(let blob) where blob.isEmpty:
+            sqlite3_result_zeroblob(context, 0)
+        case .blob(let blob):
+            blob.withUnsafeBytes { sqsync_result_blob(context, $0.baseAddress, Int32($0.count)) }
+        default:
+            sqlite3_result_error(context, "sqsync: a key in sqsync's metadata is in no form this sqsync reads", -1)
+        }
+    }
+}
