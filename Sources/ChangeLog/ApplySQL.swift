@@ -18,14 +18,16 @@ enum ApplySQL {
         SELECT "cl", "hlc", "site", "seq", "cells" FROM "_sqsync_rows" WHERE "tid" = ? AND "pk" = ?
         """
 
+    /// A deleted row's entry. A new clock takes the column clocks with it: they are stored
+    /// relative to the row's (``CellClocks``), and a deleted row has none.
     static let upsertRowEntry = """
         INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq") VALUES (?, ?, ?, ?, ?, ?)
         ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = excluded."cl", "hlc" = excluded."hlc",
-            "site" = excluded."site", "seq" = excluded."seq"
+            "site" = excluded."site", "seq" = excluded."seq", "cells" = NULL
         """
 
     /// The entry of a row just written, with its column clocks and the checksum of its values
-    /// as stored (``RowChecksum``), in one write: ?1 the stored key, ?2–?5 cl, hlc, site,
+    /// as stored (``RowChecksum``), in one write: ?1 the metadata key, ?2–?5 cl, hlc, site,
     /// seq, ?6 the column clocks (packed, ``CellClocks``), the key values from ?7 on.
     static func upsertLiveRowEntry(_ table: TableInfo) -> String {
         """
@@ -37,7 +39,7 @@ enum ApplySQL {
     }
 
     /// After a merge of columns: the row's column clocks (?2, packed) and the checksum of its
-    /// values as stored, in one write; ?1 the stored key, the key values from ?3 on.
+    /// values as stored, in one write; ?1 the metadata key, the key values from ?3 on.
     static func writeCellsAndChecksum(_ table: TableInfo) -> String {
         """
         UPDATE "_sqsync_rows" SET "cells" = ?2, "sum" = \(RowChecksum.ofRow(table, firstKeyParameter: 3))

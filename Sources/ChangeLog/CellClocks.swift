@@ -183,8 +183,12 @@ extension CellClocks {
         case SQLITE_NULL:
             return []
         case SQLITE_BLOB:
-            let length = Int(sqlite3_value_bytes(value))
-            guard length > 0, let start = sqlite3_value_blob(value) else { return [] }
+            let start = sqlite3_value_blob(value), length = Int(sqlite3_value_bytes(value))
+            guard length > 0 else { return [] }
+            guard let start else {
+                sqlite3_result_error_nomem(context)
+                return nil
+            }
             if let clocks = decode(UnsafeRawBufferPointer(start: start, count: length), relativeTo: row(values)) {
                 return clocks
             }
@@ -229,10 +233,19 @@ extension CellClocks {
         result(context, clocks.filter { $0.cid != cid }, relativeTo: row(values))
     }
 
-    /// (cells, row hlc, row site): the same clocks in the current format.
+    /// (cells, row hlc, row site): the same clocks in the current format. A value in no
+    /// known format is kept as it is (metadata migration 10 runs this over every entry, and
+    /// one damaged entry must not lock the replica out; the reads that meet it report it).
     private static let repack: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
         context, _, values in
-        guard let clocks = clocks(context, values) else { return }
+        let value = values?[0]
+        let length = Int(sqlite3_value_bytes(value))
+        guard sqlite3_value_type(value) == SQLITE_BLOB, length > 0, let start = sqlite3_value_blob(value),
+            let clocks = decode(UnsafeRawBufferPointer(start: start, count: length), relativeTo: row(values))
+        else {
+            sqlite3_result_value(context, value)
+            return
+        }
         result(context, clocks, relativeTo: row(values))
     }
 

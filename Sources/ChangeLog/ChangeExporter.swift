@@ -230,7 +230,7 @@ public final class ChangeExporter {
         }
     }
 
-    /// One live row: `entry` holds its row entry (cl, hlc, site, seq, stored key, column
+    /// One live row: `entry` holds its row entry (cl, hlc, site, seq, metadata key, column
     /// clocks) in its first six columns, `values` every column of the row in table order.
     private func emit(_ emitter: LiveRowEmitter, entry: Statement, values: [SQLValue], _ body: (RowChange) throws -> Void)
         throws
@@ -321,7 +321,7 @@ enum ExportSQL {
         """
 
     /// One row by its key values; `IS`, so a NULL part of a composite key still matches, as
-    /// the one-pass export's join on the stored key does.
+    /// the one-pass export's join on the metadata key does.
     static func rowByKey(_ table: TableInfo) -> String {
         let columns = table.columns.map { quoteIdentifier($0.name) }.joined(separator: ", ")
         let condition = table.primaryKey.enumerated().map { "\(quoteIdentifier($0.element.name)) IS ?\($0.offset + 1)" }
@@ -331,7 +331,7 @@ enum ExportSQL {
 
     static let changedTables = #"SELECT DISTINCT "tid" FROM temp."_sqsync_export_keys""#
 
-    /// Changed rows that are alive: cl, hlc, site, seq, stored key, column clocks (like
+    /// Changed rows that are alive: cl, hlc, site, seq, metadata key, column clocks (like
     /// ``liveRows(_:)``).
     static let changedLiveRows = """
         SELECT r."cl", r."hlc", r."site", r."seq", r."pk", r."cells"
@@ -351,14 +351,26 @@ enum ExportSQL {
         SELECT "pk", "cl", "hlc", "site", "seq" FROM "_sqsync_rows" WHERE "tid" = ? AND "cl" % 2 = 0
         """
 
-    /// Live rows with their row entry: cl, hlc, site, seq, stored key, column clocks, then
-    /// every column.
+    /// Live rows with their row entry: cl, hlc, site, seq, metadata key, column clocks, then
+    /// every column. With a one-column key the entries lead, in key order, and each finds its
+    /// row through the table's key index (CROSS JOIN keeps that order): a receiver then
+    /// inserts at the right edge of its B-trees, and the comparison takes the key column's
+    /// affinity, as a plain column comparison would.
     static func liveRows(_ table: TableInfo) -> String {
         let alias = quoteIdentifier("_sqsync_t")
-        let key = MetadataKey.sql(TriggerSQL(table: table).keyExpression(alias))
         let columns = table.columns.map { "\(alias).\(quoteIdentifier($0.name))" }.joined(separator: ", ")
+        let entry = #"r."cl", r."hlc", r."site", r."seq", r."pk", r."cells""#
+        if table.primaryKey.count == 1 {
+            return """
+                SELECT \(entry), \(columns)
+                FROM "_sqsync_rows" AS r CROSS JOIN \(quoteIdentifier(table.name)) AS \(alias)
+                  ON \(alias).\(quoteIdentifier(table.primaryKey[0].name)) = sqsync_stored_key(r."pk")
+                WHERE r."tid" = \(table.tid) AND r."cl" % 2 = 1
+                """
+        }
+        let key = MetadataKey.sql(TriggerSQL(table: table).keyExpression(alias))
         return """
-            SELECT r."cl", r."hlc", r."site", r."seq", r."pk", r."cells", \(columns)
+            SELECT \(entry), \(columns)
             FROM \(quoteIdentifier(table.name)) AS \(alias)
             JOIN "_sqsync_rows" AS r ON r."tid" = \(table.tid) AND r."pk" = \(key) AND r."cl" % 2 = 1
             """

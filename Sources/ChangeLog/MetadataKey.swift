@@ -26,8 +26,7 @@ enum MetadataKey {
     static func of(_ stored: SQLValue) -> SQLValue {
         switch stored {
         case .text(let text):
-            var bytes = Array(text.utf8)
-            return compactUUID(&bytes).map(SQLValue.blob) ?? stored
+            return compactUUID(Array(text.utf8)).map(SQLValue.blob) ?? stored
         case .blob(let bytes):
             return .blob([plainBlob] + bytes)
         default:
@@ -59,7 +58,7 @@ enum MetadataKey {
 
     /// 0x01 or 0x02 and the 16 bytes of `text` when it is a UUID in canonical form
     /// (8-4-4-4-12 hex digits, one case throughout).
-    private static func compactUUID(_ text: inout [UInt8]) -> [UInt8]? {
+    private static func compactUUID(_ text: [UInt8]) -> [UInt8]? {
         guard text.count == 36 else { return nil }
         var result: [UInt8] = [0]
         result.reserveCapacity(17)
@@ -125,25 +124,32 @@ extension MetadataKey {
         let value = values?[0]
         switch sqlite3_value_type(value) {
         case SQLITE_TEXT:
-            let length = Int(sqlite3_value_bytes(value))
-            if length == 36, let start = sqlite3_value_text(value) {
-                var text = Array(UnsafeBufferPointer(start: start, count: length))
-                if let compact = compactUUID(&text) {
-                    compact.withUnsafeBytes { sqsync_result_blob(context, $0.baseAddress, Int32($0.count)) }
-                    return
-                }
+            guard let text = contents(of: value, context) else { return }
+            if let compact = compactUUID(Array(text)) {
+                compact.withUnsafeBytes { sqsync_result_blob(context, $0.baseAddress, Int32($0.count)) }
+            } else {
+                sqlite3_result_value(context, value)
             }
-            sqlite3_result_value(context, value)
         case SQLITE_BLOB:
-            let length = Int(sqlite3_value_bytes(value))
-            var bytes = [UInt8](repeating: plainBlob, count: length + 1)
-            if length > 0, let start = sqlite3_value_blob(value) {
-                bytes.withUnsafeMutableBytes { $0.baseAddress!.advanced(by: 1).copyMemory(from: start, byteCount: length) }
-            }
+            guard let blob = contents(of: value, context) else { return }
+            let bytes = [plainBlob] + blob
             bytes.withUnsafeBytes { sqsync_result_blob(context, $0.baseAddress, Int32($0.count)) }
         default:
             sqlite3_result_value(context, value)
         }
+    }
+
+    /// A TEXT or BLOB argument's bytes; nil after reporting that SQLite ran out of memory.
+    private static func contents(of value: OpaquePointer?, _ context: OpaquePointer?) -> UnsafeRawBufferPointer? {
+        let start =
+            sqlite3_value_type(value) == SQLITE_TEXT
+            ? UnsafeRawPointer(sqlite3_value_text(value)) : sqlite3_value_blob(value)
+        let length = Int(sqlite3_value_bytes(value))
+        guard length == 0 || start != nil else {
+            sqlite3_result_error_nomem(context)
+            return nil
+        }
+        return UnsafeRawBufferPointer(start: length == 0 ? nil : start, count: length)
     }
 
     private static let storedKey: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
@@ -153,8 +159,7 @@ extension MetadataKey {
             sqlite3_result_value(context, value)
             return
         }
-        let length = Int(sqlite3_value_bytes(value))
-        let bytes = UnsafeRawBufferPointer(start: length > 0 ? sqlite3_value_blob(value) : nil, count: length)
+        guard let bytes = contents(of: value, context) else { return }
         switch stored(bytes) {
         case .text(let text):
             let utf8 = Array(text.utf8)

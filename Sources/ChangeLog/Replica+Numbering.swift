@@ -37,7 +37,6 @@ extension Replica {
         var lastID: Int64 = 0
         let startLife = try database.cached(FoldSQL.startLife)
         let endLife = try database.cached(FoldSQL.endLife)
-        let dropCells = try database.cached(FoldSQL.dropCells)
         let dropCounters = try database.cached(CounterSQL.dropCountersOfRow)
         let addToCounter = try database.cached(CounterSQL.addOwnDelta)
         let writeCell = try database.cached(FoldSQL.writeCell)
@@ -62,8 +61,6 @@ extension Replica {
                 let upsert = operation == TriggerSQL.Operation.insert ? startLife : endLife
                 try upsert.bind([tid, key, .integer(hlc), site, .integer(seq)])
                 try upsert.run()
-                try dropCells.bind([tid, key])
-                try dropCells.run()
                 try dropCounters.bind([tid, key])
                 try dropCounters.run()
             case TriggerSQL.Operation.counterDelta:
@@ -160,17 +157,18 @@ enum FoldSQL {
         """
 
     /// An insert starts the row's next life (the next odd causal length)...
+    /// Column clocks belong to one life, and are stored relative to its clock: both drop them.
     static let startLife = """
         INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq") VALUES (?1, ?2, 1, ?3, ?4, ?5)
         ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = "cl" + ("cl" % 2 = 0),
-            "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq"
+            "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq", "cells" = NULL
         """
 
     /// ...and a delete ends it (the next even one).
     static let endLife = """
         INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq") VALUES (?1, ?2, 2, ?3, ?4, ?5)
         ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = "cl" + ("cl" % 2),
-            "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq"
+            "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq", "cells" = NULL
         """
 
     /// Column clocks belong to one life: a new life or a delete drops them.

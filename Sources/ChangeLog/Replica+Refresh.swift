@@ -266,7 +266,7 @@ enum RefreshSQL {
         """
 }
 
-/// Moving a table's metadata from old stored keys to new ones (temp."_sqsync_rekey").
+/// Moving a table's metadata from old keys to new ones, both in metadata form (temp."_sqsync_rekey").
 enum RekeySQL {
     static let createMap = """
         CREATE TEMP TABLE IF NOT EXISTS "_sqsync_rekey" ("old" NOT NULL PRIMARY KEY, "new" NOT NULL) WITHOUT ROWID

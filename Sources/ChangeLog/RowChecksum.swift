@@ -49,7 +49,7 @@ enum RowChecksum {
     }
 
     /// Records the checksum of one live row's current values with its entry; the key
-    /// values are bound from ?2 on, the stored key at ?1.
+    /// values are bound from ?2 on, the metadata key at ?1.
     static func update(_ table: TableInfo) -> String {
         """
         UPDATE "_sqsync_rows" SET "sum" = \(ofRow(table, firstKeyParameter: 2))

@@ -43,7 +43,8 @@ struct TriggerSQL {
         quoteIdentifier("_sqsync_\(table.name)_after_\(suffix)")
     }
 
-    /// The key stored in `_sqsync_rows.pk` for the row `alias` (NEW or OLD).
+    /// The stored key of the row `alias` (NEW or OLD), as the capture log holds it; the
+    /// metadata holds its compact form (``MetadataKey``).
     func keyExpression(_ alias: String) -> String {
         Self.storedKey(table.primaryKey.map { "\(alias).\(quoteIdentifier($0.name))" })
     }
