@@ -89,13 +89,13 @@ extension ChangeApplier {
         defer { statement.reset() }
         guard try statement.step() else { return [:] }
         return try localCells(
-            statement.value(at: 0), of: LocalStamp(hlc: statement.int64(at: 1), site: Int(statement.int64(at: 2)), seq: 0))
+            statement.value(at: 0), of: RowClock(hlc: statement.int64(at: 1), site: Int(statement.int64(at: 2))))
     }
 
     /// Column id → clock, from the "cells" of the row entry whose clock is `row`.
-    func localCells(_ packed: SQLValue, of row: LocalStamp) throws -> [Int: LocalStamp] {
+    func localCells(_ packed: SQLValue, of row: RowClock) throws -> [Int: LocalStamp] {
         var cells: [Int: LocalStamp] = [:]
-        for clock in try replica.cellClocks(packed, of: row.rowClock) {
+        for clock in try replica.cellClocks(packed, of: row) {
             cells[clock.cid] = clock.stamp
         }
         return cells

@@ -386,7 +386,7 @@ public final class ChangeApplier {
     ) throws {
         let tid = target.info.tid
         guard let rowStamp else { return }
-        let cells = try localCells(packed, of: rowStamp)
+        let cells = try localCells(packed, of: rowStamp.rowClock)
         var winners: [(change: ColumnChange, column: ColumnInfo, stamp: LocalStamp)] = []
         var losers: [(column: ColumnInfo, value: SQLValue, stamp: LocalStamp, winner: LocalStamp)] = []
         var displaced: [(column: ColumnInfo, stamp: LocalStamp, winner: LocalStamp)] = []
