@@ -153,9 +153,9 @@ struct Bench {
     }
 
     /// Capture ratios move by ±30% from one run to the next (each phase's commit checkpoints
-    /// the write-ahead log, with an fsync), so each size runs `captureRepeats` times on fresh
+    /// the write-ahead log, with an fsync), so each size runs `repeats` times on fresh
     /// files, plain and tracked side by side, and prints the median run of each phase.
-    static let captureRepeats = Int(ProcessInfo.processInfo.environment["SQSYNC_BENCH_REPEATS"] ?? "") ?? 3
+    static let repeats = Int(ProcessInfo.processInfo.environment["SQSYNC_BENCH_REPEATS"] ?? "") ?? 3
 
     static func capturePhases(folder: String, keys: [String], label: String) throws {
         let phases: [(String, (Database) throws -> Void)] = [
@@ -165,7 +165,7 @@ struct Bench {
         ]
         var runs: [[(plain: Double, tracked: Double)]] = Array(repeating: [], count: phases.count)
         var folds: [Double] = []
-        for _ in 0..<max(1, captureRepeats) {
+        for _ in 0..<max(1, repeats) {
             let plain = try openDatabase(folder + "/plain-\(label)-\(keys.count).db")
             let replica = try tracked(folder + "/tracked-\(label)-\(keys.count).db", name: "bench")
             for (index, phase) in phases.enumerated() {
@@ -229,15 +229,50 @@ struct Bench {
         let source = try openDatabase(folder + "/session-source.db")
         let inserts = try changeset(source) { try insertAll(source, keys: keys) }
         let target = try openDatabase(folder + "/session-target.db")
-        let insertApply = try time { try apply(inserts, to: target) }
+        let insertApply = try medianApply(inserts, to: target, folder: folder)
         let updates = try changeset(source) { try updateAll(source, keys: keys) }
-        let updateApply = try time { try apply(updates, to: target) }
+        let updateApply = try medianApply(updates, to: target, folder: folder)
         let deletes = try changeset(source) { try deleteAll(source, keys: keys) }
-        let deleteApply = try time { try apply(deletes, to: target) }
+        let deleteApply = try medianApply(deletes, to: target, folder: folder)
         return SessionFigures(
             insertBytes: inserts.count, insertApplySeconds: insertApply,
             updateBytes: updates.count, updateApplySeconds: updateApply,
             deleteBytes: deletes.count, deleteApplySeconds: deleteApply)
+    }
+
+    /// Imports and applies move by ±30% from one run to the next too, so each is timed
+    /// `repeats` times, into a fresh copy of the target each time (`VACUUM INTO`), and the
+    /// median counts. The target itself then takes the changes untimed, for the next phase.
+
+    static func median(_ times: [Double]) -> Double { times.sorted()[times.count / 2] }
+
+    /// A copy of `database` at `path`, as it is now.
+    static func copy(_ database: Database, to path: String) throws {
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        try database.run("VACUUM INTO ?", .text(path))
+    }
+
+    static func medianApply(_ changeset: [UInt8], to target: Database, folder: String) throws -> Double {
+        var times: [Double] = []
+        for _ in 0..<max(1, repeats) {
+            try copy(target, to: folder + "/session-copy.db")
+            let copy = try Database(path: folder + "/session-copy.db")
+            try copy.useWriteAheadLog()
+            times.append(try time { try apply(changeset, to: copy) })
+        }
+        try apply(changeset, to: target)
+        return median(times)
+    }
+
+    static func medianImport(_ bundle: ExportResult, into target: Replica, trust: AllowedSigners, folder: String) throws -> Double {
+        var times: [Double] = []
+        for _ in 0..<max(1, repeats) {
+            try copy(target.database, to: folder + "/bundle-copy.db")
+            let copy = try Replica(path: folder + "/bundle-copy.db")
+            times.append(try time { _ = try BundleExchange.importBundle(path: bundle.path, into: copy, trust: trust) })
+        }
+        _ = try BundleExchange.importBundle(path: bundle.path, into: target, trust: trust)
+        return median(times)
     }
 
     // MARK: Bundles
@@ -249,14 +284,15 @@ struct Bench {
         let target = try source.clone(to: folder + "/bundle-target.db", name: "target")
         try insertAll(source.database, keys: keys)
 
-        print("Bundles (import includes signature check)   session ext.     sqsync   sqsync/session")
+        print("Bundles (import includes signature check; imports and applies: median of \(max(1, repeats)))")
+        print("                                          session ext.     sqsync   sqsync/session")
         var insertBundle: ExportResult!
         let exportInserts = try time {
             insertBundle = try BundleExchange.export(
                 replica: source, since: try target.knowledge(), key: key,
                 to: folder + "/inserts.sqsb", intoDirectory: false)
         }
-        let importInserts = try time { _ = try BundleExchange.importBundle(path: insertBundle.path, into: target, trust: trust) }
+        let importInserts = try medianImport(insertBundle, into: target, trust: trust, folder: folder)
         try updateAll(source.database, keys: keys)
         var updateBundle: ExportResult!
         let exportUpdates = try time {
@@ -264,7 +300,7 @@ struct Bench {
                 replica: source, since: try target.knowledge(), key: key,
                 to: folder + "/updates.sqsb", intoDirectory: false)
         }
-        let importUpdates = try time { _ = try BundleExchange.importBundle(path: updateBundle.path, into: target, trust: trust) }
+        let importUpdates = try medianImport(updateBundle, into: target, trust: trust, folder: folder)
         try deleteAll(source.database, keys: keys)
         var deleteBundle: ExportResult!
         let exportDeletes = try time {
@@ -272,7 +308,7 @@ struct Bench {
                 replica: source, since: try target.knowledge(), key: key,
                 to: folder + "/deletes.sqsb", intoDirectory: false)
         }
-        let importDeletes = try time { _ = try BundleExchange.importBundle(path: deleteBundle.path, into: target, trust: trust) }
+        let importDeletes = try medianImport(deleteBundle, into: target, trust: trust, folder: folder)
         let count = keys.count
         print(
             "  export \(count) inserts".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      "
