@@ -87,6 +87,20 @@ enum BundleCodec {
     }
 }
 
+extension BundleCodec {
+    /// `bytes` as a String; nil when they are not UTF-8. ASCII, what most values are, is
+    /// taken as it is; anything else goes through the standard library's validation.
+    static func text(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        var ascii = true
+        for byte in bytes where byte >= 0x80 {
+            ascii = false
+            break
+        }
+        if ascii { return String(decoding: bytes, as: UTF8.self) }
+        return String(validating: bytes, as: UTF8.self)
+    }
+}
+
 /// Decodes the primitives from any byte source, refusing anything malformed.
 protocol ByteSource: AnyObject {
     var path: String { get }
@@ -94,6 +108,8 @@ protocol ByteSource: AnyObject {
     func readBytes(_ count: Int) throws -> [UInt8]
     /// `count` bytes of UTF-8 text; nil when they are not valid UTF-8.
     func readText(_ count: Int) throws -> String?
+    /// Eight bytes, least significant first (a REAL's bits).
+    func readFixed64() throws -> UInt64
 }
 
 extension HashingFileInput: ByteSource {}
@@ -153,7 +169,17 @@ extension ByteSource {
 
     func readZigzag() throws -> Int64 { BundleCodec.unzigzag(try readVarint()) }
 
-    func readText(_ count: Int) throws -> String? { String(validating: try readBytes(count), as: UTF8.self) }
+    func readText(_ count: Int) throws -> String? {
+        try readBytes(count).withUnsafeBufferPointer { BundleCodec.text($0) }
+    }
+
+    func readFixed64() throws -> UInt64 { try readFixed64Bytewise() }
+
+    func readFixed64Bytewise() throws -> UInt64 {
+        var bits: UInt64 = 0
+        for index in 0..<8 { bits |= UInt64(try readByte()) << (8 * UInt64(index)) }
+        return bits
+    }
 
     func readString() throws -> String {
         guard let text = try readText(try readCount()) else { throw corrupt("text that is not UTF-8") }
@@ -171,11 +197,7 @@ extension ByteSource {
         switch tag {
         case .null: return .null
         case .integer: return .integer(try readZigzag())
-        case .real:
-            let bytes = try readBytes(8)
-            var bits: UInt64 = 0
-            for (index, byte) in bytes.enumerated() { bits |= UInt64(byte) << (8 * UInt64(index)) }
-            return .real(Double(bitPattern: bits))
+        case .real: return .real(Double(bitPattern: try readFixed64()))
         case .text: return .text(try readString())
         case .blob: return .blob(try readBytes(try readCount()))
         }

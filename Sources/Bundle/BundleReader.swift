@@ -249,10 +249,12 @@ public final class BundleReader {
                 throw input.corrupt("shared stamp without a row stamp")
             }
             var key: [SQLValue] = []
+            key.reserveCapacity(table.primaryKey.count)
             for _ in table.primaryKey { key.append(try input.readValue()) }
             var columns: [ColumnChange] = []
             let inOrder = flags.contains(.allColumnsInOrder)
             let columnCount = inOrder ? nonKeyColumns[tableIndex].count : try input.readCount(limit: table.columns.count)
+            columns.reserveCapacity(columnCount)
             for position in 0..<columnCount {
                 let column =
                     inOrder ? nonKeyColumns[tableIndex][position] : try input.readIndex(below: table.columns.count, "column")

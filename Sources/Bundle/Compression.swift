@@ -153,11 +153,15 @@ final class InflatingSource: ByteSource {
     /// Text that lies within the current block is decoded in place: most values do, and
     /// this spares copying each one into an array first.
     func readText(_ count: Int) throws -> String? {
-        guard count <= block.count - position else { return String(validating: try readBytes(count), as: UTF8.self) }
+        guard count <= block.count - position else { return try readBytes(count).withUnsafeBufferPointer { BundleCodec.text($0) } }
         defer { position += count }
-        return block.withUnsafeBufferPointer {
-            String(validating: UnsafeBufferPointer(rebasing: $0[position..<(position + count)]), as: UTF8.self)
-        }
+        return block.withUnsafeBufferPointer { BundleCodec.text(UnsafeBufferPointer(rebasing: $0[position..<(position + count)])) }
+    }
+
+    func readFixed64() throws -> UInt64 {
+        guard block.count - position >= 8 else { return try readFixed64Bytewise() }
+        defer { position += 8 }
+        return block.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: position, as: UInt64.self)) }
     }
 
     func readBytes(_ count: Int) throws -> [UInt8] {

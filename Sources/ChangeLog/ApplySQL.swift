@@ -30,13 +30,38 @@ enum ApplySQL {
     /// as stored (``RowChecksum``), in one write: ?1 the metadata key, ?2–?5 cl, hlc, site,
     /// seq, ?6 the column clocks (packed, ``CellClocks``), the key values from ?7 on.
     static func upsertLiveRowEntry(_ table: TableInfo) -> String {
+        upsertLiveRowEntry(table, checksum: RowChecksum.ofRow(table, firstKeyParameter: 7))
+    }
+
+    /// The same with the checksum bound as ?7, computed by the applier from the values it
+    /// inserted: no read of the row back.
+    static func upsertLiveRowEntryWithChecksum(_ table: TableInfo) -> String {
+        upsertLiveRowEntry(table, checksum: "?7")
+    }
+
+    private static func upsertLiveRowEntry(_ table: TableInfo, checksum: String) -> String {
         """
         INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq", "cells", "sum")
-        VALUES (\(table.tid), ?1, ?2, ?3, ?4, ?5, ?6, \(RowChecksum.ofRow(table, firstKeyParameter: 7)))
+        VALUES (\(table.tid), ?1, ?2, ?3, ?4, ?5, ?6, \(checksum))
         ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = excluded."cl", "hlc" = excluded."hlc",
             "site" = excluded."site", "seq" = excluded."seq", "cells" = excluded."cells", "sum" = excluded."sum"
         """
     }
+
+    /// Raises the seq up to which `_sqsync_changes` may lack a site's changes: an import
+    /// leaves out notes of changes every live peer holds.
+    static let changesFromAtLeast = """
+        UPDATE "_sqsync_sites" SET "changes_from" = ?2 WHERE "site" = ?1 AND "changes_from" < ?2
+        """
+
+    /// Every live peer's acknowledgement: what each holds of each site.
+    static let livePeerAcknowledgements = """
+        SELECT p."site", a."site", a."seq" FROM "_sqsync_sites" p LEFT JOIN "_sqsync_acks" a ON a."peer" = p."site"
+        WHERE p."site" != ?1 AND p."retired" = 0
+        """
+
+    /// Whether the table has counter entries: only then does an ended life have some to drop.
+    static let hasCounterEntries = #"SELECT EXISTS (SELECT 1 FROM "_sqsync_counters" WHERE "tid" = ?)"#
 
     /// After a merge of columns: the row's column clocks (?2, packed) and the checksum of its
     /// values as stored, in one write; ?1 the metadata key, the key values from ?3 on.
@@ -46,13 +71,6 @@ enum ApplySQL {
         WHERE "tid" = \(table.tid) AND "pk" = ?1
         """
     }
-
-    /// A row's column clocks, packed (``CellClocks``).
-    static let cellsOfRow = """
-        SELECT "cells", "hlc", "site" FROM "_sqsync_rows" WHERE "tid" = ? AND "pk" = ?
-        """
-
-    static let deleteCellsOfRow = FoldSQL.dropCells
 
     static let recordConflict = """
         INSERT INTO "_sqsync_conflicts" ("kind", "table_name", "pk", "column_name", "lost_value", "lost_row",
@@ -101,6 +119,33 @@ enum ApplySQL {
         VALUES (\(columns.indices.map { "?\($0 + 1)" }.joined(separator: ", ")))
         """
     }
+
+    /// `count` rows in one statement, parameters numbered row after row.
+    static func insertRows(_ table: String, columns: [String], count: Int) -> String {
+        let rows = (0..<count).map { row in
+            "(" + columns.indices.map { "?\(row * columns.count + $0 + 1)" }.joined(separator: ", ") + ")"
+        }
+        return """
+            INSERT INTO \(quoteIdentifier(table)) (\(columns.map(quoteIdentifier).joined(separator: ", ")))
+            VALUES \(rows.joined(separator: ", "))
+            """
+    }
+
+    /// The entries of `count` rows just inserted, each with the metadata key, cl, hlc, site,
+    /// seq, packed column clocks and checksum (``rowEntryParameters`` a row).
+    static func upsertLiveRowEntries(_ table: TableInfo, count: Int) -> String {
+        let rows = (0..<count).map { row in
+            "(\(table.tid), " + (1...rowEntryParameters).map { "?\(row * rowEntryParameters + $0)" }.joined(separator: ", ") + ")"
+        }
+        return """
+            INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq", "cells", "sum")
+            VALUES \(rows.joined(separator: ", "))
+            ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = excluded."cl", "hlc" = excluded."hlc",
+                "site" = excluded."site", "seq" = excluded."seq", "cells" = excluded."cells", "sum" = excluded."sum"
+            """
+    }
+
+    static let rowEntryParameters = 7
 
     static func updateRow(_ table: String, columns: [String], key: [ColumnInfo]) -> String {
         """

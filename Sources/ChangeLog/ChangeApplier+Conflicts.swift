@@ -80,7 +80,7 @@ extension ChangeApplier {
         let key = try metadataKey(keyValues)
         let deadLength = cl % 2 == 1 ? cl + 1 : cl
         try writeRowEntry(tid: target.info.tid, key: key, cl: deadLength, stamp: stamp)
-        try deleteCells(tid: target.info.tid, key: key)
+        try deleteCounters(of: target, key: key)
         target.counts.conflicts += 1
     }
 
@@ -88,7 +88,8 @@ extension ChangeApplier {
 
     /// What this replica wrote that the sender never saw, about to be lost to its delete:
     /// the whole row when the sender never saw this life begin, else the changed columns.
-    func recordLocalLosses(target: Target, key: SQLValue, values: [SQLValue], kind: String, life: LocalStamp?) throws {
+    /// `cells`: the column clocks of the row's entry, packed, as read with it.
+    func recordLocalLosses(target: Target, values: [SQLValue], kind: String, life: LocalStamp?, cells packed: SQLValue) throws {
         if let life, !knownToSender(life) {
             let names = target.info.columns.map(\.name)
             let current = try currentValues(target: target, names: names, keyValues: values) ?? []
@@ -99,7 +100,8 @@ extension ChangeApplier {
             target.counts.conflicts += 1
             return
         }
-        let cells = try localCells(tid: target.info.tid, key: key).filter { !knownToSender($0.value) }
+        guard let life else { return }
+        let cells = try localCells(packed, of: life.rowClock).filter { !knownToSender($0.value) }
         guard !cells.isEmpty else { return }
         let columns = target.info.columns.filter { cells[$0.cid] != nil }
         let current = try currentValues(target: target, names: columns.map(\.name), keyValues: values)

@@ -4,6 +4,8 @@ extension ChangeApplier {
     /// A row's entry: its causal length, the stamp of its life, and its column clocks as
     /// stored (``CellClocks``, decoded only where needed).
     func rowEntry(tid: Int, key: SQLValue) throws -> (cl: Int64, stamp: LocalStamp, cells: SQLValue)? {
+        if try entryCeiling.isAbove(key, tid: tid, in: database) { return nil }
+        try flushFreshRows()
         let statement = statements.rowEntry
         try statement.bind([.integer(Int64(tid)), key])
         defer { statement.reset() }
@@ -26,6 +28,7 @@ extension ChangeApplier {
     }
 
     func writeRowEntry(tid: Int, key: SQLValue, cl: Int64, stamp: LocalStamp) throws {
+        entryCeiling.raise(to: key, tid: tid)
         try statements.upsertRowEntry.bind([
             .integer(Int64(tid)), key, .integer(cl), .integer(stamp.hlc),
             .integer(Int64(stamp.site)), .integer(stamp.seq),
@@ -35,14 +38,21 @@ extension ChangeApplier {
     }
 
     /// The entry of a live row just written, with the clocks of its columns that differ from
-    /// the row's (replacing any of an earlier life) and the checksum of its values.
+    /// the row's (replacing any of an earlier life) and the checksum of its values: `checksum`
+    /// when the caller knows it, else read from the row as stored.
     func writeLiveRowEntry(
-        target: Target, key: SQLValue, keyValues: [SQLValue], cl: Int64, stamp: LocalStamp, cells: [CellClock]
+        target: Target, key: SQLValue, keyValues: [SQLValue], cl: Int64, stamp: LocalStamp, cells: [CellClock],
+        checksum: Int64? = nil
     ) throws {
-        let statement = target.upsertLiveRowEntry
+        entryCeiling.raise(to: key, tid: target.info.tid)
         let packed = CellClocks.stored(cells, relativeTo: stamp.rowClock)
-        try statement.bind(
-            [key, .integer(cl), .integer(stamp.hlc), .integer(Int64(stamp.site)), .integer(stamp.seq), packed] + keyValues)
+        let statement = checksum == nil ? target.upsertLiveRowEntry : target.upsertLiveRowEntryWithChecksum
+        try statement.bind([key, .integer(cl), .integer(stamp.hlc), .integer(Int64(stamp.site)), .integer(stamp.seq), packed])
+        if let checksum {
+            try statement.bind(.integer(checksum), at: 7)
+        } else {
+            try statement.bind(keyValues, from: 7)
+        }
         try statement.run()
         try recordChange(tid: target.info.tid, key: key, stamp: stamp)
         for cell in cells {
@@ -50,10 +60,18 @@ extension ChangeApplier {
         }
     }
 
-    /// Notes the change in `_sqsync_changes`, so export and status find it by (site, seq).
+    /// Notes the change in `_sqsync_changes`, so export and status find it by (site, seq),
+    /// unless every live peer already holds it: such a note would leave at the next fold
+    /// (``Replica/forgetAcknowledgedChanges()``), so it is left out and ``finish()`` records
+    /// that the table lacks those changes (`changes_from`). In a pair of replicas no note is
+    /// ever written for an import.
     /// Bundles come in key order, so their sequence numbers do not: notes are written a batch
     /// at a time in (site, seq) order, which keeps the B-tree's inserts close together.
     func recordChange(tid: Int, key: SQLValue, stamp: LocalStamp) throws {
+        if stamp.seq <= heldByEveryPeer[stamp.site, default: 0] {
+            notesLeftOut[stamp.site] = max(notesLeftOut[stamp.site, default: 0], stamp.seq)
+            return
+        }
         pendingChanges.append((stamp.site, stamp.seq, tid, key))
         if pendingChanges.count >= Self.changeBatch { try writePendingChanges() }
     }
@@ -69,27 +87,36 @@ extension ChangeApplier {
             try statements.recordChange.run()
         }
         pendingChanges.removeAll(keepingCapacity: true)
+        for (site, seq) in notesLeftOut {
+            try database.run(ApplySQL.changesFromAtLeast, .integer(Int64(site)), .integer(seq))
+        }
+        notesLeftOut.removeAll()
     }
 
-    /// Drops a row's column clocks and counter entries: they belong to the life that ended.
-    func deleteCells(tid: Int, key: SQLValue) throws {
-        try statements.deleteCells.bind([.integer(Int64(tid)), key])
-        try statements.deleteCells.run()
-        try deleteCounters(tid: tid, key: key)
+    /// Per site, the changes every live peer holds once this import is done: what each
+    /// acknowledged, the sender the bundle's knowledge.
+    static func heldByEveryPeer(replica: Replica, sender: Int, senderKnows: [Int: Int64]) throws -> [Int: Int64] {
+        var acknowledged: [Int: [Int: Int64]] = [:]
+        for row in try replica.database.rows(ApplySQL.livePeerAcknowledgements, .integer(Int64(replica.site))) {
+            let peer = Int(row[0].int64Value ?? 0)
+            var sites = acknowledged[peer, default: [:]]
+            if let site = row[1].int64Value { sites[Int(site)] = row[2].int64Value ?? 0 }
+            acknowledged[peer] = sites
+        }
+        guard acknowledged[sender] != nil else { return [:] }
+        for (site, seq) in senderKnows { acknowledged[sender]![site] = max(acknowledged[sender]![site] ?? 0, seq) }
+        var held: [Int: Int64] = [:]
+        for site in senderKnows.keys {
+            held[site] = acknowledged.values.map { $0[site] ?? 0 }.min() ?? 0
+        }
+        return held
     }
 
-    func deleteCounters(tid: Int, key: SQLValue) throws {
-        try statements.deleteCounters.bind([.integer(Int64(tid)), key])
+    /// Drops a row's counter entries: they belong to the life that ended.
+    func deleteCounters(of target: Target, key: SQLValue) throws {
+        guard target.mayHaveCounters else { return }
+        try statements.deleteCounters.bind([.integer(Int64(target.info.tid)), key])
         try statements.deleteCounters.run()
-    }
-
-    func localCells(tid: Int, key: SQLValue) throws -> [Int: LocalStamp] {
-        let statement = statements.cellsOfRow
-        try statement.bind([.integer(Int64(tid)), key])
-        defer { statement.reset() }
-        guard try statement.step() else { return [:] }
-        return try localCells(
-            statement.value(at: 0), of: RowClock(hlc: statement.int64(at: 1), site: Int(statement.int64(at: 2))))
     }
 
     /// Column id → clock, from the "cells" of the row entry whose clock is `row`.
@@ -113,4 +140,72 @@ extension CellClock {
 extension ChangeApplier.LocalStamp {
     /// What a row entry's column clocks are stored relative to (``CellClocks``).
     var rowClock: RowClock { RowClock(hlc: hlc, site: site) }
+}
+
+/// Per table, the greatest metadata key that has an entry: a key above it has none, so its
+/// entry need not be looked up. Bundles list rows in key order, so on a first sync every row
+/// is above, and a later one mostly adds keys above too (UUIDv7 keys grow with time). The
+/// applier raises the ceiling with every entry it writes.
+struct EntryKeyCeiling {
+    /// NULL for a table without entries (a key is never NULL); a table is absent until read.
+    private var greatest: [Int: SQLValue] = [:]
+    /// Tables whose ceiling met keys it could not order: every key is looked up there.
+    private var unordered: Set<Int> = []
+
+    static let greatestKey = #"SELECT "pk" FROM "_sqsync_rows" WHERE "tid" = ? ORDER BY "pk" DESC LIMIT 1"#
+
+    mutating func isAbove(_ key: SQLValue, tid: Int, in database: Database) throws -> Bool {
+        if unordered.contains(tid) { return false }
+        if greatest[tid] == nil {
+            greatest[tid] = try database.scalar(Self.greatestKey, .integer(Int64(tid))) ?? .null
+        }
+        return Self.order(key, greatest[tid]!) == 1
+    }
+
+    mutating func raise(to key: SQLValue, tid: Int) {
+        guard let current = greatest[tid], !unordered.contains(tid) else { return }
+        switch Self.order(key, current) {
+        case 1: greatest[tid] = key
+        case nil: unordered.insert(tid)
+        default: break
+        }
+    }
+
+    /// SQLite's order of two values in a column of BLOB affinity and BINARY collation
+    /// ("Sort Order" in SQLite's datatype rules): −1, 0 or 1; nil for an INTEGER against a
+    /// REAL, which this does not try to order.
+    static func order(_ a: SQLValue, _ b: SQLValue) -> Int? {
+        func rank(_ value: SQLValue) -> Int {
+            switch value {
+            case .null: return 0
+            case .integer, .real: return 1
+            case .text: return 2
+            case .blob: return 3
+            }
+        }
+        if rank(a) != rank(b) { return rank(a) < rank(b) ? -1 : 1 }
+        func compare<T: Comparable>(_ x: T, _ y: T) -> Int { x < y ? -1 : (x == y ? 0 : 1) }
+        switch (a, b) {
+        case (.null, .null): return 0
+        case (.integer(let x), .integer(let y)): return compare(x, y)
+        case (.real(let x), .real(let y)): return compare(x, y)
+        case (.text(let x), .text(let y)): return compareBytes(x.utf8, y.utf8)
+        case (.blob(let x), .blob(let y)): return compareBytes(x, y)
+        default: return nil
+        }
+    }
+
+    /// memcmp over the common length, then the shorter first.
+    private static func compareBytes<Bytes: Sequence<UInt8>>(_ a: Bytes, _ b: Bytes) -> Int {
+        var left = a.makeIterator(), right = b.makeIterator()
+        while true {
+            switch (left.next(), right.next()) {
+            case (nil, nil): return 0
+            case (nil, _): return -1
+            case (_, nil): return 1
+            case (let x?, let y?) where x != y: return x < y ? -1 : 1
+            default: continue
+            }
+        }
+    }
 }

@@ -12,12 +12,26 @@ extension ChangeApplier {
         let insertEverything: Statement
         /// Writes the entry of a row just written, with its checksum.
         let upsertLiveRowEntry: Statement
+        /// The same, with a checksum computed here.
+        let upsertLiveRowEntryWithChecksum: Statement
+        /// For each of the table's columns in order, the position of its value among those
+        /// bound to ``insertEverything``; nil when that insert leaves a column to its default.
+        private let checksumOrder: [Int]?
+        /// The affinity of each value bound to ``insertEverything``.
+        private let insertAffinities: [ColumnInfo.Affinity]
+        /// False when the table has no counter column and no counter entries: an ended life
+        /// then has none to drop.
+        let mayHaveCounters: Bool
         let deleteRow: Statement
         /// Records a written row's checksum (``RowChecksum``).
         let recordChecksum: Statement
         /// Records a merged row's column clocks and checksum.
         let writeCellsAndChecksum: Statement
         private var updates: [[Int]: Statement] = [:]
+        /// Multi-row inserts of rows and of their entries, by row count (``ChangeApplier/FreshRows``).
+        private var batchInserts: [Int: (rows: Statement, entries: Statement)] = [:]
+        /// Rows a multi-row insert takes: SQLite allows 32,766 parameters a statement.
+        let batchSize: Int
         private let database: Database
         var counts = ApplySummary.TableCounts()
 
@@ -28,12 +42,59 @@ extension ChangeApplier {
             self.dropped = dropped
             self.database = database
             nonKeyColumns = columns.indices.filter { !columns[$0].isPrimaryKey && !dropped.contains($0) }
+            batchSize = max(1, min(ChangeApplier.FreshRows.batchSize, 32_766 / (key.count + nonKeyColumns.count)))
             insertEverything = try database.prepare(
                 ApplySQL.insertRow(info.name, columns: key.map(\.name) + nonKeyColumns.map { columns[$0].name }))
             upsertLiveRowEntry = try database.prepare(ApplySQL.upsertLiveRowEntry(info))
+            upsertLiveRowEntryWithChecksum = try database.prepare(ApplySQL.upsertLiveRowEntryWithChecksum(info))
+            let inserted = key + nonKeyColumns.map { columns[$0] }
+            insertAffinities = inserted.map(\.affinity)
+            let positions = info.columns.map { column in inserted.firstIndex { $0.cid == column.cid } }
+            checksumOrder = positions.contains(nil) ? nil : positions.compactMap { $0 }
+            let counterEntries = try database.scalar(ApplySQL.hasCounterEntries, .integer(Int64(info.tid)))?.int64Value
+            mayHaveCounters = info.columns.contains { $0.policy == .counter } || counterEntries != 0
             deleteRow = try database.prepare(ApplySQL.deleteRow(info.name, key: info.primaryKey))
             recordChecksum = try database.prepare(RowChecksum.update(info))
             writeCellsAndChecksum = try database.prepare(ApplySQL.writeCellsAndChecksum(info))
+        }
+
+        /// True when the change carries every column outside the key, in order: what
+        /// ``insertEverything`` takes.
+        func carriesEveryColumn(_ change: RowChange) -> Bool {
+            guard change.columns.count == nonKeyColumns.count else { return false }
+            for (column, expected) in zip(change.columns, nonKeyColumns) where column.column != expected { return false }
+            return true
+        }
+
+        /// The checksum of a row ``insertEverything`` just inserted from `change`, when
+        /// SQLite stored every value as given (``RowChecksum/storedAsGiven(_:in:)``); nil
+        /// otherwise.
+        func checksum(ofInserted change: RowChange) -> Int64? {
+            guard let checksumOrder else { return nil }
+            let keyCount = change.key.count
+            func value(_ position: Int) -> SQLValue {
+                position < keyCount ? change.key[position] : change.columns[position - keyCount].value
+            }
+            for (position, affinity) in insertAffinities.enumerated()
+            where !RowChecksum.storedAsGiven(value(position), in: affinity) {
+                return nil
+            }
+            var hash = RowChecksum.Accumulator()
+            for position in checksumOrder { hash.add(value(position)) }
+            return hash.value
+        }
+
+        /// The insert of `count` rows of every column (in ``insertEverything``'s order) and
+        /// the upsert of their entries, prepared on first use.
+        func batchInsert(count: Int) throws -> (rows: Statement, entries: Statement) {
+            if let statements = batchInserts[count] { return statements }
+            let names = key.map(\.name) + nonKeyColumns.map { columns[$0].name }
+            let statements = (
+                rows: try database.prepare(ApplySQL.insertRows(info.name, columns: names, count: count)),
+                entries: try database.prepare(ApplySQL.upsertLiveRowEntries(info, count: count))
+            )
+            batchInserts[count] = statements
+            return statements
         }
 
         /// The UPDATE for one set of change-set columns, prepared on first use.

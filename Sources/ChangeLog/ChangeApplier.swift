@@ -49,18 +49,25 @@ public final class ChangeApplier {
     var highestClock: Int64
     let statements: Statements
     /// True while this import has the capture triggers off on its connection.
-    private var triggersOff = false
+    private(set) var triggersOff = false
+    /// Rows new here, waiting to be inserted a batch at a time.
+    var freshRows = FreshRows()
     /// The log as the fold left it: rows after this one come from the import's own writes.
     private var lastLocalLogRow: Int64 = 0
     /// Changes applied but not yet noted in `_sqsync_changes` (``recordChange(tid:key:stamp:)``).
     var pendingChanges: [(site: Int, seq: Int64, tid: Int, key: SQLValue)] = []
+    /// Per site, the changes every live peer will hold once this import is done: their notes
+    /// are left out (``recordChange(tid:key:stamp:)``).
+    var heldByEveryPeer: [Int: Int64] = [:]
+    /// Per site, the greatest seq whose note was left out.
+    var notesLeftOut: [Int: Int64] = [:]
+    /// Which keys cannot have an entry yet, so their lookup is spared.
+    var entryCeiling = EntryKeyCeiling()
 
     /// The statements every row change runs, prepared once per import.
     struct Statements {
         let rowEntry: Statement
         let upsertRowEntry: Statement
-        let cellsOfRow: Statement
-        let deleteCells: Statement
         let recordChange: Statement
         let deleteCounters: Statement
         let counterEntry: Statement
@@ -74,8 +81,6 @@ public final class ChangeApplier {
             sumOfCounter = try database.prepare(CounterSQL.sumOfCell)
             rowEntry = try database.prepare(ApplySQL.rowEntry)
             upsertRowEntry = try database.prepare(ApplySQL.upsertRowEntry)
-            cellsOfRow = try database.prepare(ApplySQL.cellsOfRow)
-            deleteCells = try database.prepare(ApplySQL.deleteCellsOfRow)
             recordChange = try database.prepare(FoldSQL.recordChange)
         }
     }
@@ -213,6 +218,7 @@ public final class ChangeApplier {
             }
         }
         highestClock = header.senderHLC
+        heldByEveryPeer = try Self.heldByEveryPeer(replica: replica, sender: localSite[0], senderKnows: senderKnows)
         statements = try Statements(database)
         try database.execute(ApplySQL.startApplying)
         lastLocalLogRow = try database.scalar(ApplySQL.lastLogRow)?.int64Value ?? 0
@@ -284,6 +290,8 @@ public final class ChangeApplier {
         for column in change.columns { highestClock = max(highestClock, column.stamp.hlc) }
 
         let entry = try rowEntry(tid: target.info.tid, key: key)
+        if entry == nil, try bufferFreshRow(change, target: target, key: key) { return }
+        try flushFreshRows()
         if entry == nil, let rowStamp = change.rowStamp.map(local), knownHere(rowStamp) {
             // A deletion purged here: nothing to do.
             if change.isDelete {
@@ -309,11 +317,12 @@ public final class ChangeApplier {
             }
             if change.isDelete {
                 try endLife(
-                    change, target: target, key: key, stamp: rowStamp, liveHere: localLength % 2 == 1, localStamp: entry?.stamp)
+                    change, target: target, key: key, stamp: rowStamp, liveHere: localLength % 2 == 1, localStamp: entry?.stamp,
+                    localCells: entry?.cells ?? .null)
             } else {
                 try startLife(
                     change, target: target, key: key, stamp: rowStamp, known: entry != nil,
-                    liveHere: localLength % 2 == 1, localStamp: entry?.stamp)
+                    liveHere: localLength % 2 == 1, localStamp: entry?.stamp, localCells: entry?.cells ?? .null)
             }
         } else if change.isDelete {
             target.counts.unchanged += 1
@@ -330,54 +339,63 @@ public final class ChangeApplier {
     }
 
     /// A new life for the row: insert it, or overwrite an older life that the sender saw end.
-    private func startLife(
+    func startLife(
         _ change: RowChange, target: Target, key: SQLValue, stamp: LocalStamp, known: Bool,
-        liveHere: Bool, localStamp: LocalStamp?
+        liveHere: Bool, localStamp: LocalStamp?, localCells: SQLValue
     ) throws {
-        let tid = target.info.tid
         if liveHere {
-            try recordLocalLosses(target: target, key: key, values: change.key, kind: "update lost to delete", life: localStamp)
+            try recordLocalLosses(
+                target: target, values: change.key, kind: "update lost to delete", life: localStamp, cells: localCells)
         }
+        // The row's values when it was inserted whole and no trigger of the app's ran: they
+        // are stored as given, or else ``Target/checksum(ofInserted:)`` declines.
+        var insertedWhole = false
         let written = try writeSettlingUniqueClashes(
             target: target, keyValues: change.key, writing: { Self.values(named: change.columns, in: target) },
             lifeStamp: stamp, cl: change.causalLength
         ) {
+            insertedWhole = false
             if liveHere {
                 try self.runUpdate(target: target, columns: change.columns, keyValues: change.key)
                 return
             }
             do {
-                try self.runInsert(target: target, change: change)
+                insertedWhole = try self.runInsert(target: target, change: change)
             } catch let error as SQLiteError where error.isPrimaryKeyConstraint {
                 // The row is there but sqsync never saw it (written while untracked).
                 try self.runUpdate(target: target, columns: change.columns, keyValues: change.key)
             }
         }
         guard written else { return }
+        let checksum = triggersOff && insertedWhole ? target.checksum(ofInserted: change) : nil
         let cells = change.columns.compactMap { column -> CellClock? in
             let columnStamp = local(column.stamp)
             guard columnStamp != stamp else { return nil }
             return CellClock(cid: target.columns[column.column].cid, stamp: columnStamp)
         }
         try writeLiveRowEntry(
-            target: target, key: key, keyValues: change.key, cl: change.causalLength, stamp: stamp, cells: cells)
-        if known { try deleteCounters(tid: tid, key: key) }
+            target: target, key: key, keyValues: change.key, cl: change.causalLength, stamp: stamp, cells: cells,
+            checksum: checksum)
+        if known { try deleteCounters(of: target, key: key) }
         if liveHere { target.counts.updated += 1 } else { target.counts.inserted += 1 }
     }
 
     private func endLife(
-        _ change: RowChange, target: Target, key: SQLValue, stamp: LocalStamp, liveHere: Bool, localStamp: LocalStamp?
+        _ change: RowChange, target: Target, key: SQLValue, stamp: LocalStamp, liveHere: Bool, localStamp: LocalStamp?,
+        localCells: SQLValue
     ) throws {
         let tid = target.info.tid
         if liveHere {
-            try recordLocalLosses(target: target, key: key, values: change.key, kind: "update lost to delete", life: localStamp)
+            try recordLocalLosses(
+                target: target, values: change.key, kind: "update lost to delete", life: localStamp, cells: localCells)
         }
         // Delete even when sqsync saw no life here: a row written while untracked goes too.
         try target.deleteRow.bind(change.key)
         try target.deleteRow.run()
         if database.changes > 0 { target.counts.deleted += 1 } else { target.counts.unchanged += 1 }
+        // The entry's new clock drops the column clocks (``ApplySQL/upsertRowEntry``).
         try writeRowEntry(tid: tid, key: key, cl: change.causalLength, stamp: stamp)
-        try deleteCells(tid: tid, key: key)
+        try deleteCounters(of: target, key: key)
     }
 
     /// Same life on both sides: each column keeps its later value.
@@ -474,14 +492,21 @@ public final class ChangeApplier {
         target.counts.updated += 1
     }
 
-    private func runInsert(target: Target, change: RowChange) throws {
-        if change.columns.map(\.column) == target.nonKeyColumns {
-            try target.insertEverything.bind(change.key + change.columns.map(\.value))
-            try target.insertEverything.run()
-            return
+    /// Inserts the row; true when the change carried every column, in order, and went
+    /// through ``Target/insertEverything``.
+    private func runInsert(target: Target, change: RowChange) throws -> Bool {
+        if target.carriesEveryColumn(change) {
+            let insert = target.insertEverything
+            try insert.bind(change.key)
+            for (offset, column) in change.columns.enumerated() {
+                try insert.bind(column.value, at: change.key.count + offset + 1)
+            }
+            try insert.run()
+            return true
         }
         let names = target.key.map(\.name) + change.columns.map { target.columns[$0.column].name }
         try database.run(ApplySQL.insertRow(target.info.name, columns: names), change.key + change.columns.map(\.value))
+        return false
     }
 
     private func runUpdate(target: Target, columns: [ColumnChange], keyValues: [SQLValue]) throws {
@@ -500,6 +525,7 @@ public final class ChangeApplier {
     /// Advances knowledge and acknowledgements and pushes the clock past every value seen.
     /// Knowledge only advances when this replica held everything the bundle assumed.
     public func finish() throws -> ApplySummary {
+        try flushFreshRows()
         try writePendingChanges()
         var covered = true
         for (index, site) in localSite.enumerated() where (knownBefore[site] ?? 0) < header.base[index] {

@@ -25,8 +25,8 @@ enum MetadataKey {
 
     static func of(_ stored: SQLValue) -> SQLValue {
         switch stored {
-        case .text(let text):
-            return compactUUID(Array(text.utf8)).map(SQLValue.blob) ?? stored
+        case .text(var text):
+            return text.withUTF8 { compactUUID($0) }.map(SQLValue.blob) ?? stored
         case .blob(let bytes):
             return .blob([plainBlob] + bytes)
         default:
@@ -58,39 +58,38 @@ enum MetadataKey {
 
     /// 0x01 or 0x02 and the 16 bytes of `text` when it is a UUID in canonical form
     /// (8-4-4-4-12 hex digits, one case throughout).
-    private static func compactUUID(_ text: [UInt8]) -> [UInt8]? {
+    private static func compactUUID(_ text: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
         guard text.count == 36 else { return nil }
-        var result: [UInt8] = [0]
-        result.reserveCapacity(17)
-        var high: UInt8?
         var sawLower = false, sawUpper = false
-        for (index, character) in text.enumerated() {
-            if index == 8 || index == 13 || index == 18 || index == 23 {
-                guard character == UInt8(ascii: "-") else { return nil }
-                continue
+        var nibbles = 0
+        let result = [UInt8](unsafeUninitializedCapacity: 17) { buffer, initialized in
+            var high: UInt8 = 0
+            for index in 0..<36 {
+                let character = text[index]
+                if index == 8 || index == 13 || index == 18 || index == 23 {
+                    guard character == UInt8(ascii: "-") else { return }
+                    continue
+                }
+                let nibble: UInt8
+                switch character {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = character &- UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"):
+                    nibble = character &- UInt8(ascii: "a") &+ 10
+                    sawLower = true
+                case UInt8(ascii: "A")...UInt8(ascii: "F"):
+                    nibble = character &- UInt8(ascii: "A") &+ 10
+                    sawUpper = true
+                default: return
+                }
+                if nibbles % 2 == 1 { buffer[1 + nibbles / 2] = high << 4 | nibble } else { high = nibble }
+                nibbles += 1
             }
-            let nibble: UInt8
-            switch character {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = character - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"):
-                nibble = character - UInt8(ascii: "a") + 10
-                sawLower = true
-            case UInt8(ascii: "A")...UInt8(ascii: "F"):
-                nibble = character - UInt8(ascii: "A") + 10
-                sawUpper = true
-            default: return nil
-            }
-            if let first = high {
-                result.append(first << 4 | nibble)
-                high = nil
-            } else {
-                high = nibble
-            }
+            // Digits alone read back lowercase; mixed case would not read back at all.
+            guard !(sawLower && sawUpper) else { return }
+            buffer[0] = sawUpper ? uppercaseUUID : lowercaseUUID
+            initialized = 17
         }
-        // Digits alone read back lowercase; mixed case would not read back at all.
-        guard !(sawLower && sawUpper) else { return nil }
-        result[0] = sawUpper ? uppercaseUUID : lowercaseUUID
-        return result
+        return result.count == 17 ? result : nil
     }
 
     private static func uuidText<Bytes: Collection<UInt8>>(_ bytes: Bytes, uppercase: Bool) -> String {
@@ -125,7 +124,7 @@ extension MetadataKey {
         switch sqlite3_value_type(value) {
         case SQLITE_TEXT:
             guard let text = contents(of: value, context) else { return }
-            if let compact = compactUUID(Array(text)) {
+            if let compact = compactUUID(text.assumingMemoryBound(to: UInt8.self)) {
                 compact.withUnsafeBytes { sqsync_result_blob(context, $0.baseAddress, Int32($0.count)) }
             } else {
                 sqlite3_result_value(context, value)

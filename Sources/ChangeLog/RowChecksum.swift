@@ -21,31 +21,106 @@ enum RowChecksum {
 
     private static let checksum: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
         context, count, values in
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        func mix(_ byte: UInt8) {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
-        }
-        func mix(_ word: UInt64) { for shift in stride(from: 0, to: 64, by: 8) { mix(UInt8(truncatingIfNeeded: word >> UInt64(shift))) } }
+        var hash = Accumulator()
         for index in 0..<Int(count) {
             let value = values?[index]
             let type = sqlite3_value_type(value)
-            mix(UInt8(truncatingIfNeeded: type))
             switch type {
             case SQLITE_INTEGER:
-                mix(UInt64(bitPattern: sqlite3_value_int64(value)))
+                hash.add(integer: sqlite3_value_int64(value))
             case SQLITE_FLOAT:
-                mix(sqlite3_value_double(value).bitPattern)
+                hash.add(real: sqlite3_value_double(value))
             case SQLITE_TEXT, SQLITE_BLOB:
                 let bytes = type == SQLITE_TEXT ? UnsafeRawPointer(sqlite3_value_text(value)) : sqlite3_value_blob(value)
                 let length = Int(sqlite3_value_bytes(value))
-                mix(UInt64(length))
-                if let bytes { for offset in 0..<length { mix(bytes.load(fromByteOffset: offset, as: UInt8.self)) } }
+                hash.add(type: type, bytes: UnsafeRawBufferPointer(start: length > 0 ? bytes : nil, count: length))
             default:
-                break
+                hash.addNull()
             }
         }
-        sqlite3_result_int64(context, Int64(Int32(truncatingIfNeeded: hash ^ (hash >> 32))))
+        sqlite3_result_int64(context, hash.value)
+    }
+
+    /// The checksum of values as SQLite stores them, computed without asking SQLite: the
+    /// applier knows what it just inserted (``storedAsGiven(_:in:)``), so it need not read
+    /// the row back.
+    static func of(_ values: [SQLValue]) -> Int64 {
+        var hash = Accumulator()
+        for value in values { hash.add(value) }
+        return hash.value
+    }
+
+    /// True when SQLite stores `value` in a column of this declared type exactly as given,
+    /// so that ``of(_:)`` gives what `sqsync_row_checksum` will read. Conservative: a value
+    /// that column affinity might convert ("Type Affinity" in SQLite's datatype rules: text
+    /// that looks like a number in a numeric column, a number in a TEXT column, an integral
+    /// REAL in an INTEGER or NUMERIC one, an INTEGER in a REAL one, NaN anywhere, −0.0 in a
+    /// REAL column, which SQLite stores as the integer 0 and reads back as 0.0) answers false.
+    static func storedAsGiven(_ value: SQLValue, in affinity: ColumnInfo.Affinity) -> Bool {
+        switch value {
+        case .null, .blob: return true
+        case .integer: return affinity == .integer || affinity == .numeric || affinity == .blob
+        case .real(let v):
+            if v.isNaN { return false }
+            switch affinity {
+            case .real: return !(v == 0 && v.sign == .minus)
+            case .blob: return true
+            case .integer, .numeric: return !v.isFinite || v != v.rounded(.towardZero)
+            case .text: return false
+            }
+        case .text(let v):
+            if affinity == .text || affinity == .blob { return true }
+            // Digits, signs, points, exponents and spaces are all a numeric literal can hold.
+            return v.utf8.contains { byte in
+                !((byte >= 0x30 && byte <= 0x39) || byte == 0x2B || byte == 0x2D || byte == 0x2E || byte == 0x45
+                    || byte == 0x65 || byte == 0x20 || (byte >= 0x09 && byte <= 0x0D))
+            }
+        }
+    }
+
+    /// 64-bit FNV-1a over each value's storage class and bytes, folded to a signed 32-bit
+    /// integer. One definition for the SQL function and for ``of(_:)``.
+    struct Accumulator {
+        private var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+
+        private mutating func mix(_ byte: UInt8) {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+
+        private mutating func mix(_ word: UInt64) {
+            for shift in stride(from: 0, to: 64, by: 8) { mix(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
+        }
+
+        mutating func addNull() { mix(UInt8(SQLITE_NULL)) }
+
+        mutating func add(integer: Int64) {
+            mix(UInt8(SQLITE_INTEGER))
+            mix(UInt64(bitPattern: integer))
+        }
+
+        mutating func add(real: Double) {
+            mix(UInt8(SQLITE_FLOAT))
+            mix(real.bitPattern)
+        }
+
+        mutating func add(type: Int32, bytes: UnsafeRawBufferPointer) {
+            mix(UInt8(truncatingIfNeeded: type))
+            mix(UInt64(bytes.count))
+            for byte in bytes { mix(byte) }
+        }
+
+        mutating func add(_ value: SQLValue) {
+            switch value {
+            case .null: addNull()
+            case .integer(let v): add(integer: v)
+            case .real(let v): add(real: v)
+            case .text(var v): v.withUTF8 { add(type: SQLITE_TEXT, bytes: UnsafeRawBufferPointer($0)) }
+            case .blob(let v): v.withUnsafeBytes { add(type: SQLITE_BLOB, bytes: $0) }
+            }
+        }
+
+        var value: Int64 { Int64(Int32(truncatingIfNeeded: hash ^ (hash >> 32))) }
     }
 
     /// Records the checksum of one live row's current values with its entry; the key

@@ -272,8 +272,14 @@ public final class Statement {
 
     public func bind(_ values: [SQLValue]) throws {
         sqlite3_reset(handle)
+        try bind(values, from: 1)
+    }
+
+    /// Binds `values` to the parameters from `first` on, leaving the others as they are:
+    /// a statement's parameters can come from several arrays without joining them.
+    public func bind(_ values: [SQLValue], from first: Int) throws {
         for (offset, value) in values.enumerated() {
-            try bind(value, at: offset + 1)
+            try bind(value, at: first + offset)
         }
     }
 
@@ -296,7 +302,7 @@ public final class Statement {
                 sqsync_bind_blob(handle, position, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count))
             }
         }
-        try database.check(rc, sql: sql)
+        if rc != SQLITE_OK { try database.check(rc, sql: sql) }
     }
 
     /// Steps once; true when a row is available.

@@ -20,6 +20,20 @@ public struct ColumnInfo: Sendable, Equatable {
         self.declaredType = declaredType
     }
 
+    /// SQLite's column affinity, from the declared type ("Determination Of Column Affinity").
+    /// A STRICT table's ANY counts as NUMERIC: it converts nothing, so whatever NUMERIC
+    /// stores as given, ANY does too.
+    public enum Affinity: Sendable { case integer, text, blob, real, numeric }
+
+    public var affinity: Affinity {
+        let type = declaredType.uppercased()
+        if type.contains("INT") { return .integer }
+        if type.contains("CHAR") || type.contains("CLOB") || type.contains("TEXT") { return .text }
+        if type.contains("BLOB") || type.trimmingCharacters(in: .whitespaces).isEmpty { return .blob }
+        if type.contains("REAL") || type.contains("FLOA") || type.contains("DOUB") { return .real }
+        return .numeric
+    }
+
     /// True when the column can hold both 1 and 1.0, which `IS` calls equal: a column of BLOB
     /// affinity (no declared type, or one naming BLOB) or a STRICT table's ANY. Every other
     /// affinity stores an integral number one way only, so a write cannot change a value's

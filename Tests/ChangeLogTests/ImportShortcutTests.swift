@@ -1,0 +1,163 @@
+import Foundation
+import XCTest
+
+@testable import ChangeLog
+
+/// An import takes shortcuts where it can prove the long way would do the same: rows new
+/// here go in a batch at a time, their checksums are computed instead of read back, entries
+/// above the greatest key are not looked up, and changes every live peer holds get no note.
+/// Each test checks that the outcome is what the long way gives.
+final class ImportShortcutTests: XCTestCase {
+    private var sandbox: Sandbox!
+
+    override func setUpWithError() throws { sandbox = try Sandbox() }
+    override func tearDown() { sandbox = nil }
+
+    private static let declaredTypes = [
+        "", "INTEGER", "INT", "BIGINT", "TEXT", "VARCHAR(10)", "CLOB", "BLOB", "REAL", "DOUBLE", "FLOAT", "NUMERIC",
+        "DECIMAL(10,2)", "BOOLEAN", "DATE", "ANY",
+    ]
+
+    private static let values: [SQLValue] = [
+        .null, .integer(0), .integer(-5), .integer(Int64.max), .integer(Int64.min), .real(5), .real(-0.0), .real(5.5),
+        .real(-2.25), .real(1e300), .real(9.3e18), .real(.infinity), .real(-.infinity), .real(.nan), .text(""), .text("abc"),
+        .text("12"), .text(" 12 "), .text("1e5"), .text("-3.5"), .text("0x10"), .text("ünïcode"), .text("5.0"),
+        .text("item 7"), .blob([]), .blob([0, 1, 2, 255]),
+    ]
+
+    /// Wherever ``RowChecksum/storedAsGiven(_:in:)`` answers true, the checksum computed from
+    /// the value is the one SQLite's function reads from the stored row, in plain and STRICT
+    /// tables of every affinity.
+    func testComputedChecksumIsWhatSQLiteStores() throws {
+        let replica = try sandbox.replica("checksums")
+        var checked = 0
+        for (index, type) in Self.declaredTypes.enumerated() {
+            for strict in [false, true] {
+                let strictType = ["INTEGER", "INT", "TEXT", "BLOB", "REAL", "ANY"].contains(type) ? type : nil
+                if strict && strictType == nil { continue }
+                let table = "t\(index)\(strict ? "s" : "")"
+                try replica.database.execute(
+                    "CREATE TABLE \(table) (id INTEGER PRIMARY KEY, v \(type))\(strict ? " STRICT" : "")")
+                let affinity = ColumnInfo(cid: 2, name: "v", primaryKeyPosition: 0, declaredType: type).affinity
+                for (row, value) in Self.values.enumerated() where RowChecksum.storedAsGiven(value, in: affinity) {
+                    do {
+                        try replica.database.run("INSERT INTO \(table) VALUES (?, ?)", .integer(Int64(row)), value)
+                    } catch is SQLiteError where strict {
+                        continue
+                    }
+                    let stored = try replica.database.scalar(
+                        "SELECT sqsync_row_checksum(id, v) FROM \(table) WHERE id = ?", .integer(Int64(row)))
+                    XCTAssertEqual(
+                        stored, .integer(RowChecksum.of([.integer(Int64(row)), value])),
+                        "\(value) in a \(strict ? "STRICT " : "")column of type '\(type)'")
+                    checked += 1
+                }
+            }
+        }
+        XCTAssertGreaterThan(checked, 250, "most values are stored as given")
+        XCTAssertFalse(RowChecksum.storedAsGiven(.text("12"), in: .integer))
+        XCTAssertFalse(RowChecksum.storedAsGiven(.real(5), in: .numeric))
+        XCTAssertFalse(RowChecksum.storedAsGiven(.integer(5), in: .real))
+        XCTAssertFalse(RowChecksum.storedAsGiven(.real(.nan), in: .blob))
+    }
+
+    /// ``EntryKeyCeiling/order(_:_:)`` orders values as SQLite does in a column without
+    /// affinity, or declines.
+    func testKeyOrderIsSQLiteOrder() throws {
+        let replica = try sandbox.replica("order")
+        let keys: [SQLValue] = Self.values.filter { if case .real(let v) = $0 { return !v.isNaN } else { return true } } + [
+            .text("abd"), .text("ab"), .blob([0, 1]), .blob([1]), .integer(12), .real(12.5),
+        ]
+        var ordered = 0
+        for a in keys {
+            for b in keys {
+                let sqlite = try replica.database.scalar(
+                    """
+                    SELECT CASE WHEN ?1 IS ?2 THEN 0 ELSE
+                        (SELECT CASE "i" WHEN 1 THEN -1 ELSE 1 END FROM (SELECT ?1 AS "x", 1 AS "i" UNION ALL SELECT ?2, 2) ORDER BY "x" LIMIT 1)
+                    END
+                    """, a, b)
+                guard let order = EntryKeyCeiling.order(a, b) else { continue }
+                XCTAssertEqual(sqlite, .integer(Int64(order)), "\(a) against \(b)")
+                ordered += 1
+            }
+        }
+        XCTAssertGreaterThan(ordered, keys.count * keys.count * 3 / 4)
+    }
+
+    private let schema = """
+        CREATE TABLE items (id TEXT PRIMARY KEY, code TEXT UNIQUE, qty INTEGER, price REAL, note);
+        """
+
+    private func insertRows(_ replica: Replica, _ range: Range<Int>, prefix: String = "k") throws {
+        try replica.database.inTransaction {
+            for index in range {
+                try replica.database.run(
+                    "INSERT INTO items VALUES (?, ?, ?, ?, ?)", .text(String(format: "\(prefix)%05d", index)),
+                    .text("code \(index)"), .integer(Int64(index)), index % 3 == 0 ? .integer(Int64(index)) : .real(Double(index) / 4),
+                    index % 5 == 0 ? .text("\(index)") : .blob([UInt8(index % 256)]))
+            }
+        }
+    }
+
+    /// Rows new here go in a batch; a batch that meets a row written here while untracked,
+    /// or a UNIQUE value a concurrent row holds, is applied row by row, which settles both as
+    /// it always did. Both replicas end alike, and `refresh` finds nothing sqsync did not record.
+    func testBatchThatBreaksAConstraintIsAppliedRowByRow() throws {
+        let a = try sandbox.replica("a", schema: schema, track: ["items"])
+        let b = try sandbox.clone(a, "b")
+        try insertRows(a, 0..<180)
+        // b: a concurrent row holding a's code 70, and a's row 120 written while untracked.
+        try b.database.execute("INSERT INTO items VALUES ('local', 'code 70', 1, 1.5, NULL)")
+        try b.numberPendingChanges()
+        try b.database.setTriggersEnabled(false)
+        try b.database.execute("INSERT INTO items VALUES ('k00120', 'stale', 0, 0, 'stale')")
+        try b.database.setTriggersEnabled(true)
+
+        let summary = try sync(from: a, to: b)
+        XCTAssertEqual(summary.tables["items"]?.inserted ?? 0, 179, "every row but the one already there is inserted")
+        XCTAssertEqual(try conflictCount(b), 1, "one side of the UNIQUE clash is logged")
+        try syncBoth(b, a)
+        try assertSameRows([a, b], table: "items")
+        XCTAssertEqual(try b.database.scalar("SELECT code FROM items WHERE id = 'k00120'"), .text("code 120"))
+        for replica in [a, b] {
+            let refreshed = try replica.refresh()
+            XCTAssertEqual(
+                [refreshed.capturedInserts, refreshed.capturedUpdates, refreshed.capturedDeletes], [0, 0, 0],
+                "\(replica.name): every checksum recorded matches its row")
+        }
+    }
+
+    /// Between two replicas, every change an import brings is held by the only peer: no note
+    /// is written, and the replica records that its notes start after them. A third replica
+    /// that neither had heard of still gets them, from one pass over the entries.
+    func testChangesEveryPeerHoldsGetNoNote() throws {
+        let a = try sandbox.replica("a", schema: schema, track: ["items"])
+        let b = try sandbox.clone(a, "b")
+        try insertRows(a, 0..<120)
+        try sync(from: a, to: b)
+        let notes = #"SELECT count(*) FROM "_sqsync_changes" WHERE "site" = (SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?)"#
+        XCTAssertEqual(try b.database.scalar(notes, .text(a.knowledgeID)), .integer(0))
+        XCTAssertEqual(
+            try b.database.scalar(#"SELECT "changes_from" FROM "_sqsync_sites" WHERE "knowledge_id" = ?"#, .text(a.knowledgeID)),
+            .integer(120))
+        let c = try sandbox.replica("c", schema: schema, track: ["items"])
+        try sync(from: b, to: c)
+        try assertSameRows([a, b, c], table: "items")
+    }
+
+    /// With a third live peer that lacks them, the same changes are noted, and reach it by key.
+    func testChangesAPeerLacksAreNoted() throws {
+        let a = try sandbox.replica("a", schema: schema, track: ["items"])
+        let b = try sandbox.clone(a, "b")
+        let c = try sandbox.clone(a, "c")
+        try sync(from: c, to: b)
+        try insertRows(a, 0..<120)
+        try a.database.execute("UPDATE items SET qty = -1 WHERE id = 'k00007'")
+        try sync(from: a, to: b)
+        let notes = #"SELECT count(*) FROM "_sqsync_changes" WHERE "site" = (SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?)"#
+        XCTAssertEqual(try b.database.scalar(notes, .text(a.knowledgeID)), .integer(121))
+        try sync(from: b, to: c)
+        try assertSameRows([a, b, c], table: "items")
+    }
+}
