@@ -26,6 +26,12 @@ enum ApplySQL {
             "site" = excluded."site", "seq" = excluded."seq", "cells" = NULL
         """
 
+    /// The same for a row whose entry is known to exist.
+    static let updateRowEntry = """
+        UPDATE "_sqsync_rows" SET "cl" = ?3, "hlc" = ?4, "site" = ?5, "seq" = ?6, "cells" = NULL
+        WHERE "tid" = ?1 AND "pk" = ?2
+        """
+
     /// The entry of a row just written, with its column clocks and the checksum of its values
     /// as stored (``RowChecksum``), in one write: ?1 the metadata key, ?2–?5 cl, hlc, site,
     /// seq, ?6 the column clocks (packed, ``CellClocks``), the key values from ?7 on.

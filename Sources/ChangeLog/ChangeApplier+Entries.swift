@@ -27,13 +27,17 @@ extension ChangeApplier {
         return MetadataKey.of(statement.value(at: 0))
     }
 
-    func writeRowEntry(tid: Int, key: SQLValue, cl: Int64, stamp: LocalStamp) throws {
+    /// Writes the entry of a row without its values (a deleted row). `exists`: the entry is
+    /// known to be there, so it is updated in place rather than upserted (SQLite's upsert
+    /// tries the insert first).
+    func writeRowEntry(tid: Int, key: SQLValue, cl: Int64, stamp: LocalStamp, exists: Bool = false) throws {
         entryCeiling.raise(to: key, tid: tid)
-        try statements.upsertRowEntry.bind([
+        let statement = exists ? statements.updateRowEntry : statements.upsertRowEntry
+        try statement.bind([
             .integer(Int64(tid)), key, .integer(cl), .integer(stamp.hlc),
             .integer(Int64(stamp.site)), .integer(stamp.seq),
         ])
-        try statements.upsertRowEntry.run()
+        try statement.run()
         try recordChange(tid: tid, key: key, stamp: stamp)
     }
 
@@ -121,6 +125,7 @@ extension ChangeApplier {
 
     /// Column id → clock, from the "cells" of the row entry whose clock is `row`.
     func localCells(_ packed: SQLValue, of row: RowClock) throws -> [Int: LocalStamp] {
+        if packed == .null { return [:] }
         var cells: [Int: LocalStamp] = [:]
         for clock in try replica.cellClocks(packed, of: row) {
             cells[clock.cid] = clock.stamp

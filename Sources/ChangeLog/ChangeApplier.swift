@@ -68,6 +68,7 @@ public final class ChangeApplier {
     struct Statements {
         let rowEntry: Statement
         let upsertRowEntry: Statement
+        let updateRowEntry: Statement
         let recordChange: Statement
         let deleteCounters: Statement
         let counterEntry: Statement
@@ -81,6 +82,7 @@ public final class ChangeApplier {
             sumOfCounter = try database.prepare(CounterSQL.sumOfCell)
             rowEntry = try database.prepare(ApplySQL.rowEntry)
             upsertRowEntry = try database.prepare(ApplySQL.upsertRowEntry)
+            updateRowEntry = try database.prepare(ApplySQL.updateRowEntry)
             recordChange = try database.prepare(FoldSQL.recordChange)
         }
     }
@@ -327,7 +329,7 @@ public final class ChangeApplier {
         } else if change.isDelete {
             target.counts.unchanged += 1
             if let incoming = change.rowStamp.map(local), let entry, isLater(incoming, than: entry.stamp) {
-                try writeRowEntry(tid: target.info.tid, key: key, cl: change.causalLength, stamp: incoming)
+                try writeRowEntry(tid: target.info.tid, key: key, cl: change.causalLength, stamp: incoming, exists: true)
             }
         } else {
             try mergeColumns(change, target: target, key: key, rowStamp: entry?.stamp, cells: entry?.cells ?? .null)
@@ -394,7 +396,7 @@ public final class ChangeApplier {
         try target.deleteRow.run()
         if database.changes > 0 { target.counts.deleted += 1 } else { target.counts.unchanged += 1 }
         // The entry's new clock drops the column clocks (``ApplySQL/upsertRowEntry``).
-        try writeRowEntry(tid: tid, key: key, cl: change.causalLength, stamp: stamp)
+        try writeRowEntry(tid: tid, key: key, cl: change.causalLength, stamp: stamp, exists: localStamp != nil)
         try deleteCounters(of: target, key: key)
     }
 
