@@ -42,9 +42,12 @@ extension Replica {
         let writeCell = try database.cached(FoldSQL.writeCell)
         let recordChange = try database.cached(FoldSQL.recordChange)
         let site = SQLValue.integer(Int64(self.site))
+        // Per table the log touches, read once: nil for a table no longer tracked or present.
+        var targets: [Int64: FoldTarget?] = [:]
         while try log.step() {
             lastID = log.int64(at: 0)
-            let tid = log.value(at: 1), operation = Int(log.int64(at: 2)), key = MetadataKey.of(log.value(at: 3))
+            let tid = log.value(at: 1), operation = Int(log.int64(at: 2)), stored = log.value(at: 3)
+            let key = MetadataKey.of(stored)
             // The triggers log no delta that is not a number; one from elsewhere counts as nothing.
             if operation == TriggerSQL.Operation.counterDelta && log.value(at: 6) == .null { continue }
             // An update that wrote the same values again changed nothing.
@@ -52,20 +55,39 @@ extension Replica {
             // A NULL key (rows from before `track`; the triggers refuse new ones) names no row
             // a peer could find; `doctor` reports the rows sqsync does not record.
             if key == .null { continue }
+            let tableID = tid.int64Value ?? 0
+            if targets[tableID] == nil { targets[tableID] = .some(try foldTarget(tid: tableID)) }
+            let target = targets[tableID] ?? nil
             hlc = max(hlc + 1, log.int64(at: 5))
             seq += 1
             try recordChange.bind([site, .integer(seq), tid, key])
             try recordChange.run()
+            // The checksum of the row as it is now: the fold's snapshot holds the values every
+            // logged write left, so a row written several times gets the same one each time.
+            let keyValues = target?.checksummed == true ? KeyCodec.decode(stored, columns: target?.keyColumns ?? 1) : nil
             switch operation {
             case TriggerSQL.Operation.insert, TriggerSQL.Operation.delete:
-                let upsert = operation == TriggerSQL.Operation.insert ? startLife : endLife
-                try upsert.bind([tid, key, .integer(hlc), site, .integer(seq)])
-                try upsert.run()
-                try dropCounters.bind([tid, key])
-                try dropCounters.run()
+                let isInsert = operation == TriggerSQL.Operation.insert
+                if isInsert, let keyValues, let statement = target?.startLifeWithChecksum {
+                    try statement.bind([tid, key, .integer(hlc), site, .integer(seq)])
+                    try statement.bind(keyValues, from: 6)
+                    try statement.run()
+                } else {
+                    let upsert = isInsert ? startLife : endLife
+                    try upsert.bind([tid, key, .integer(hlc), site, .integer(seq)])
+                    try upsert.run()
+                }
+                if target?.mayHaveCounters ?? true {
+                    try dropCounters.bind([tid, key])
+                    try dropCounters.run()
+                }
             case TriggerSQL.Operation.counterDelta:
                 try addToCounter.bind([tid, key, .integer(log.int64(at: 4)), site, log.value(at: 6), .integer(hlc), .integer(seq)])
                 try addToCounter.run()
+                if let keyValues, let statement = target?.recordChecksum {
+                    try statement.bind([key] + keyValues)
+                    try statement.run()
+                }
             default:
                 let word = operation - TriggerSQL.Operation.updateBase
                 var mask = log.int64(at: 4)
@@ -73,40 +95,50 @@ extension Replica {
                     let bit = mask.trailingZeroBitCount
                     mask &= mask - 1
                     let cid = word * TriggerSQL.Operation.columnsPerMask + bit + 1
-                    try writeCell.bind([tid, key, .integer(Int64(cid)), .integer(hlc), site, .integer(seq)])
-                    try writeCell.run()
+                    // The last column's write records the checksum too.
+                    let statement = mask == 0 && keyValues != nil ? target?.writeCellWithChecksum ?? writeCell : writeCell
+                    try statement.bind([tid, key, .integer(Int64(cid)), .integer(hlc), site, .integer(seq)])
+                    if statement !== writeCell, let keyValues { try statement.bind(keyValues, from: 7) }
+                    try statement.run()
                 }
             }
         }
         guard lastID > 0 else { return }
-        try recordChecksums(throughLogRow: lastID)
-        try database.run(FoldSQL.emptyLog, .integer(lastID))
+        // Every row read (no writer can add one while this transaction writes): SQLite then
+        // drops the table's pages at once instead of deleting row by row.
+        if try database.scalar(FoldSQL.lastLogRow)?.int64Value == lastID {
+            try database.execute(FoldSQL.emptyWholeLog)
+        } else {
+            try database.run(FoldSQL.emptyLog, .integer(lastID))
+        }
         try database.run(FoldSQL.advanceClock, .integer(seq), .integer(hlc))
     }
 
-    /// Records the checksums of the rows the log touched, in tables whose triggers are in
-    /// place. Where they are gone (a table rebuilt), the rows may hold writes no trigger saw,
-    /// and the old checksum is what lets `refresh` notice them.
-    private func recordChecksums(throughLogRow lastID: Int64) throws {
-        // Only the tables the log touched are read, once each: nil marks one to skip.
-        var targets: [Int: (table: TableInfo, update: Statement)?] = [:]
-        let touched = try database.prepare(FoldSQL.touchedRows)
-        try touched.bind([.integer(lastID)])
-        while try touched.step() {
-            let tid = Int(touched.int64(at: 0))
-            if targets[tid] == nil { targets[tid] = try checksumTarget(tid: tid) }
-            guard let target = targets[tid] ?? nil else { continue }
-            try recordChecksum(of: touched.value(at: 1), in: target.table, with: target.update)
-        }
+    /// How the fold writes one table's changes.
+    private struct FoldTarget {
+        let keyColumns: Int
+        /// False where the table's triggers are gone (a table rebuilt): its rows may then hold
+        /// writes no trigger saw, and the old checksum is what lets `refresh` notice them.
+        let checksummed: Bool
+        let startLifeWithChecksum: Statement?
+        let writeCellWithChecksum: Statement?
+        let recordChecksum: Statement?
+        /// False when the table has no counter column and no counter entries.
+        let mayHaveCounters: Bool
     }
 
-    /// A touched table whose checksums the fold records: tracked, present, triggers in place.
-    private func checksumTarget(tid: Int) throws -> (table: TableInfo, update: Statement)? {
-        guard let name = try database.scalar(#"SELECT "name" FROM "_sqsync_tables" WHERE "tid" = ?"#, .integer(Int64(tid)))?
-            .stringValue,
-            let table = try trackedTable(tid: tid, name: name), try hasCaptureTriggers(table)
+    private func foldTarget(tid: Int64) throws -> FoldTarget? {
+        guard let name = try database.scalar(#"SELECT "name" FROM "_sqsync_tables" WHERE "tid" = ?"#, .integer(tid))?.stringValue,
+            let table = try trackedTable(tid: Int(tid), name: name)
         else { return nil }
-        return (table, try database.prepare(RowChecksum.update(table)))
+        let checksummed = try hasCaptureTriggers(table)
+        let counterEntries = try database.scalar(ApplySQL.hasCounterEntries, .integer(tid))?.int64Value
+        return FoldTarget(
+            keyColumns: table.primaryKey.count, checksummed: checksummed,
+            startLifeWithChecksum: checksummed ? try database.prepare(FoldSQL.startLifeWithChecksum(table)) : nil,
+            writeCellWithChecksum: checksummed ? try database.prepare(FoldSQL.writeCellWithChecksum(table)) : nil,
+            recordChecksum: checksummed ? try database.prepare(RowChecksum.update(table)) : nil,
+            mayHaveCounters: table.columns.contains { $0.policy == .counter } || counterEntries != 0)
     }
 
     /// Records the checksum of the live row whose metadata key is `key` (`RowChecksum.update`).
@@ -164,6 +196,18 @@ enum FoldSQL {
             "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq", "cells" = NULL
         """
 
+    /// The same, with the checksum of the row's values (``RowChecksum``), its key values
+    /// bound from ?6 on.
+    static func startLifeWithChecksum(_ table: TableInfo) -> String {
+        """
+        INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq", "sum")
+        VALUES (?1, ?2, 1, ?3, ?4, ?5, \(RowChecksum.ofRow(table, firstKeyParameter: 6)))
+        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = "cl" + ("cl" % 2 = 0),
+            "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq", "cells" = NULL,
+            "sum" = excluded."sum"
+        """
+    }
+
     /// ...and a delete ends it (the next even one).
     static let endLife = """
         INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq") VALUES (?1, ?2, 2, ?3, ?4, ?5)
@@ -171,25 +215,24 @@ enum FoldSQL {
             "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq", "cells" = NULL
         """
 
-    /// Column clocks belong to one life: a new life or a delete drops them.
-    static let dropCells = """
-        UPDATE "_sqsync_rows" SET "cells" = NULL WHERE "tid" = ?1 AND "pk" = ?2 AND "cells" IS NOT NULL
-        """
-
     /// One column's clock, in its row's entry (CellClocks).
     static let writeCell = """
         UPDATE "_sqsync_rows" SET "cells" = sqsync_cells_set("cells", "hlc", "site", ?3, ?4, ?5, ?6) WHERE "tid" = ?1 AND "pk" = ?2
         """
 
-    static let emptyLog = #"DELETE FROM "_sqsync_log" WHERE "id" <= ?1"#
-
-    /// Rows the log inserted or updated (deleted rows need no checksum, rows written with
-    /// the same values no new one).
-    static let touchedRows = """
-        SELECT DISTINCT "tid", sqsync_key("pk") FROM "_sqsync_log"
-        WHERE "id" <= ?1 AND "op" != \(TriggerSQL.Operation.delete)
-          AND ("op" < \(TriggerSQL.Operation.updateBase) OR "mask" != 0)
+    /// The same, with the checksum of the row's values, its key values bound from ?7 on.
+    static func writeCellWithChecksum(_ table: TableInfo) -> String {
         """
+        UPDATE "_sqsync_rows" SET "cells" = sqsync_cells_set("cells", "hlc", "site", ?3, ?4, ?5, ?6),
+            "sum" = \(RowChecksum.ofRow(table, firstKeyParameter: 7))
+        WHERE "tid" = ?1 AND "pk" = ?2
+        """
+    }
+
+    static let emptyLog = #"DELETE FROM "_sqsync_log" WHERE "id" <= ?1"#
+    /// The same when every row goes: without WHERE, SQLite clears the table at once.
+    static let emptyWholeLog = #"DELETE FROM "_sqsync_log""#
+    static let lastLogRow = #"SELECT max("id") FROM "_sqsync_log""#
 
     static let recordChange = """
         INSERT OR IGNORE INTO "_sqsync_changes" ("site", "seq", "tid", "pk") VALUES (?1, ?2, ?3, ?4)
