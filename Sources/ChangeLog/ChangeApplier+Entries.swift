@@ -154,63 +154,18 @@ extension ChangeApplier.LocalStamp {
 struct EntryKeyCeiling {
     /// NULL for a table without entries (a key is never NULL); a table is absent until read.
     private var greatest: [Int: SQLValue] = [:]
-    /// Tables whose ceiling met keys it could not order: every key is looked up there.
-    private var unordered: Set<Int> = []
 
     static let greatestKey = #"SELECT "pk" FROM "_sqsync_rows" WHERE "tid" = ? ORDER BY "pk" DESC LIMIT 1"#
 
     mutating func isAbove(_ key: SQLValue, tid: Int, in database: Database) throws -> Bool {
-        if unordered.contains(tid) { return false }
         if greatest[tid] == nil {
             greatest[tid] = try database.scalar(Self.greatestKey, .integer(Int64(tid))) ?? .null
         }
-        return Self.order(key, greatest[tid]!) == 1
+        return sqliteOrder(key, greatest[tid]!) > 0
     }
 
     mutating func raise(to key: SQLValue, tid: Int) {
-        guard let current = greatest[tid], !unordered.contains(tid) else { return }
-        switch Self.order(key, current) {
-        case 1: greatest[tid] = key
-        case nil: unordered.insert(tid)
-        default: break
-        }
-    }
-
-    /// SQLite's order of two values in a column of BLOB affinity and BINARY collation
-    /// ("Sort Order" in SQLite's datatype rules): −1, 0 or 1; nil for an INTEGER against a
-    /// REAL, which this does not try to order.
-    static func order(_ a: SQLValue, _ b: SQLValue) -> Int? {
-        func rank(_ value: SQLValue) -> Int {
-            switch value {
-            case .null: return 0
-            case .integer, .real: return 1
-            case .text: return 2
-            case .blob: return 3
-            }
-        }
-        if rank(a) != rank(b) { return rank(a) < rank(b) ? -1 : 1 }
-        func compare<T: Comparable>(_ x: T, _ y: T) -> Int { x < y ? -1 : (x == y ? 0 : 1) }
-        switch (a, b) {
-        case (.null, .null): return 0
-        case (.integer(let x), .integer(let y)): return compare(x, y)
-        case (.real(let x), .real(let y)): return compare(x, y)
-        case (.text(let x), .text(let y)): return compareBytes(x.utf8, y.utf8)
-        case (.blob(let x), .blob(let y)): return compareBytes(x, y)
-        default: return nil
-        }
-    }
-
-    /// memcmp over the common length, then the shorter first.
-    private static func compareBytes<Bytes: Sequence<UInt8>>(_ a: Bytes, _ b: Bytes) -> Int {
-        var left = a.makeIterator(), right = b.makeIterator()
-        while true {
-            switch (left.next(), right.next()) {
-            case (nil, nil): return 0
-            case (nil, _): return -1
-            case (_, nil): return 1
-            case (let x?, let y?) where x != y: return x < y ? -1 : 1
-            default: continue
-            }
-        }
+        guard let current = greatest[tid], sqliteOrder(key, current) > 0 else { return }
+        greatest[tid] = key
     }
 }

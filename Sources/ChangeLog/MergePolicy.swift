@@ -60,10 +60,11 @@ public func sqliteOrder(_ a: SQLValue, _ b: SQLValue) -> Int {
     }
 }
 
-/// A double against an integer without losing the integer's low bits.
+/// A double against an integer without losing the integer's low bits. Beyond ±2^63 every
+/// integer is nearer zero; within, rounding down gives an integer Int64 holds.
 private func compareReal(_ real: Double, _ integer: Int64) -> Int {
-    if real < -9.3e18 { return -1 }
-    if real > 9.3e18 { return 1 }
+    if real < -0x1p63 { return -1 }
+    if real >= 0x1p63 { return 1 }
     let truncated = Int64(real.rounded(.down))
     if truncated != integer { return truncated < integer ? -1 : 1 }
     let fraction = real - real.rounded(.down)
