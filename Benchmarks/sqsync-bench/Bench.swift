@@ -264,7 +264,9 @@ struct Bench {
         return median(times)
     }
 
-    static func medianImport(_ bundle: ExportResult, into target: Replica, trust: AllowedSigners, folder: String) throws -> Double {
+    static func medianImport(_ bundle: ExportResult, into target: Replica, trust: AllowedSigners, folder: String) throws
+        -> Double
+    {
         var times: [Double] = []
         for _ in 0..<max(1, repeats) {
             try copy(target.database, to: folder + "/bundle-copy.db")

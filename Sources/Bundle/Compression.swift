@@ -153,9 +153,13 @@ final class InflatingSource: ByteSource {
     /// Text that lies within the current block is decoded in place: most values do, and
     /// this spares copying each one into an array first.
     func readText(_ count: Int) throws -> String? {
-        guard count <= block.count - position else { return try readBytes(count).withUnsafeBufferPointer { BundleCodec.text($0) } }
+        guard count <= block.count - position else {
+            return try readBytes(count).withUnsafeBufferPointer { BundleCodec.text($0) }
+        }
         defer { position += count }
-        return block.withUnsafeBufferPointer { BundleCodec.text(UnsafeBufferPointer(rebasing: $0[position..<(position + count)])) }
+        return block.withUnsafeBufferPointer {
+            BundleCodec.text(UnsafeBufferPointer(rebasing: $0[position..<(position + count)]))
+        }
     }
 
     func readFixed64() throws -> UInt64 {

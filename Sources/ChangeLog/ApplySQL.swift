@@ -66,8 +66,8 @@ enum ApplySQL {
         WHERE p."site" != ?1 AND p."retired" = 0
         """
 
-    /// Whether the table has counter entries: only then does an ended life have some to drop.
-    static let hasCounterEntries = #"SELECT EXISTS (SELECT 1 FROM "_sqsync_counters" WHERE "tid" = ?)"#
+    /// The greatest metadata key a table's entries hold (``EntryKeyCeiling``).
+    static let greatestEntryKey = #"SELECT "pk" FROM "_sqsync_rows" WHERE "tid" = ? ORDER BY "pk" DESC LIMIT 1"#
 
     /// After a merge of columns: the row's column clocks (?2, packed) and the checksum of its
     /// values as stored, in one write; ?1 the metadata key, the key values from ?3 on.

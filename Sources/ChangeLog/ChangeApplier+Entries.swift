@@ -155,11 +155,9 @@ struct EntryKeyCeiling {
     /// NULL for a table without entries (a key is never NULL); a table is absent until read.
     private var greatest: [Int: SQLValue] = [:]
 
-    static let greatestKey = #"SELECT "pk" FROM "_sqsync_rows" WHERE "tid" = ? ORDER BY "pk" DESC LIMIT 1"#
-
     mutating func isAbove(_ key: SQLValue, tid: Int, in database: Database) throws -> Bool {
         if greatest[tid] == nil {
-            greatest[tid] = try database.scalar(Self.greatestKey, .integer(Int64(tid))) ?? .null
+            greatest[tid] = try database.scalar(ApplySQL.greatestEntryKey, .integer(Int64(tid))) ?? .null
         }
         return sqliteOrder(key, greatest[tid]!) > 0
     }

@@ -51,7 +51,7 @@ extension ChangeApplier {
             insertAffinities = inserted.map(\.affinity)
             let positions = info.columns.map { column in inserted.firstIndex { $0.cid == column.cid } }
             checksumOrder = positions.contains(nil) ? nil : positions.compactMap { $0 }
-            let counterEntries = try database.scalar(ApplySQL.hasCounterEntries, .integer(Int64(info.tid)))?.int64Value
+            let counterEntries = try database.scalar(CounterSQL.tableHasEntries, .integer(Int64(info.tid)))?.int64Value
             mayHaveCounters = info.columns.contains { $0.policy == .counter } || counterEntries != 0
             deleteRow = try database.prepare(ApplySQL.deleteRow(info.name, key: info.primaryKey))
             recordChecksum = try database.prepare(RowChecksum.update(info))

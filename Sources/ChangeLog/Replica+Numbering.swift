@@ -82,7 +82,9 @@ extension Replica {
                     try dropCounters.run()
                 }
             case TriggerSQL.Operation.counterDelta:
-                try addToCounter.bind([tid, key, .integer(log.int64(at: 4)), site, log.value(at: 6), .integer(hlc), .integer(seq)])
+                try addToCounter.bind([
+                    tid, key, .integer(log.int64(at: 4)), site, log.value(at: 6), .integer(hlc), .integer(seq),
+                ])
                 try addToCounter.run()
                 if let keyValues, let statement = target?.recordChecksum {
                     try statement.bind([key] + keyValues)
@@ -132,7 +134,7 @@ extension Replica {
             let table = try trackedTable(tid: Int(tid), name: name)
         else { return nil }
         let checksummed = try hasCaptureTriggers(table)
-        let counterEntries = try database.scalar(ApplySQL.hasCounterEntries, .integer(tid))?.int64Value
+        let counterEntries = try database.scalar(CounterSQL.tableHasEntries, .integer(tid))?.int64Value
         return FoldTarget(
             keyColumns: table.primaryKey.count, checksummed: checksummed,
             startLifeWithChecksum: checksummed ? try database.prepare(FoldSQL.startLifeWithChecksum(table)) : nil,

@@ -116,6 +116,9 @@ enum CounterSQL {
     /// Entries belong to one life of the row: a new life or a delete drops them.
     static let dropCountersOfRow = #"DELETE FROM "_sqsync_counters" WHERE "tid" = ?1 AND "pk" = ?2"#
 
+    /// Whether a table has counter entries: only then does an ended life have some to drop.
+    static let tableHasEntries = #"SELECT EXISTS (SELECT 1 FROM "_sqsync_counters" WHERE "tid" = ?)"#
+
     static let dropCountersOfColumn = #"DELETE FROM "_sqsync_counters" WHERE "tid" = ?1 AND "cid" = ?2"#
 
     /// The fold adds a local delta (?5) to this replica's (?4) entry; a new entry starts

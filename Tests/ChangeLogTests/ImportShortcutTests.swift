@@ -65,9 +65,10 @@ final class ImportShortcutTests: XCTestCase {
     /// on the entries, for every pair of values a key can be.
     func testKeyOrderIsSQLiteOrder() throws {
         let replica = try sandbox.replica("order")
-        let keys: [SQLValue] = Self.values.filter { if case .real(let v) = $0 { return !v.isNaN } else { return true } } + [
-            .text("abd"), .text("ab"), .blob([0, 1]), .blob([1]), .integer(12), .real(12.5), .real(12),
-        ]
+        let keys: [SQLValue] =
+            Self.values.filter { if case .real(let v) = $0 { return !v.isNaN } else { return true } } + [
+                .text("abd"), .text("ab"), .blob([0, 1]), .blob([1]), .integer(12), .real(12.5), .real(12),
+            ]
         for a in keys {
             for b in keys {
                 let sqlite = try replica.database.scalar(
@@ -90,7 +91,8 @@ final class ImportShortcutTests: XCTestCase {
             for index in range {
                 try replica.database.run(
                     "INSERT INTO items VALUES (?, ?, ?, ?, ?)", .text(String(format: "\(prefix)%05d", index)),
-                    .text("code \(index)"), .integer(Int64(index)), index % 3 == 0 ? .integer(Int64(index)) : .real(Double(index) / 4),
+                    .text("code \(index)"), .integer(Int64(index)),
+                    index % 3 == 0 ? .integer(Int64(index)) : .real(Double(index) / 4),
                     index % 5 == 0 ? .text("\(index)") : .blob([UInt8(index % 256)]))
             }
         }
@@ -132,7 +134,8 @@ final class ImportShortcutTests: XCTestCase {
         let b = try sandbox.clone(a, "b")
         try insertRows(a, 0..<120)
         try sync(from: a, to: b)
-        let notes = #"SELECT count(*) FROM "_sqsync_changes" WHERE "site" = (SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?)"#
+        let notes =
+            #"SELECT count(*) FROM "_sqsync_changes" WHERE "site" = (SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?)"#
         XCTAssertEqual(try b.database.scalar(notes, .text(a.knowledgeID)), .integer(0))
         XCTAssertEqual(
             try b.database.scalar(#"SELECT "changes_from" FROM "_sqsync_sites" WHERE "knowledge_id" = ?"#, .text(a.knowledgeID)),
@@ -151,7 +154,8 @@ final class ImportShortcutTests: XCTestCase {
         try insertRows(a, 0..<120)
         try a.database.execute("UPDATE items SET qty = -1 WHERE id = 'k00007'")
         try sync(from: a, to: b)
-        let notes = #"SELECT count(*) FROM "_sqsync_changes" WHERE "site" = (SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?)"#
+        let notes =
+            #"SELECT count(*) FROM "_sqsync_changes" WHERE "site" = (SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?)"#
         XCTAssertEqual(try b.database.scalar(notes, .text(a.knowledgeID)), .integer(121))
         try sync(from: b, to: c)
         try assertSameRows([a, b, c], table: "items")
