@@ -66,8 +66,14 @@ enum ApplySQL {
         WHERE p."site" != ?1 AND p."retired" = 0
         """
 
-    /// The greatest metadata key a table's entries hold (``EntryKeyCeiling``).
-    static let greatestEntryKey = #"SELECT "pk" FROM "_sqsync_rows" WHERE "tid" = ? ORDER BY "pk" DESC LIMIT 1"#
+    /// A table's CREATE statement.
+    static let tableDefinition = "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?"
+
+    /// The greatest metadata key a table's entries hold (``EntryKeyCeiling``), and its bytes
+    /// as stored.
+    static let greatestEntryKey = """
+        SELECT "pk", CAST("pk" AS BLOB) FROM "_sqsync_rows" WHERE "tid" = ? ORDER BY "pk" DESC LIMIT 1
+        """
 
     /// After a merge of columns: the row's column clocks (?2, packed) and the checksum of its
     /// values as stored, in one write; ?1 the metadata key, the key values from ?3 on.

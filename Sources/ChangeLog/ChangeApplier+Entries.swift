@@ -152,18 +152,28 @@ extension ChangeApplier.LocalStamp {
 /// is above, and a later one mostly adds keys above too (UUIDv7 keys grow with time). The
 /// applier raises the ceiling with every entry it writes.
 struct EntryKeyCeiling {
-    /// NULL for a table without entries (a key is never NULL); a table is absent until read.
-    private var greatest: [Int: SQLValue] = [:]
+    /// A table's greatest key (NULL for a table without entries: a key is never NULL), or
+    /// nil where the ceiling cannot be trusted; a table is absent until read.
+    private var greatest: [Int: SQLValue?] = [:]
 
     mutating func isAbove(_ key: SQLValue, tid: Int, in database: Database) throws -> Bool {
-        if greatest[tid] == nil {
-            greatest[tid] = try database.scalar(ApplySQL.greatestEntryKey, .integer(Int64(tid))) ?? .null
-        }
-        return sqliteOrder(key, greatest[tid]!) > 0
+        if greatest[tid] == nil { greatest[tid] = .some(try Self.read(tid: tid, in: database)) }
+        guard let ceiling = greatest[tid] ?? nil else { return false }
+        return sqliteOrder(key, ceiling) > 0
     }
 
     mutating func raise(to key: SQLValue, tid: Int) {
-        guard let current = greatest[tid], sqliteOrder(key, current) > 0 else { return }
-        greatest[tid] = key
+        guard let current = greatest[tid] ?? nil, sqliteOrder(key, current) > 0 else { return }
+        greatest[tid] = .some(key)
+    }
+
+    /// ``sqliteOrder(_:_:)`` compares text as UTF-8 bytes, SQLite's index in the database's
+    /// encoding: in a UTF-16 database the orders differ, and so they do for a text key whose
+    /// bytes are not UTF-8 (read back, it is no longer the key stored). Neither gets a ceiling.
+    private static func read(tid: Int, in database: Database) throws -> SQLValue? {
+        guard try database.scalar("PRAGMA encoding")?.stringValue == "UTF-8" else { return nil }
+        guard let row = try database.rows(ApplySQL.greatestEntryKey, .integer(Int64(tid))).first else { return .null }
+        if case .text(let text) = row[0], case .blob(let stored) = row[1], Array(text.utf8) != stored { return nil }
+        return row[0]
     }
 }

@@ -29,10 +29,7 @@ extension ChangeApplier {
             !knownHere(stamp), target.carriesEveryColumn(change), let checksum = target.checksum(ofInserted: change)
         else { return false }
         if freshRows.target !== target { try flushFreshRows() }
-        let cells = change.columns.compactMap { column -> CellClock? in
-            let columnStamp = local(column.stamp)
-            return columnStamp == stamp ? nil : CellClock(cid: target.columns[column.column].cid, stamp: columnStamp)
-        }
+        let cells = columnClocks(of: change, in: target, differingFrom: stamp)
         freshRows.target = target
         freshRows.rows.append(.init(change: change, key: key, stamp: stamp, cells: cells, checksum: checksum))
         entryCeiling.raise(to: key, tid: target.info.tid)

@@ -15,7 +15,8 @@ extension ChangeApplier {
         /// The same, with a checksum computed here.
         let upsertLiveRowEntryWithChecksum: Statement
         /// For each of the table's columns in order, the position of its value among those
-        /// bound to ``insertEverything``; nil when that insert leaves a column to its default.
+        /// bound to ``insertEverything``; nil when that insert leaves a column to its default,
+        /// or the table's definition may store other values than given.
         private let checksumOrder: [Int]?
         /// The affinity of each value bound to ``insertEverything``.
         private let insertAffinities: [ColumnInfo.Affinity]
@@ -30,7 +31,7 @@ extension ChangeApplier {
         private var updates: [[Int]: Statement] = [:]
         /// Multi-row inserts of rows and of their entries, by row count (``ChangeApplier/FreshRows``).
         private var batchInserts: [Int: (rows: Statement, entries: Statement)] = [:]
-        /// Rows a multi-row insert takes: SQLite allows 32,766 parameters a statement.
+        /// Rows a multi-row insert takes, within SQLite's limit of parameters a statement.
         let batchSize: Int
         private let database: Database
         var counts = ApplySummary.TableCounts()
@@ -42,7 +43,7 @@ extension ChangeApplier {
             self.dropped = dropped
             self.database = database
             nonKeyColumns = columns.indices.filter { !columns[$0].isPrimaryKey && !dropped.contains($0) }
-            batchSize = max(1, min(ChangeApplier.FreshRows.batchSize, 32_766 / (key.count + nonKeyColumns.count)))
+            batchSize = max(1, min(ChangeApplier.FreshRows.batchSize, database.parameterLimit / (key.count + nonKeyColumns.count)))
             insertEverything = try database.prepare(
                 ApplySQL.insertRow(info.name, columns: key.map(\.name) + nonKeyColumns.map { columns[$0].name }))
             upsertLiveRowEntry = try database.prepare(ApplySQL.upsertLiveRowEntry(info))
@@ -50,7 +51,11 @@ extension ChangeApplier {
             let inserted = key + nonKeyColumns.map { columns[$0] }
             insertAffinities = inserted.map(\.affinity)
             let positions = info.columns.map { column in inserted.firstIndex { $0.cid == column.cid } }
-            checksumOrder = positions.contains(nil) ? nil : positions.compactMap { $0 }
+            // A conflict clause in the table's definition (NOT NULL ON CONFLICT REPLACE, UNIQUE
+            // ON CONFLICT IGNORE) can store other values than the insert gave, or none.
+            let definition = try database.scalar(ApplySQL.tableDefinition, .text(info.name))?.stringValue ?? "CONFLICT"
+            let storesAsGiven = !definition.uppercased().contains("CONFLICT")
+            checksumOrder = positions.contains(nil) || !storesAsGiven ? nil : positions.compactMap { $0 }
             let counterEntries = try database.scalar(CounterSQL.tableHasEntries, .integer(Int64(info.tid)))?.int64Value
             mayHaveCounters = info.columns.contains { $0.policy == .counter } || counterEntries != 0
             deleteRow = try database.prepare(ApplySQL.deleteRow(info.name, key: info.primaryKey))

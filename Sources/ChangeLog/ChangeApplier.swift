@@ -264,6 +264,10 @@ public final class ChangeApplier {
 
     // MARK: Applying
 
+    /// Merges one row change. Rows new here may wait for others and be written with them
+    /// (``FreshRows``): by the next change that needs the table as it is, or by ``finish()``,
+    /// so an error of such a row (a NOT NULL or CHECK constraint) can surface from a later
+    /// call, and the table shows the rows only once ``finish()`` returned.
     public func apply(_ change: RowChange) throws {
         let target = targets[change.table]
         var kept = change
@@ -276,6 +280,14 @@ public final class ChangeApplier {
         if !kept.counters.isEmpty, try applyCounters(kept, to: target), target.counts.unchanged > unchangedBefore {
             target.counts.unchanged -= 1
             target.counts.updated += 1
+        }
+    }
+
+    /// The clocks of the change's columns that differ from its row's.
+    func columnClocks(of change: RowChange, in target: Target, differingFrom rowStamp: LocalStamp) -> [CellClock] {
+        change.columns.compactMap { column in
+            let columnStamp = local(column.stamp)
+            return columnStamp == rowStamp ? nil : CellClock(cid: target.columns[column.column].cid, stamp: columnStamp)
         }
     }
 
@@ -370,11 +382,7 @@ public final class ChangeApplier {
         }
         guard written else { return }
         let checksum = triggersOff && insertedWhole ? target.checksum(ofInserted: change) : nil
-        let cells = change.columns.compactMap { column -> CellClock? in
-            let columnStamp = local(column.stamp)
-            guard columnStamp != stamp else { return nil }
-            return CellClock(cid: target.columns[column.column].cid, stamp: columnStamp)
-        }
+        let cells = columnClocks(of: change, in: target, differingFrom: stamp)
         try writeLiveRowEntry(
             target: target, key: key, keyValues: change.key, cl: change.causalLength, stamp: stamp, cells: cells,
             checksum: checksum)
@@ -504,7 +512,7 @@ public final class ChangeApplier {
                 try insert.bind(column.value, at: change.key.count + offset + 1)
             }
             try insert.run()
-            return true
+            return database.changes == 1
         }
         let names = target.key.map(\.name) + change.columns.map { target.columns[$0.column].name }
         try database.run(ApplySQL.insertRow(target.info.name, columns: names), change.key + change.columns.map(\.value))

@@ -37,6 +37,8 @@ public func sqliteOrder(_ a: SQLValue, _ b: SQLValue) -> Int {
     func rank(_ value: SQLValue) -> Int {
         switch value {
         case .null: return 0
+        // SQLite stores a NaN it is given as NULL.
+        case .real(let v) where v.isNaN: return 0
         case .integer, .real: return 1
         case .text: return 2
         case .blob: return 3

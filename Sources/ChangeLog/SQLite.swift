@@ -145,6 +145,9 @@ public final class Database {
         }
     }
 
+    /// How many parameters one statement may take (SQLITE_LIMIT_VARIABLE_NUMBER).
+    public var parameterLimit: Int { Int(sqlite3_limit(handle, SQLITE_LIMIT_VARIABLE_NUMBER, -1)) }
+
     /// A prepared statement, cached by its SQL text so hot loops prepare once.
     public func cached(_ sql: String) throws -> Statement {
         if let statement = statementCache[sql] {
