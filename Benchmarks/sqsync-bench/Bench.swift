@@ -189,13 +189,13 @@ struct Bench {
 
     // MARK: Session extension
 
-    struct SessionFigures {
-        var insertBytes: Int
-        var insertApplySeconds: Double
-        var updateBytes: Int
-        var updateApplySeconds: Double
-        var deleteBytes: Int
-        var deleteApplySeconds: Double
+    /// The session extension's changesets for the same inserts, updates and deletes as the
+    /// bundles, and a database that has taken none of them yet.
+    struct SessionChangesets {
+        let inserts: [UInt8]
+        let updates: [UInt8]
+        let deletes: [UInt8]
+        let target: Database
     }
 
     static func changeset(_ database: Database, _ body: () throws -> Void) throws -> [UInt8] {
@@ -225,26 +225,14 @@ struct Bench {
         guard rc == SQLITE_OK else { throw BenchError("sqlite3changeset_apply failed") }
     }
 
-    static func sessionExtension(folder: String, keys: [String]) throws -> SessionFigures {
+    static func sessionExtension(folder: String, keys: [String]) throws -> SessionChangesets {
         let source = try openDatabase(folder + "/session-source.db")
         let inserts = try changeset(source) { try insertAll(source, keys: keys) }
-        let target = try openDatabase(folder + "/session-target.db")
-        let insertApply = try medianApply(inserts, to: target, folder: folder)
         let updates = try changeset(source) { try updateAll(source, keys: keys) }
-        let updateApply = try medianApply(updates, to: target, folder: folder)
         let deletes = try changeset(source) { try deleteAll(source, keys: keys) }
-        let deleteApply = try medianApply(deletes, to: target, folder: folder)
-        return SessionFigures(
-            insertBytes: inserts.count, insertApplySeconds: insertApply,
-            updateBytes: updates.count, updateApplySeconds: updateApply,
-            deleteBytes: deletes.count, deleteApplySeconds: deleteApply)
+        return SessionChangesets(
+            inserts: inserts, updates: updates, deletes: deletes, target: try openDatabase(folder + "/session-target.db"))
     }
-
-    /// Imports and applies move by ±30% from one run to the next too, so each is timed
-    /// `repeats` times, into a fresh copy of the target each time (`VACUUM INTO`), and the
-    /// median counts. The target itself then takes the changes untimed, for the next phase.
-
-    static func median(_ times: [Double]) -> Double { times.sorted()[times.count / 2] }
 
     /// A copy of `database` at `path`, as it is now.
     static func copy(_ database: Database, to path: String) throws {
@@ -252,87 +240,70 @@ struct Bench {
         try database.run("VACUUM INTO ?", .text(path))
     }
 
-    static func medianApply(_ changeset: [UInt8], to target: Database, folder: String) throws -> Double {
-        var times: [Double] = []
+    /// Imports and applies move by ±30% from one run to the next, and the machine's speed by
+    /// as much from one minute to the next, so each import is timed beside a session apply of
+    /// the same changes, `repeats` times, each into a fresh copy of its target (`VACUUM
+    /// INTO`), and the pair with the median ratio counts. The targets then take the changes
+    /// untimed, for the next phase.
+    static func timedSideBySide(
+        _ changeset: [UInt8], into sessionTarget: Database, _ bundle: ExportResult, into replica: Replica,
+        trust: AllowedSigners, folder: String
+    ) throws -> (session: Double, sqsync: Double) {
+        var runs: [(session: Double, sqsync: Double)] = []
         for _ in 0..<max(1, repeats) {
-            try copy(target, to: folder + "/session-copy.db")
-            let copy = try Database(path: folder + "/session-copy.db")
-            try copy.useWriteAheadLog()
-            times.append(try time { try apply(changeset, to: copy) })
+            try copy(sessionTarget, to: folder + "/session-copy.db")
+            let sessionCopy = try Database(path: folder + "/session-copy.db")
+            try sessionCopy.useWriteAheadLog()
+            let session = try time { try apply(changeset, to: sessionCopy) }
+            try copy(replica.database, to: folder + "/bundle-copy.db")
+            let replicaCopy = try Replica(path: folder + "/bundle-copy.db")
+            let sqsync = try time { _ = try BundleExchange.importBundle(path: bundle.path, into: replicaCopy, trust: trust) }
+            runs.append((session, sqsync))
         }
-        try apply(changeset, to: target)
-        return median(times)
-    }
-
-    static func medianImport(_ bundle: ExportResult, into target: Replica, trust: AllowedSigners, folder: String) throws
-        -> Double
-    {
-        var times: [Double] = []
-        for _ in 0..<max(1, repeats) {
-            try copy(target.database, to: folder + "/bundle-copy.db")
-            let copy = try Replica(path: folder + "/bundle-copy.db")
-            times.append(try time { _ = try BundleExchange.importBundle(path: bundle.path, into: copy, trust: trust) })
-        }
-        _ = try BundleExchange.importBundle(path: bundle.path, into: target, trust: trust)
-        return median(times)
+        try apply(changeset, to: sessionTarget)
+        _ = try BundleExchange.importBundle(path: bundle.path, into: replica, trust: trust)
+        return runs.sorted { $0.sqsync / $0.session < $1.sqsync / $1.session }[runs.count / 2]
     }
 
     // MARK: Bundles
 
-    static func bundles(folder: String, keys: [String], session: SessionFigures) throws {
+    static func bundles(folder: String, keys: [String], session: SessionChangesets) throws {
         let key = SigningKey.generate(comment: "bench")
         let trust = try AllowedSigners(text: AllowedSigners.line(principal: "bench", key: key.publicKey))
         let source = try tracked(folder + "/bundle-source.db", name: "source")
         let target = try source.clone(to: folder + "/bundle-target.db", name: "target")
-        try insertAll(source.database, keys: keys)
-
-        print("Bundles (import includes signature check; imports and applies: median of \(max(1, repeats)))")
-        print("                                          session ext.     sqsync   sqsync/session")
-        var insertBundle: ExportResult!
-        let exportInserts = try time {
-            insertBundle = try BundleExchange.export(
-                replica: source, since: try target.knowledge(), key: key,
-                to: folder + "/inserts.sqsb", intoDirectory: false)
-        }
-        let importInserts = try medianImport(insertBundle, into: target, trust: trust, folder: folder)
-        try updateAll(source.database, keys: keys)
-        var updateBundle: ExportResult!
-        let exportUpdates = try time {
-            updateBundle = try BundleExchange.export(
-                replica: source, since: try target.knowledge(), key: key,
-                to: folder + "/updates.sqsb", intoDirectory: false)
-        }
-        let importUpdates = try medianImport(updateBundle, into: target, trust: trust, folder: folder)
-        try deleteAll(source.database, keys: keys)
-        var deleteBundle: ExportResult!
-        let exportDeletes = try time {
-            deleteBundle = try BundleExchange.export(
-                replica: source, since: try target.knowledge(), key: key,
-                to: folder + "/deletes.sqsb", intoDirectory: false)
-        }
-        let importDeletes = try medianImport(deleteBundle, into: target, trust: trust, folder: folder)
         let count = keys.count
-        print(
-            "  export \(count) inserts".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      "
-                + rate(count, exportInserts))
-        line(
-            "  import \(count) inserts", rate(count, session.insertApplySeconds), rate(count, importInserts),
-            (Double(count) / importInserts) / (Double(count) / session.insertApplySeconds), "of session apply rate")
-        print(
-            "  export \(count) updates".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      "
-                + rate(count, exportUpdates))
-        line(
-            "  import \(count) updates", rate(count, session.updateApplySeconds), rate(count, importUpdates),
-            (Double(count) / importUpdates) / (Double(count) / session.updateApplySeconds), "of session apply rate")
-        print(
-            "  export \(count) deletes".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      "
-                + rate(count, exportDeletes))
-        line(
-            "  import \(count) deletes", rate(count, session.deleteApplySeconds), rate(count, importDeletes),
-            (Double(count) / importDeletes) / (Double(count) / session.deleteApplySeconds), "of session apply rate")
-        let perDelete = Double(deleteBundle.bytes) / Double(count), perDeleteSession = Double(session.deleteBytes) / Double(count)
-        let perInsert = Double(insertBundle.bytes) / Double(count), perInsertSession = Double(session.insertBytes) / Double(count)
-        let perUpdate = Double(updateBundle.bytes) / Double(count), perUpdateSession = Double(session.updateBytes) / Double(count)
+
+        print("Bundles (import includes signature check; each import beside a session apply, median of \(max(1, repeats)))")
+        print("                                          session ext.     sqsync   sqsync/session")
+        var bundles: [ExportResult] = []
+        let phases: [(name: String, write: (Database, [String]) throws -> Void, changeset: [UInt8])] = [
+            ("inserts", { try insertAll($0, keys: $1) }, session.inserts),
+            ("updates", { try updateAll($0, keys: $1) }, session.updates),
+            ("deletes", { try deleteAll($0, keys: $1) }, session.deletes),
+        ]
+        for (phase, write, changeset) in phases {
+            try write(source.database, keys)
+            var bundle: ExportResult!
+            let export = try time {
+                bundle = try BundleExchange.export(
+                    replica: source, since: try target.knowledge(), key: key,
+                    to: folder + "/\(phase).sqsb", intoDirectory: false)
+            }
+            let timed = try timedSideBySide(
+                changeset, into: session.target, bundle, into: target, trust: trust, folder: folder)
+            bundles.append(bundle)
+            print(
+                "  export \(count) \(phase)".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      "
+                    + rate(count, export))
+            line(
+                "  import \(count) \(phase)", rate(count, timed.session), rate(count, timed.sqsync),
+                timed.session / timed.sqsync, "of session apply rate")
+        }
+        let (insertBundle, updateBundle, deleteBundle) = (bundles[0], bundles[1], bundles[2])
+        let perDelete = Double(deleteBundle.bytes) / Double(count), perDeleteSession = Double(session.deletes.count) / Double(count)
+        let perInsert = Double(insertBundle.bytes) / Double(count), perInsertSession = Double(session.inserts.count) / Double(count)
+        let perUpdate = Double(updateBundle.bytes) / Double(count), perUpdateSession = Double(session.updates.count) / Double(count)
         line(
             "  bytes per insert", String(format: "%11.1f", perInsertSession), String(format: "%9.1f", perInsert),
             perInsert / perInsertSession, "of changeset size")
