@@ -18,6 +18,9 @@ struct Bench {
         """
 
     static func main() throws {
+        // As the `sqsync` command runs; plain SQLite and the session extension run under the
+        // same setting, in this process.
+        Database.leaveOutMemoryStatistics()
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sqsync-bench-\(getpid())").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }

@@ -27,4 +27,9 @@ static inline int sqsync_enable_triggers(sqlite3 *db, int on) {
     return sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, on, (int *)0);
 }
 
+/// Stops SQLite counting its memory (SQLITE_CONFIG_MEMSTATUS); sqlite3_config is variadic.
+static inline int sqsync_disable_memory_statistics(void) {
+    return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 #endif

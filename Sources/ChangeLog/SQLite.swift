@@ -106,6 +106,15 @@ public final class Database {
         }
     }
 
+    /// SQLite counts every allocation it makes under a process-wide mutex unless told not
+    /// to, and Debian's build (`SQLITE_OMIT_LOOKASIDE`) takes every record and bound value
+    /// from malloc: the counting is 7% of the instructions of an import of updates. It is the
+    /// process's setting, so the `sqsync` command turns it off and a program that reads
+    /// `sqlite3_memory_used` does not call this. Takes effect only before the process opens
+    /// its first database; true if it did.
+    @discardableResult
+    public static func leaveOutMemoryStatistics() -> Bool { sqsync_disable_memory_statistics() == SQLITE_OK }
+
     /// WAL lets the app read while sqsync writes and the other way round; NORMAL sync is
     /// safe in WAL mode and much faster.
     public func useWriteAheadLog() throws {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ChangeLog
 import Foundation
 
 @main
@@ -19,6 +20,7 @@ struct SQSync: ParsableCommand {
     /// Runs the command and maps every failure to one stderr line and the spec's exit codes;
     /// ArgumentParser's own usage errors (64) become 2. Global options may come first.
     static func main() {
+        Database.leaveOutMemoryStatistics()
         do {
             var command = try parseAsRoot(
                 GlobalOptionsPlacement.reordered(Array(CommandLine.arguments.dropFirst()), root: SQSync.self))
