@@ -18,9 +18,8 @@ struct Bench {
         """
 
     static func main() throws {
-        // As the `sqsync` command runs; plain SQLite and the session extension run under the
-        // same setting, in this process.
-        Database.leaveOutMemoryStatistics()
+        // SQLite's memory statistics stay on, as in the programs that capture changes (the
+        // `sqsync` command turns them off: `Database.leaveOutMemoryStatistics()`).
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sqsync-bench-\(getpid())").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
