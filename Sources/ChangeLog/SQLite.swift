@@ -109,9 +109,11 @@ public final class Database {
     /// SQLite counts every allocation it makes under a process-wide mutex unless told not
     /// to, and Debian's build (`SQLITE_OMIT_LOOKASIDE`) takes every record and bound value
     /// from malloc: the counting is 7% of the instructions of an import of updates. It is the
-    /// process's setting, so the `sqsync` command turns it off and a program that reads
-    /// `sqlite3_memory_used` does not call this. Takes effect only before the process opens
-    /// its first database; true if it did.
+    /// process's setting, and it also ends `sqlite3_status`, `sqlite3_memory_used`,
+    /// `sqlite3_memory_highwater` and the heap limits: the `sqsync` command turns it off, a
+    /// program that uses any of those does not call this. Takes effect only before SQLite
+    /// initializes (the first database opened, or any `sqlite3_malloc`), and must be called
+    /// before another thread uses SQLite; true if it took effect.
     @discardableResult
     public static func leaveOutMemoryStatistics() -> Bool { sqsync_disable_memory_statistics() == SQLITE_OK }
 

@@ -2,7 +2,6 @@ import Foundation
 import XCTest
 
 @testable import ChangeLog
-import CSQLite
 
 /// An import takes shortcuts where it can prove the long way would do the same: rows new
 /// here go in a batch at a time, their checksums are computed instead of read back, entries
@@ -120,15 +119,6 @@ final class ImportShortcutTests: XCTestCase {
         try sync(from: a, to: b)
         XCTAssertEqual(try b.database.scalar("PRAGMA encoding"), .text("UTF-16le"))
         try assertSameRows([a, b], table: "items")
-    }
-
-    /// ``Database/leaveOutMemoryStatistics()`` changes the whole process, so it must not
-    /// touch one whose databases are open: SQLite refuses it then, and keeps counting.
-    func testMemoryStatisticsStayOnceADatabaseIsOpen() throws {
-        let replica = try sandbox.replica("open")
-        XCTAssertFalse(Database.leaveOutMemoryStatistics())
-        try replica.database.execute("CREATE TABLE counted (v TEXT); INSERT INTO counted VALUES (zeroblob(100000))")
-        XCTAssertGreaterThan(sqlite3_memory_used(), 0)
     }
 
     private let schema = """
