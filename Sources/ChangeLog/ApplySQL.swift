@@ -49,10 +49,15 @@ enum ApplySQL {
         """
         INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq", "cells", "sum")
         VALUES (\(table.tid), ?1, ?2, ?3, ?4, ?5, ?6, \(checksum))
+        \(liveRowEntryReplaces)
+        """
+    }
+
+    /// A live row's entry replaces whatever entry its key had.
+    private static let liveRowEntryReplaces = """
         ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = excluded."cl", "hlc" = excluded."hlc",
             "site" = excluded."site", "seq" = excluded."seq", "cells" = excluded."cells", "sum" = excluded."sum"
         """
-    }
 
     /// Raises the seq up to which `_sqsync_changes` may lack a site's changes: an import
     /// leaves out notes of changes every live peer holds.
@@ -152,8 +157,7 @@ enum ApplySQL {
         return """
             INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq", "cells", "sum")
             VALUES \(rows.joined(separator: ", "))
-            ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = excluded."cl", "hlc" = excluded."hlc",
-                "site" = excluded."site", "seq" = excluded."seq", "cells" = excluded."cells", "sum" = excluded."sum"
+            \(liveRowEntryReplaces)
             """
     }
 

@@ -46,19 +46,11 @@ extension ChangeApplier {
         freshRows = FreshRows()
         let statements = try target.batchInsert(count: batch.count)
         do {
-            let insert = statements.rows
             var parameter = 1
             for row in batch {
-                for value in row.change.key {
-                    try insert.bind(value, at: parameter)
-                    parameter += 1
-                }
-                for column in row.change.columns {
-                    try insert.bind(column.value, at: parameter)
-                    parameter += 1
-                }
+                parameter = try target.bindEveryColumn(of: row.change, to: statements.rows, from: parameter)
             }
-            try insert.run()
+            try statements.rows.run()
         } catch let error as SQLiteError where error.primaryCode == SQLITE_CONSTRAINT {
             for row in batch {
                 try startLife(

@@ -20,8 +20,7 @@ extension ChangeApplier {
         private let checksumOrder: [Int]?
         /// The affinity of each value bound to ``insertEverything``.
         private let insertAffinities: [ColumnInfo.Affinity]
-        /// False when the table has no counter column and no counter entries: an ended life
-        /// then has none to drop.
+        /// ``TableInfo/mayHaveCounters(in:)``, read once.
         let mayHaveCounters: Bool
         let deleteRow: Statement
         /// Records a written row's checksum (``RowChecksum``).
@@ -56,8 +55,7 @@ extension ChangeApplier {
             let definition = try database.scalar(ApplySQL.tableDefinition, .text(info.name))?.stringValue ?? "CONFLICT"
             let storesAsGiven = !definition.uppercased().contains("CONFLICT")
             checksumOrder = positions.contains(nil) || !storesAsGiven ? nil : positions.compactMap { $0 }
-            let counterEntries = try database.scalar(CounterSQL.tableHasEntries, .integer(Int64(info.tid)))?.int64Value
-            mayHaveCounters = info.columns.contains { $0.policy == .counter } || counterEntries != 0
+            mayHaveCounters = try info.mayHaveCounters(in: database)
             deleteRow = try database.prepare(ApplySQL.deleteRow(info.name, key: info.primaryKey))
             recordChecksum = try database.prepare(RowChecksum.update(info))
             writeCellsAndChecksum = try database.prepare(ApplySQL.writeCellsAndChecksum(info))
@@ -69,6 +67,22 @@ extension ChangeApplier {
             guard change.columns.count == nonKeyColumns.count else { return false }
             for (column, expected) in zip(change.columns, nonKeyColumns) where column.column != expected { return false }
             return true
+        }
+
+        /// Binds the key and columns of a change that ``carriesEveryColumn(_:)``, in
+        /// ``insertEverything``'s order, from parameter `first`; returns the next parameter.
+        @discardableResult
+        func bindEveryColumn(of change: RowChange, to statement: Statement, from first: Int) throws -> Int {
+            var parameter = first
+            for value in change.key {
+                try statement.bind(value, at: parameter)
+                parameter += 1
+            }
+            for column in change.columns {
+                try statement.bind(column.value, at: parameter)
+                parameter += 1
+            }
+            return parameter
         }
 
         /// The checksum of a row ``insertEverything`` just inserted from `change`, when

@@ -506,12 +506,8 @@ public final class ChangeApplier {
     /// through ``Target/insertEverything``.
     private func runInsert(target: Target, change: RowChange) throws -> Bool {
         if target.carriesEveryColumn(change) {
-            let insert = target.insertEverything
-            try insert.bind(change.key)
-            for (offset, column) in change.columns.enumerated() {
-                try insert.bind(column.value, at: change.key.count + offset + 1)
-            }
-            try insert.run()
+            try target.bindEveryColumn(of: change, to: target.insertEverything, from: 1)
+            try target.insertEverything.run()
             return database.changes == 1
         }
         let names = target.key.map(\.name) + change.columns.map { target.columns[$0.column].name }

@@ -125,7 +125,7 @@ extension Replica {
         let startLifeWithChecksum: Statement?
         let writeCellWithChecksum: Statement?
         let recordChecksum: Statement?
-        /// False when the table has no counter column and no counter entries.
+        /// ``TableInfo/mayHaveCounters(in:)``, read once.
         let mayHaveCounters: Bool
     }
 
@@ -134,13 +134,12 @@ extension Replica {
             let table = try trackedTable(tid: Int(tid), name: name)
         else { return nil }
         let checksummed = try hasCaptureTriggers(table)
-        let counterEntries = try database.scalar(CounterSQL.tableHasEntries, .integer(tid))?.int64Value
         return FoldTarget(
             keyColumns: table.primaryKey.count, checksummed: checksummed,
             startLifeWithChecksum: checksummed ? try database.prepare(FoldSQL.startLifeWithChecksum(table)) : nil,
             writeCellWithChecksum: checksummed ? try database.prepare(FoldSQL.writeCellWithChecksum(table)) : nil,
             recordChecksum: checksummed ? try database.prepare(RowChecksum.update(table)) : nil,
-            mayHaveCounters: table.columns.contains { $0.policy == .counter } || counterEntries != 0)
+            mayHaveCounters: try table.mayHaveCounters(in: database))
     }
 
     /// Records the checksum of the live row whose metadata key is `key` (`RowChecksum.update`).

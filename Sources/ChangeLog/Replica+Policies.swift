@@ -116,7 +116,7 @@ enum CounterSQL {
     /// Entries belong to one life of the row: a new life or a delete drops them.
     static let dropCountersOfRow = #"DELETE FROM "_sqsync_counters" WHERE "tid" = ?1 AND "pk" = ?2"#
 
-    /// Whether a table has counter entries: only then does an ended life have some to drop.
+    /// Whether a table has counter entries (``TableInfo/mayHaveCounters(in:)``).
     static let tableHasEntries = #"SELECT EXISTS (SELECT 1 FROM "_sqsync_counters" WHERE "tid" = ?)"#
 
     static let dropCountersOfColumn = #"DELETE FROM "_sqsync_counters" WHERE "tid" = ?1 AND "cid" = ?2"#
@@ -197,4 +197,13 @@ enum CounterSQL {
         SELECT EXISTS (SELECT 1 FROM "_sqsync_counters" c LEFT JOIN temp."_sqsync_base" b ON b."site" = c."site"
                        WHERE c."tid" = ?1 AND c."seq" > coalesce(b."seq", 0))
         """
+}
+
+extension TableInfo {
+    /// False when the table has no counter column and no counter entries (a column that was
+    /// a counter may have left some): an ended life then has none to drop.
+    func mayHaveCounters(in database: Database) throws -> Bool {
+        if columns.contains(where: { $0.policy == .counter }) { return true }
+        return try database.scalar(CounterSQL.tableHasEntries, .integer(Int64(tid)))?.int64Value != 0
+    }
 }

@@ -41,9 +41,9 @@ enum RowChecksum {
         sqlite3_result_int64(context, hash.value)
     }
 
-    /// The checksum of values as SQLite stores them, computed without asking SQLite: the
-    /// applier knows what it just inserted (``storedAsGiven(_:in:)``), so it need not read
-    /// the row back.
+    /// What `sqsync_row_checksum` gives for these values as stored, computed without asking
+    /// SQLite; the applier does the same value by value (``Accumulator``) for rows it just
+    /// inserted (``storedAsGiven(_:in:)``).
     static func of(_ values: [SQLValue]) -> Int64 {
         var hash = Accumulator()
         for value in values { hash.add(value) }

@@ -40,11 +40,11 @@ public struct ColumnInfo: Sendable, Equatable {
     /// storage class without changing the value (SQLite's rules, "Determination Of Column
     /// Affinity"; a non-STRICT ANY is NUMERIC, counted here all the same).
     var holdsAnyStorageClass: Bool {
-        let type = declaredType.uppercased().trimmingCharacters(in: .whitespaces)
-        if type.contains("INT") || type.contains("CHAR") || type.contains("CLOB") || type.contains("TEXT") { return false }
-        if type.contains("BLOB") || type.isEmpty { return true }
-        if type.contains("REAL") || type.contains("FLOA") || type.contains("DOUB") { return false }
-        return type == "ANY"
+        switch affinity {
+        case .blob: return true
+        case .numeric: return declaredType.uppercased().trimmingCharacters(in: .whitespaces) == "ANY"
+        case .integer, .text, .real: return false
+        }
     }
 }
 
