@@ -110,6 +110,7 @@ protocol ByteSource: AnyObject {
     func readText(_ count: Int) throws -> String?
     /// Eight bytes, least significant first (a REAL's bits).
     func readFixed64() throws -> UInt64
+    func readVarint() throws -> UInt64
 }
 
 extension HashingFileInput: ByteSource {}
@@ -143,7 +144,9 @@ final class ArraySource: ByteSource {
 extension ByteSource {
     func corrupt(_ what: String) -> BundleError { BundleError(.corrupt, "\(path): damaged bundle (\(what))") }
 
-    func readVarint() throws -> UInt64 {
+    func readVarint() throws -> UInt64 { try readVarintBytewise() }
+
+    func readVarintBytewise() throws -> UInt64 {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while true {

@@ -102,9 +102,12 @@ final class DeflatingOutput {
 final class InflatingSource: ByteSource {
     let path: String
     private let input: HashingFileInput
-    private var block: [UInt8] = []
+    // Every value read touches these two, a few times a byte. A reader is used by one task
+    // and no access to them overlaps another, so Swift's run-time exclusivity check (a
+    // runtime call and a thread-local lookup each time) is left out.
+    @exclusivity(unchecked) private var block: [UInt8] = []
+    @exclusivity(unchecked) private var position = 0
     private var compressed: [UInt8] = []
-    private var position = 0
     private var ended = false
     private var inflatedBytes = 0
     private var compressedBytes = 0
@@ -160,6 +163,28 @@ final class InflatingSource: ByteSource {
         return block.withUnsafeBufferPointer {
             BundleCodec.text(UnsafeBufferPointer(rebasing: $0[position..<(position + count)]))
         }
+    }
+
+    /// Decoded in place when the whole varint lies in the current block.
+    func readVarint() throws -> UInt64 {
+        let start = position
+        let inBlock: UInt64? = block.withUnsafeBufferPointer { bytes in
+            var result: UInt64 = 0
+            var shift: UInt64 = 0
+            var index = start
+            while index < bytes.count && shift < 63 {
+                let byte = bytes[index]
+                index += 1
+                result |= UInt64(byte & 0x7f) << shift
+                if byte & 0x80 == 0 {
+                    position = index
+                    return result
+                }
+                shift += 7
+            }
+            return nil
+        }
+        return try inBlock ?? readVarintBytewise()
     }
 
     func readFixed64() throws -> UInt64 {

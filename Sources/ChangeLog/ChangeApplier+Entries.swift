@@ -73,7 +73,7 @@ extension ChangeApplier {
     /// at a time in (site, seq) order, which keeps the B-tree's inserts close together.
     func recordChange(tid: Int, key: SQLValue, stamp: LocalStamp) throws {
         if stamp.seq <= heldByEveryPeer[stamp.site, default: 0] {
-            notesLeftOut[stamp.site] = max(notesLeftOut[stamp.site, default: 0], stamp.seq)
+            Self.raise(&notesLeftOut[stamp.site, default: 0], to: stamp.seq)
             return
         }
         pendingChanges.append((stamp.site, stamp.seq, tid, key))
@@ -81,6 +81,9 @@ extension ChangeApplier {
     }
 
     static let changeBatch = 8192
+
+    /// Through `inout`, a dictionary's entry is found once to be read and written.
+    private static func raise(_ value: inout Int64, to least: Int64) { value = max(value, least) }
 
     func writePendingChanges() throws {
         pendingChanges.sort { ($0.site, $0.seq) < ($1.site, $1.seq) }
@@ -152,19 +155,29 @@ extension ChangeApplier.LocalStamp {
 /// is above, and a later one mostly adds keys above too (UUIDv7 keys grow with time). The
 /// applier raises the ceiling with every entry it writes.
 struct EntryKeyCeiling {
-    /// A table's greatest key (NULL for a table without entries: a key is never NULL), or
-    /// nil where the ceiling cannot be trusted; a table is absent until read.
-    private var greatest: [Int: SQLValue?] = [:]
+    /// Per table read so far, its greatest key (NULL for a table without entries: a key is
+    /// never NULL), or nil where the ceiling cannot be trusted. A list, not a dictionary: a
+    /// bundle carries a few tables, row after row of each, and hashing the table's id for
+    /// each row cost more than finding it here.
+    private var greatest: [(tid: Int, key: SQLValue?)] = []
 
     mutating func isAbove(_ key: SQLValue, tid: Int, in database: Database) throws -> Bool {
-        if greatest[tid] == nil { greatest[tid] = .some(try Self.read(tid: tid, in: database)) }
-        guard let ceiling = greatest[tid] ?? nil else { return false }
+        let index: Int
+        if let known = greatest.firstIndex(where: { $0.tid == tid }) {
+            index = known
+        } else {
+            greatest.append((tid, try Self.read(tid: tid, in: database)))
+            index = greatest.count - 1
+        }
+        guard let ceiling = greatest[index].key else { return false }
         return sqliteOrder(key, ceiling) > 0
     }
 
     mutating func raise(to key: SQLValue, tid: Int) {
-        guard let current = greatest[tid] ?? nil, sqliteOrder(key, current) > 0 else { return }
-        greatest[tid] = .some(key)
+        guard let index = greatest.firstIndex(where: { $0.tid == tid }), let current = greatest[index].key,
+            sqliteOrder(key, current) > 0
+        else { return }
+        greatest[index].key = key
     }
 
     /// ``sqliteOrder(_:_:)`` compares text as UTF-8 bytes, SQLite's index in the database's
