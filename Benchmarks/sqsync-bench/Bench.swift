@@ -104,7 +104,7 @@ struct Bench {
 
     static func capture(folder: String, keys: [String]) throws {
         print("Capture (one transaction per phase)")
-        print("                                          plain SQLite    tracked   tracked/plain time")
+        print("                                          plain SQLite    tracked   tracked/plain time (median of \(max(1, repeats)))")
         // UUIDv7 keys (what SPEC §2 recommends) are time-ordered: inserts append to both B-trees.
         let ordered = uuidv7Keys(keys.count)
         try capturePhases(folder: folder, keys: keys, label: "UUIDv4")
@@ -159,29 +159,35 @@ struct Bench {
     /// files, plain and tracked side by side, and prints the median run of each phase.
     static let repeats = Int(ProcessInfo.processInfo.environment["SQSYNC_BENCH_REPEATS"] ?? "") ?? 3
 
+    /// Beside each tracked phase, the same writes with the session extension recording them:
+    /// what capture costs in C inside SQLite, changes kept in memory, nothing written. Its
+    /// ratio is printed as a yardstick (the median of its own runs).
     static func capturePhases(folder: String, keys: [String], label: String) throws {
         let phases: [(String, (Database) throws -> Void)] = [
             ("inserts", { try insertAll($0, keys: keys) }),
             ("1-column updates", { try updateAll($0, keys: keys) }),
             ("deletes", { try deleteAll($0, keys: keys) }),
         ]
-        var runs: [[(plain: Double, tracked: Double)]] = Array(repeating: [], count: phases.count)
+        var runs: [[(plain: Double, tracked: Double, session: Double)]] = Array(repeating: [], count: phases.count)
         var folds: [Double] = []
         for _ in 0..<max(1, repeats) {
             let plain = try openDatabase(folder + "/plain-\(label)-\(keys.count).db")
             let replica = try tracked(folder + "/tracked-\(label)-\(keys.count).db", name: "bench")
+            let recorded = try openDatabase(folder + "/session-\(label)-\(keys.count).db")
             for (index, phase) in phases.enumerated() {
                 let plainTime = try time { try phase.1(plain) }
                 let trackedTime = try time { try phase.1(replica.database) }
-                runs[index].append((plainTime, trackedTime))
+                let sessionTime = try timeRecorded(recorded) { try phase.1(recorded) }
+                runs[index].append((plainTime, trackedTime, sessionTime))
             }
             folds.append(try time { try replica.numberPendingChanges() })
         }
         for (index, phase) in phases.enumerated() {
             let median = runs[index].sorted { $0.tracked / $0.plain < $1.tracked / $1.plain }[runs[index].count / 2]
+            let session = runs[index].map { $0.session / $0.plain }.sorted()[runs[index].count / 2]
             line(
                 "  \(keys.count) \(phase.0), \(label)", rate(keys.count, median.plain), rate(keys.count, median.tracked),
-                median.tracked / median.plain, runs[index].count > 1 ? "(median of \(runs[index].count))" : "")
+                median.tracked / median.plain, String(format: "(session ext. %.2fx)", session))
         }
         let fold = folds.sorted()[folds.count / 2]
         print(
@@ -215,6 +221,17 @@ struct Bench {
         }
         defer { sqlite3_free(buffer) }
         return Array(UnsafeRawBufferPointer(start: buffer, count: Int(size)))
+    }
+
+    /// The time of `body` with a session recording every change it makes to `items`.
+    static func timeRecorded(_ database: Database, _ body: () throws -> Void) throws -> Double {
+        var session: OpaquePointer?
+        guard sqlite3session_create(database.sqliteHandle, "main", &session) == SQLITE_OK, let session else {
+            throw BenchError("sqlite3session_create failed")
+        }
+        defer { sqlite3session_delete(session) }
+        sqlite3session_attach(session, "items")
+        return try time(body)
     }
 
     static func apply(_ changeset: [UInt8], to database: Database) throws {
