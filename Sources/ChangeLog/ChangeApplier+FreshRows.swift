@@ -61,12 +61,14 @@ extension ChangeApplier {
         }
         let entries = statements.entries
         for (index, row) in batch.enumerated() {
-            let packed = CellClocks.stored(row.cells, relativeTo: row.stamp.rowClock)
-            let values: [SQLValue] = [
-                row.key, .integer(row.change.causalLength), .integer(row.stamp.hlc), .integer(Int64(row.stamp.site)),
-                .integer(row.stamp.seq), packed, .integer(row.checksum),
-            ]
-            try entries.bind(values, from: index * ApplySQL.rowEntryParameters + 1)
+            let first = index * ApplySQL.rowEntryParameters + 1
+            try entries.bind(row.key, at: first)
+            try entries.bind(.integer(row.change.causalLength), at: first + 1)
+            try entries.bind(.integer(row.stamp.hlc), at: first + 2)
+            try entries.bind(.integer(Int64(row.stamp.site)), at: first + 3)
+            try entries.bind(.integer(row.stamp.seq), at: first + 4)
+            try entries.bind(CellClocks.stored(row.cells, relativeTo: row.stamp.rowClock), at: first + 5)
+            try entries.bind(.integer(row.checksum), at: first + 6)
         }
         try entries.run()
         for row in batch {

@@ -59,37 +59,34 @@ enum MetadataKey {
     /// 0x01 or 0x02 and the 16 bytes of `text` when it is a UUID in canonical form
     /// (8-4-4-4-12 hex digits, one case throughout).
     private static func compactUUID(_ text: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
-        guard text.count == 36 else { return nil }
-        var sawLower = false, sawUpper = false
-        var nibbles = 0
+        guard text.count == 36, text[8] == dash, text[13] == dash, text[18] == dash, text[23] == dash else { return nil }
+        var cases: UInt8 = 0
         let result = [UInt8](unsafeUninitializedCapacity: 17) { buffer, initialized in
-            var high: UInt8 = 0
-            for index in 0..<36 {
-                let character = text[index]
-                if index == 8 || index == 13 || index == 18 || index == 23 {
-                    guard character == UInt8(ascii: "-") else { return }
-                    continue
-                }
-                let nibble: UInt8
-                switch character {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = character &- UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"):
-                    nibble = character &- UInt8(ascii: "a") &+ 10
-                    sawLower = true
-                case UInt8(ascii: "A")...UInt8(ascii: "F"):
-                    nibble = character &- UInt8(ascii: "A") &+ 10
-                    sawUpper = true
-                default: return
-                }
-                if nibbles % 2 == 1 { buffer[1 + nibbles / 2] = high << 4 | nibble } else { high = nibble }
-                nibbles += 1
+            for (index, position) in digitPairs.enumerated() {
+                let high = hexDigits[Int(text[position])], low = hexDigits[Int(text[position + 1])]
+                cases |= high | low
+                buffer[1 + index] = (high & 0x0f) << 4 | (low & 0x0f)
             }
             // Digits alone read back lowercase; mixed case would not read back at all.
-            guard !(sawLower && sawUpper) else { return }
-            buffer[0] = sawUpper ? uppercaseUUID : lowercaseUUID
+            guard cases & notHex == 0, cases & (lower | upper) != lower | upper else { return }
+            buffer[0] = cases & upper != 0 ? uppercaseUUID : lowercaseUUID
             initialized = 17
         }
         return result.count == 17 ? result : nil
+    }
+
+    private static let dash = UInt8(ascii: "-")
+    /// Where each byte's two hex digits start in the canonical text.
+    private static let digitPairs = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34]
+    private static let lower: UInt8 = 0x10, upper: UInt8 = 0x20, notHex: UInt8 = 0x40
+    /// Each byte's value as a hex digit in the low four bits, with `lower`, `upper` or `notHex`.
+    private static let hexDigits: [UInt8] = (0...255).map { byte in
+        switch UInt8(byte) {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return UInt8(byte) - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return UInt8(byte) - UInt8(ascii: "a") + 10 | lower
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return UInt8(byte) - UInt8(ascii: "A") + 10 | upper
+        default: return notHex
+        }
     }
 
     private static func uuidText<Bytes: Collection<UInt8>>(_ bytes: Bytes, uppercase: Bool) -> String {

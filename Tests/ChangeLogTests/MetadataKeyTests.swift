@@ -28,7 +28,8 @@ final class MetadataKeyTests: XCTestCase {
             .text(lower), .text(upper), .text("0190f5e2-7b3c-7def-8A12-3456789abcde"), .text("0190f5e2-7b3c-7def-8a12-3456789abcdg"),
             .text("0190f5e2+7b3c-7def-8a12-3456789abcde"), .text("00000000-0000-0000-0000-000000000000"), .text("short"),
             .blob([]), .blob([1] + [UInt8](repeating: 0xab, count: 16)), .blob([0, 7]), .integer(42), .integer(-1), .real(2.5),
-            .text("'a',1"),
+            .text("'a',1"), .text("0190f5e2-7b3c-7def-8a12-3456789abc-e"), .text("0190f5e2-7b3c07def-8a12-3456789abcde"),
+            .text("0190f5e2-7b3c-7def-8a12-3456789abcdé"),
         ]
         for key in keys {
             let compact = MetadataKey.of(key)
