@@ -101,6 +101,9 @@ extension ChangeApplier {
             return
         }
         guard let life else { return }
+        // Mostly the sender holds every column clock of the row and nothing is lost: that is
+        // told from the clocks as decoded, before building a map of them by column.
+        guard try replica.cellClocks(packed, of: life.rowClock).contains(where: { !knownToSender($0.stamp) }) else { return }
         let cells = try localCells(packed, of: life.rowClock).filter { !knownToSender($0.value) }
         guard !cells.isEmpty else { return }
         let columns = target.info.columns.filter { cells[$0.cid] != nil }
