@@ -110,8 +110,8 @@ protocol ByteSource: AnyObject {
     func readText(_ count: Int) throws -> String?
     /// Eight bytes, least significant first (a REAL's bits).
     func readFixed64() throws -> UInt64
-    /// A requirement, not only an extension method, so that a source holding its bytes in
-    /// memory can decode in place (``InflatingSource``); the others read byte by byte.
+    /// A requirement, not only an extension method, so that a source can decode in place
+    /// (``InflatingSource`` does); the default reads byte by byte.
     func readVarint() throws -> UInt64
 }
 

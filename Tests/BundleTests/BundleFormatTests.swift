@@ -409,22 +409,36 @@ final class BundleFormatTests: XCTestCase {
         try reader.forEachChange { expected.append($0) }
         XCTAssertTrue(expected.contains { $0.columns.contains { $0.value == .integer(Int64.min) } })
         let parts = try parts(of: payload)
-        for blockSize in 1...11 {
-            var cut = parts.prefix
-            var rest = parts.records[...]
+        // Int64.min as stored: the integer tag, then its zigzag form, nine 0xff and a 0x01. A
+        // tenth byte above 1 would carry bits past 64: the varint is too long.
+        let minimum: [UInt8] = [BundleCodec.ValueTag.integer.rawValue] + Array(repeating: 0xff, count: 9) + [0x01]
+        guard let at = (0...(parts.records.count - minimum.count)).first(where: {
+            Array(parts.records[$0..<($0 + minimum.count)]) == minimum
+        }) else { return XCTFail("Int64.min not found in the records") }
+        var tooLong = parts.records
+        tooLong[at + minimum.count - 1] = 0x02
+        func cut(_ records: [UInt8], into blockSize: Int) throws -> BundleReader {
+            var payload = parts.prefix
+            var rest = records[...]
             while !rest.isEmpty {
                 let block = Array(rest.prefix(blockSize))
                 rest = rest.dropFirst(blockSize)
                 let compressed = try BlockCompression.compress(block)
-                cut += varint(block.count) + varint(compressed.count) + compressed
+                payload += varint(block.count) + varint(compressed.count) + compressed
             }
-            let cutFile = path("cut-\(blockSize).sqsb")
-            XCTAssertTrue(FileManager.default.createFile(atPath: cutFile, contents: Data(try signed(cut + [0, 0]))))
-            let cutReader = try BundleReader(path: cutFile)
-            XCTAssertEqual(try cutReader.verify(trust: trust), "alice")
+            let file = path("cut-\(UUID().uuidString.prefix(8)).sqsb")
+            XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data(try signed(payload + [0, 0]))))
+            let reader = try BundleReader(path: file)
+            XCTAssertEqual(try reader.verify(trust: trust), "alice")
+            return reader
+        }
+        for blockSize in Array(1...11) + [parts.records.count] {
             var changes: [RowChange] = []
-            try cutReader.forEachChange { changes.append($0) }
+            try cut(parts.records, into: blockSize).forEachChange { changes.append($0) }
             XCTAssertEqual(changes, expected, "records in blocks of \(blockSize) bytes")
+            XCTAssertThrowsError(try cut(tooLong, into: blockSize).forEachChange { _ in }, "blocks of \(blockSize) bytes") {
+                XCTAssertTrue("\($0)".contains("varint too long"), "\($0)")
+            }
         }
     }
 
