@@ -43,7 +43,8 @@ enum CellClocks {
     /// The packed form, or nil (SQL NULL) for no clocks.
     static func encode(_ clocks: [CellClock], relativeTo row: RowClock) -> [UInt8]? {
         guard !clocks.isEmpty else { return nil }
-        let sorted = clocks.sorted(by: { $0.cid < $1.cid })
+        let inOrder = zip(clocks, clocks.dropFirst()).allSatisfy { $0.cid < $1.cid }
+        let sorted = inOrder ? clocks : clocks.sorted(by: { $0.cid < $1.cid })
         let relative = sorted.allSatisfy { $0.cid.magnitude < 1 << 62 }
         var bytes: [UInt8] = [relative ? relativeFormat : absoluteFormat]
         bytes.reserveCapacity(1 + clocks.count * 12)

@@ -7,7 +7,9 @@ extension ChangeApplier {
         if try entryCeiling.isAbove(key, tid: tid, in: database) { return nil }
         try flushFreshRows()
         let statement = statements.rowEntry
-        try statement.bind([.integer(Int64(tid)), key])
+        // Reset after every use (below), so bound value by value, without another reset.
+        try statement.bind(.integer(Int64(tid)), at: 1)
+        try statement.bind(key, at: 2)
         defer { statement.reset() }
         guard try statement.step() else { return nil }
         return (

@@ -414,7 +414,8 @@ public final class ChangeApplier {
     ) throws {
         let tid = target.info.tid
         guard let rowStamp else { return }
-        let cells = try localCells(packed, of: rowStamp.rowClock)
+        // A few clocks at most, in column order: found by a scan, not hashed.
+        var clocks = try replica.cellClocks(packed, of: rowStamp.rowClock)
         var winners: [(change: ColumnChange, column: ColumnInfo, stamp: LocalStamp)] = []
         var losers: [(column: ColumnInfo, value: SQLValue, stamp: LocalStamp, winner: LocalStamp)] = []
         var displaced: [(column: ColumnInfo, stamp: LocalStamp, winner: LocalStamp)] = []
@@ -422,7 +423,7 @@ public final class ChangeApplier {
         for incoming in change.columns {
             let column = target.columns[incoming.column]
             let theirs = local(incoming.stamp)
-            let ours = cells[column.cid] ?? rowStamp
+            let ours = clocks.first { $0.cid == column.cid }?.stamp ?? rowStamp
             if theirs == ours { continue }
             if column.policy.isExtremum {
                 // The value decides, not the clock: the greatest (least) written wins.
@@ -491,14 +492,20 @@ public final class ChangeApplier {
             try self.runUpdate(target: target, columns: changes, keyValues: change.key)
         }
         guard written else { return }
-        var clocks = cells
         for winner in winners {
-            clocks[winner.column.cid] = winner.stamp
+            let clock = CellClock(cid: winner.column.cid, stamp: winner.stamp)
+            if let index = clocks.firstIndex(where: { $0.cid == clock.cid }) {
+                clocks[index] = clock
+            } else {
+                clocks.append(clock)
+            }
             try recordChange(tid: tid, key: key, stamp: winner.stamp)
         }
-        let packed = CellClocks.stored(clocks.map { CellClock(cid: $0.key, stamp: $0.value) }, relativeTo: rowStamp.rowClock)
-        try target.writeCellsAndChecksum.bind([key, packed] + change.key)
-        try target.writeCellsAndChecksum.run()
+        let statement = target.writeCellsAndChecksum
+        try statement.bind(key, at: 1)
+        try statement.bind(CellClocks.stored(clocks, relativeTo: rowStamp.rowClock), at: 2)
+        try statement.bind(change.key, from: 3)
+        try statement.run()
         target.counts.updated += 1
     }
 
@@ -518,7 +525,10 @@ public final class ChangeApplier {
     private func runUpdate(target: Target, columns: [ColumnChange], keyValues: [SQLValue]) throws {
         guard !columns.isEmpty else { return }
         let statement = try target.update(columns.map(\.column))
-        try statement.bind(columns.map(\.value) + keyValues)
+        for (offset, column) in columns.enumerated() {
+            try statement.bind(column.value, at: offset + 1)
+        }
+        try statement.bind(keyValues, from: columns.count + 1)
         try statement.run()
     }
 
