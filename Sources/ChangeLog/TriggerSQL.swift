@@ -10,6 +10,15 @@
 /// into `_sqsync_rows` (with its column clocks) in bulk before anything reads them, giving each
 /// change its hybrid-logical-clock value `max(last + 1, stamp)` in log order and its
 /// sequence number, then empties the log, so storage stays bounded.
+///
+/// A delete's row carries no stamp, so it folds to `last + 1`. Reading the clock is a function
+/// call, and a statement whose trigger calls any function may abort halfway, so inside a
+/// transaction SQLite opens a statement journal for each such statement and copies every page
+/// it touches there first (`sqlite3VdbeAddFunctionCall` marks it). For a delete by key that
+/// cost more than the rest of the trigger (callgrind: a tracked delete took 2.19× a plain one's
+/// instructions with the stamp, 1.63× without). A delete's clock decides nothing the wall clock
+/// would: the causal length settles a delete against inserts and updates, and only concurrent
+/// deletes of one life compare clocks, which end the same either way (docs/MERGE_RULES.md).
 /// The log statements read no other table: while sqsync applies a peer's changes it turns
 /// triggers off on its own connection, or, where the app has triggers of its own that must
 /// still run, removes the log rows its writes appended before the import commits
@@ -18,7 +27,7 @@
 struct TriggerSQL {
     /// The version of the SQL below. Replicas whose triggers an older version wrote get them
     /// rewritten when opened (``Replica``), since `doctor` compares them with this text.
-    static let version = 7
+    static let version = 8
 
     let table: TableInfo
 
@@ -60,12 +69,18 @@ struct TriggerSQL {
 
     private static let stamp = MetadataSQL.logStamp
 
-    /// Appends one log row.
-    private func logRow(operation: Int, key: String) -> String {
-        """
-          INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp")
-            VALUES (\(table.tid), \(operation), \(key), \(Self.stamp));
-        """
+    /// Appends one log row; `stamped`: with the wall clock (a delete's goes without, above).
+    private func logRow(operation: Int, key: String, stamped: Bool = true) -> String {
+        guard stamped else {
+            return """
+                  INSERT INTO "_sqsync_log" ("tid", "op", "pk")
+                    VALUES (\(table.tid), \(operation), \(key));
+                """
+        }
+        return """
+              INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp")
+                VALUES (\(table.tid), \(operation), \(key), \(Self.stamp));
+            """
     }
 
     /// A row that starts with NULL or text in a counter column gets 0 there instead.
@@ -137,7 +152,7 @@ struct TriggerSQL {
         """
         CREATE TRIGGER \(triggerName("delete")) AFTER DELETE ON \(quotedTable)
         BEGIN
-        \(logRow(operation: Operation.delete, key: keyExpression("OLD")))
+        \(logRow(operation: Operation.delete, key: keyExpression("OLD"), stamped: false))
         END
         """
     }

@@ -198,6 +198,30 @@ final class FoldTests: XCTestCase {
         XCTAssertEqual(delta.changes.map(\.key), [[.text("new1")]])
     }
 
+    /// A delete is logged without the wall clock (TriggerSQL): it folds to the replica's clock
+    /// + 1, while an insert or update still takes the wall clock when it is later.
+    func testDeleteTakesTheNextClockValueAndAWriteTheWallClock() throws {
+        let replica = try sandbox.replica("clocks", schema: schema, track: ["items"])
+        func entryClock() throws -> Int64? {
+            try replica.database.scalar(#"SELECT "hlc" FROM "_sqsync_rows" WHERE "pk" = 'a'"#)?.int64Value
+        }
+        try sqlite3Shell(replica.path, "INSERT INTO items VALUES ('a', 'apple', 1, NULL);")
+        let inserted = try clock(of: replica).hlc
+        XCTAssertEqual(try entryClock(), inserted)
+        Thread.sleep(forTimeInterval: 0.05)
+        try sqlite3Shell(replica.path, "DELETE FROM items WHERE id = 'a';")
+        XCTAssertEqual(try replica.database.scalar(#"SELECT "stamp" FROM "_sqsync_log""#), .null, "no clock read")
+        XCTAssertEqual(try clock(of: replica).hlc, inserted + 1)
+        XCTAssertEqual(try entryClock(), inserted + 1)
+        XCTAssertEqual(try replica.database.scalar(#"SELECT "cl" FROM "_sqsync_rows" WHERE "pk" = 'a'"#), .integer(2))
+
+        try sqlite3Shell(replica.path, "INSERT INTO items VALUES ('a', 'again', 2, NULL);")
+        let reinserted = try clock(of: replica).hlc
+        XCTAssertGreaterThanOrEqual(reinserted, inserted + 50, "the wall clock again")
+        XCTAssertEqual(try entryClock(), reinserted)
+        XCTAssertEqual(try replica.doctor(), [])
+    }
+
     /// Version 8 of the metadata drops the log's NOT NULL constraints (they made SQLite keep
     /// a statement journal on every tracked update and delete) and the triggers stamp the
     /// Julian day. Log rows waiting from before keep their millisecond stamps and fold as such.

@@ -104,6 +104,35 @@ final class MergeTests: XCTestCase {
         }
     }
 
+    /// Concurrent deletes of one life compare clocks (a delete's lags the wall clock, see
+    /// TriggerSQL): both replicas keep the same tombstone, and nothing is logged as lost.
+    func testConcurrentDeletesOfOneLifeLeaveTheSameTombstone() throws {
+        for fastFirst in [true, false] {
+            sandbox = try Sandbox()
+            let r = try items(["a", "b"]), a = r[0], b = r[1]
+            try runFast(fastFirst ? a : b)
+            try a.database.execute("DELETE FROM items WHERE id = 'a'")
+            try b.database.execute("DELETE FROM items WHERE id = 'a'")
+            try syncBoth(a, b)
+            let entries = try r.map {
+                try $0.database.rows(#"SELECT "cl", "hlc", "seq", "cells" FROM "_sqsync_rows" WHERE "pk" = 'a'"#)
+            }
+            XCTAssertEqual(entries[0], entries[1])
+            XCTAssertEqual(entries[0].first?[0], .integer(2))
+            let sites = try r.map {
+                try $0.database.scalar(
+                    #"SELECT s."knowledge_id" FROM "_sqsync_rows" r JOIN "_sqsync_sites" s USING ("site") WHERE r."pk" = 'a'"#)
+            }
+            XCTAssertEqual(sites[0], sites[1])
+            XCTAssertEqual(sites[0], .text((fastFirst ? a : b).knowledgeID), "the later clock")
+            for replica in r {
+                XCTAssertEqual(try rows(of: replica, table: "items"), [])
+                XCTAssertEqual(try conflictCount(replica), 0)
+                XCTAssertEqual(try replica.doctor(), [])
+            }
+        }
+    }
+
     func testReinsertAfterDeleteBringsRowBackEverywhere() throws {
         let r = try items(["a", "b", "c"]), a = r[0], b = r[1], c = r[2]
         try b.database.execute("DELETE FROM items WHERE id = 'a'")
