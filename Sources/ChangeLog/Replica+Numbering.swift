@@ -272,7 +272,15 @@ enum FoldSQL {
 
     static let forgetChanges = #"DELETE FROM "_sqsync_changes" WHERE "site" = ?1 AND "seq" <= ?2"#
 
-    static let advanceClock = #"UPDATE "_sqsync_replica" SET "seq" = ?1, "hlc" = max("hlc", ?2)"#
+    /// After a fold, the clock also moves up to the wall clock. A delete's log row carries no
+    /// stamp (``TriggerSQL``), so without this a fold of deletes alone would leave the clock
+    /// behind the wall clock. The import's check for copied databases needs it there: it
+    /// refuses a knowledge ID that goes from more changes to fewer at a later clock
+    /// (``ChangeApplier``), and a copy that had only deleted would show no later clock. The
+    /// changes just folded keep their clocks, so a fold gives them the same ones whenever it runs.
+    static let advanceClock = """
+        UPDATE "_sqsync_replica" SET "seq" = ?1, "hlc" = max("hlc", ?2, \(MetadataSQL.wallClockMilliseconds))
+        """
 }
 
 /// The statements that number entries left unnumbered by earlier versions' triggers.

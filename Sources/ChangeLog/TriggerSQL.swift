@@ -11,14 +11,15 @@
 /// change its hybrid-logical-clock value `max(last + 1, stamp)` in log order and its
 /// sequence number, then empties the log, so storage stays bounded.
 ///
-/// A delete's row carries no stamp, so it folds to `last + 1`. Reading the clock is a function
+/// A delete's row carries no stamp, so it folds to `last + 1`, and the fold then moves the
+/// replica's clock up to the wall clock (`FoldSQL.advanceClock`). Reading the clock is a function
 /// call, and a statement whose trigger calls any function may abort halfway, so inside a
 /// transaction SQLite opens a statement journal for each such statement and copies every page
 /// it touches there first (`sqlite3VdbeAddFunctionCall` marks it). For a delete by key that
 /// cost more than the rest of the trigger (callgrind: a tracked delete took 2.19× a plain one's
-/// instructions with the stamp, 1.63× without). A delete's clock decides nothing the wall clock
-/// would: the causal length settles a delete against inserts and updates, and only concurrent
-/// deletes of one life compare clocks, which end the same either way (docs/MERGE_RULES.md).
+/// instructions with the stamp, 1.63× without). A delete's clock decides no merge: the causal
+/// length settles a delete against inserts and updates, and only concurrent deletes of one life
+/// compare clocks, which end the same either way (docs/MERGE_RULES.md).
 /// The log statements read no other table: while sqsync applies a peer's changes it turns
 /// triggers off on its own connection, or, where the app has triggers of its own that must
 /// still run, removes the log rows its writes appended before the import commits

@@ -146,6 +146,26 @@ final class MergeCLITests: XCTestCase {
         XCTAssertEqual(try rows(b).split(separator: "\n").first, "'1'|'original'|'b1'")
     }
 
+    /// A delete's log row carries no clock (TriggerSQL), but the fold moves the replica's clock
+    /// up to the wall clock: a copy that only deleted, fewer rows and later, still shows what
+    /// one replica never does, fewer changes at a later clock.
+    func testCopiedFileThatOnlyDeletedIsRefused() throws {
+        try h.send((a, "A"), to: (b, "B"))
+        let copy = try h.copyFile(a, to: "A-copy.db")
+        try h.sqlite(a, "DELETE FROM t WHERE id IN ('2', '3');")
+        try h.send((a, "A"), to: (b, "B"))
+        tick()
+        try h.sqlite(copy, "DELETE FROM t WHERE id = '1';")
+        let before = try rows(b)
+        let copied = try h.export(copy, as: "A")
+        let result = try h.sqsync(["import", b, copied], key: "B")
+        XCTAssertNotEqual(result.status, 0, "two databases with one knowledge ID must be refused")
+        XCTAssertEqual(result.stderrLines.count, 1, result.stderr)
+        XCTAssertTrue(result.stderr.contains("clone"), result.stderr)
+        XCTAssertEqual(try rows(b), before)
+        XCTAssertEqual(before, "'1'|'a1'|'b1'\n")
+    }
+
     // MARK: idempotence and order
 
     func testDuplicateAndOutOfOrderImportsKeepNewestValues() throws {
