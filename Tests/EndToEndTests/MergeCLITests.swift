@@ -129,6 +129,18 @@ final class MergeCLITests: XCTestCase {
         XCTAssertEqual(try rows(b), try rows(a))
     }
 
+    /// Imports into B what `copy`, a file copy of A, exports as A: refused with one line that
+    /// names the way out, B's rows unchanged.
+    private func assertCopyIsRefused(_ copy: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let before = try rows(b)
+        let copied = try h.export(copy, as: "A")
+        let result = try h.sqsync(["import", b, copied], key: "B")
+        XCTAssertNotEqual(result.status, 0, "two databases with one knowledge ID must be refused", file: file, line: line)
+        XCTAssertEqual(result.stderrLines.count, 1, result.stderr, file: file, line: line)
+        XCTAssertTrue(result.stderr.contains("clone"), result.stderr, file: file, line: line)
+        XCTAssertEqual(try rows(b), before, file: file, line: line)
+    }
+
     func testCopiedFileIsRefusedNotMerged() throws {
         try h.send((a, "A"), to: (b, "B"))
         let copy = try h.copyFile(a, to: "A-copy.db")
@@ -136,13 +148,7 @@ final class MergeCLITests: XCTestCase {
         tick()
         try h.sqlite(copy, "UPDATE t SET a = 'copy' WHERE id = '1';")
         try h.send((a, "A"), to: (b, "B"))
-        let before = try rows(b)
-        let copied = try h.export(copy, as: "A")
-        let result = try h.sqsync(["import", b, copied], key: "B")
-        XCTAssertNotEqual(result.status, 0, "two databases with one knowledge ID must be refused")
-        XCTAssertEqual(result.stderrLines.count, 1, result.stderr)
-        XCTAssertTrue(result.stderr.contains("clone"), result.stderr)
-        XCTAssertEqual(try rows(b), before)
+        try assertCopyIsRefused(copy)
         XCTAssertEqual(try rows(b).split(separator: "\n").first, "'1'|'original'|'b1'")
     }
 
@@ -156,14 +162,8 @@ final class MergeCLITests: XCTestCase {
         try h.send((a, "A"), to: (b, "B"))
         tick()
         try h.sqlite(copy, "DELETE FROM t WHERE id = '1';")
-        let before = try rows(b)
-        let copied = try h.export(copy, as: "A")
-        let result = try h.sqsync(["import", b, copied], key: "B")
-        XCTAssertNotEqual(result.status, 0, "two databases with one knowledge ID must be refused")
-        XCTAssertEqual(result.stderrLines.count, 1, result.stderr)
-        XCTAssertTrue(result.stderr.contains("clone"), result.stderr)
-        XCTAssertEqual(try rows(b), before)
-        XCTAssertEqual(before, "'1'|'a1'|'b1'\n")
+        try assertCopyIsRefused(copy)
+        XCTAssertEqual(try rows(b), "'1'|'a1'|'b1'\n")
     }
 
     // MARK: idempotence and order
