@@ -112,13 +112,6 @@ struct Bench {
         if largeRows > 0 {
             try capturePhases(folder: folder, keys: (0..<largeRows).map { _ in UUID().uuidString.lowercased() }, label: "UUIDv4")
         }
-        print("  the same, written with SQLite's default temp_store, as the sqlite3 shell and Python write:")
-        try capturePhases(folder: folder, keys: keys, label: "UUIDv4", writerDefaults: true)
-        if largeRows > 0 {
-            try capturePhases(
-                folder: folder, keys: (0..<largeRows).map { _ in UUID().uuidString.lowercased() }, label: "UUIDv4",
-                writerDefaults: true)
-        }
         try counterCapture(folder: folder, keys: keys)
         print("")
     }
@@ -169,12 +162,7 @@ struct Bench {
     /// Beside each tracked phase, the same writes with the session extension recording them:
     /// what capture costs in C inside SQLite, changes kept in memory, nothing written. Its
     /// ratio is printed as a yardstick (the median of its own runs).
-    ///
-    /// `writerDefaults`: the three writers take SQLite's default `temp_store` instead of the
-    /// `MEMORY` that sqsync's ``Database`` sets. Statement journals then stay in one 64 KiB
-    /// block until a statement outgrows it, after which they are a temporary file for the rest
-    /// of the transaction: the capture cost of a writer that is not sqsync's (README, "Speed").
-    static func capturePhases(folder: String, keys: [String], label: String, writerDefaults: Bool = false) throws {
+    static func capturePhases(folder: String, keys: [String], label: String) throws {
         let phases: [(String, (Database) throws -> Void)] = [
             ("inserts", { try insertAll($0, keys: keys) }),
             ("1-column updates", { try updateAll($0, keys: keys) }),
@@ -186,17 +174,12 @@ struct Bench {
             let plain = try openDatabase(folder + "/plain-\(label)-\(keys.count).db")
             let replica = try tracked(folder + "/tracked-\(label)-\(keys.count).db", name: "bench")
             let recorded = try openDatabase(folder + "/session-\(label)-\(keys.count).db")
-            if writerDefaults {
-                for database in [plain, replica.database, recorded] { try database.execute("PRAGMA temp_store = DEFAULT") }
-            }
             for (index, phase) in phases.enumerated() {
                 let plainTime = try time { try phase.1(plain) }
                 let trackedTime = try time { try phase.1(replica.database) }
                 let sessionTime = try timeRecorded(recorded) { try phase.1(recorded) }
                 runs[index].append((plainTime, trackedTime, sessionTime))
             }
-            // The fold is sqsync's own work, on its own connection's setting.
-            if writerDefaults { try replica.database.execute("PRAGMA temp_store = MEMORY") }
             folds.append(try time { try replica.numberPendingChanges() })
         }
         for (index, phase) in phases.enumerated() {

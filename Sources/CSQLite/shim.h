@@ -32,4 +32,10 @@ static inline int sqsync_disable_memory_statistics(void) {
     return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 }
 
+/// Keeps each statement journal in memory, in one block, until it outgrows `bytes`
+/// (SQLITE_CONFIG_STMTJRNL_SPILL); sqlite3_config is variadic.
+static inline int sqsync_set_statement_journal_spill(int bytes) {
+    return sqlite3_config(SQLITE_CONFIG_STMTJRNL_SPILL, bytes);
+}
+
 #endif

@@ -73,6 +73,7 @@ public final class Database {
     /// write to the same file in turn. The journal mode is left alone until
     /// ``useWriteAheadLog()``: a file that turns out not to be a replica stays as it was.
     public init(path: String, create: Bool = true, readOnly: Bool = false) throws {
+        _ = Self.statementJournalsInOneBlock
         var pointer: OpaquePointer?
         var flags = readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
         if create && !readOnly { flags |= SQLITE_OPEN_CREATE }
@@ -93,10 +94,7 @@ public final class Database {
         do {
             // Reading the schema is the first thing that fails on a file that is not a database.
             try execute("SELECT count(*) FROM sqlite_schema")
-            // Statement journals stay in memory. With temp files, one statement that journals
-            // more than 64 KiB makes the journal a file for the rest of the transaction, a write
-            // call per page for every later statement (1M tracked inserts took 1.3× as long).
-            try execute("PRAGMA temp_store = MEMORY")
+            if !Self.statementJournalsInOneBlock { try execute("PRAGMA temp_store = MEMORY") }
             try RowChecksum.register(on: handle)
             try CellClocks.register(on: handle)
             try MetadataKey.register(on: handle)
@@ -105,6 +103,24 @@ public final class Database {
             throw SQLiteError(code: error.code, message: "\(path): \(error.message)", sql: nil)
         }
     }
+
+    /// Inside a transaction, a statement that fires a trigger and may fail part-way first
+    /// copies each page it changes into a statement journal, so nearly every tracked write
+    /// keeps one (README, "Speed"). SQLite keeps that journal in one 64 KiB block of memory;
+    /// once one statement journals 16 pages, it becomes a temporary file for the rest of the
+    /// transaction, a write call per page for every later statement (1M tracked inserts in
+    /// one transaction: 2.5× plain). `temp_store = MEMORY` never spills but builds the journal
+    /// from 1 KiB blocks, a malloc and a free each (100k tracked inserts: 1.86× plain instead
+    /// of 1.55×). So the process raises the threshold to 120 KiB, set once, before SQLite
+    /// initializes, by the first connection opened here: it changes where statement journals
+    /// (and TEMP tables' journals) live for every connection in the process, nothing else.
+    /// Not above 131,071 bytes: a journal that spills is written to its file one block per
+    /// call, and SQLite's unix VFS writes at most 0x1ffff bytes a call (`seekAndWriteFd`), so a
+    /// larger block fails with SQLITE_FULL (`StatementJournalTests`). Where other code in the
+    /// process initialized SQLite first, the threshold cannot be set, and each connection
+    /// opened here takes `temp_store = MEMORY` instead.
+    static let statementJournalsInOneBlock = sqsync_set_statement_journal_spill(statementJournalSpill) == SQLITE_OK
+    static let statementJournalSpill: Int32 = 120 * 1024
 
     /// SQLite counts every allocation it makes under a process-wide mutex unless told not
     /// to, and Debian's build (`SQLITE_OMIT_LOOKASIDE`) takes every record and bound value
