@@ -106,19 +106,23 @@ public final class Database {
 
     /// Inside a transaction, a statement that fires a trigger and may fail part-way first
     /// copies each page it changes into a statement journal, so nearly every tracked write
-    /// keeps one (README, "Speed"). SQLite keeps that journal in one 64 KiB block of memory;
-    /// once one statement journals 16 pages, it becomes a temporary file for the rest of the
-    /// transaction, a write call per page for every later statement (1M tracked inserts in
-    /// one transaction: 2.5× plain). `temp_store = MEMORY` never spills but builds the journal
-    /// from 1 KiB blocks, a malloc and a free each (100k tracked inserts: 1.86× plain instead
-    /// of 1.55×). So the process raises the threshold to 120 KiB, set once, before SQLite
-    /// initializes, by the first connection opened here: it changes where statement journals
-    /// (and TEMP tables' journals) live for every connection in the process, nothing else.
-    /// Not above 131,071 bytes: a journal that spills is written to its file one block per
-    /// call, and SQLite's unix VFS writes at most 0x1ffff bytes a call (`seekAndWriteFd`), so a
-    /// larger block fails with SQLITE_FULL (`StatementJournalTests`). Where other code in the
-    /// process initialized SQLite first, the threshold cannot be set, and each connection
-    /// opened here takes `temp_store = MEMORY` instead.
+    /// keeps one (README, "Speed and size"). SQLite keeps that journal in one 64 KiB block of
+    /// memory; once one statement journals 16 pages, it becomes a temporary file for the rest
+    /// of the transaction, a write call per page for every later statement (1M tracked inserts
+    /// in one transaction: 2.5× plain). `temp_store = MEMORY` never spills but builds the
+    /// journal from 1 KiB blocks, a malloc and a free each (100k tracked inserts: 1.86× plain,
+    /// against 1.5× in one block). So the process raises the threshold to 120 KiB, set once,
+    /// before SQLite initializes, by the first connection opened here. The setting moves
+    /// statement journals (and TEMP tables' rollback journals) of every connection in the
+    /// process; connections opened here then keep SQLite's default temp store, so TEMP tables
+    /// and large sorts past their page cache go to temporary files in SQLite's temp directory
+    /// (`SQLITE_TMPDIR`, else `/var/tmp` or `/tmp`), as in any SQLite program.
+    /// At most 131,071 bytes: a journal that spills is written to its file a block per call,
+    /// the block as full as the threshold allows, and SQLite's unix VFS writes at most 0x1ffff
+    /// bytes a call (`seekAndWriteFd` masks the length), so a fuller block fails with
+    /// SQLITE_FULL (`StatementJournalTests`). Where other code in the process initialized
+    /// SQLite first, the threshold cannot be set, and each connection opened here takes
+    /// `temp_store = MEMORY` instead.
     static let statementJournalsInOneBlock = sqsync_set_statement_journal_spill(statementJournalSpill) == SQLITE_OK
     static let statementJournalSpill: Int32 = 120 * 1024
 

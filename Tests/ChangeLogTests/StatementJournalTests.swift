@@ -16,10 +16,12 @@ final class StatementJournalTests: XCTestCase {
     /// outgrows the threshold and SQLite writes it to a file in one call. Above 131,071 bytes
     /// SQLite's unix VFS would write part of it and fail with "database or disk is full".
     func testJournalThatSpillsInsideASavepointIsWrittenWhole() throws {
+        XCTAssertLessThanOrEqual(Database.statementJournalSpill, 0x1ffff, "the most SQLite's unix VFS writes in one call")
         let sandbox = try Sandbox()
         let replica = try sandbox.replica(
             "spill", schema: "CREATE TABLE items (id TEXT PRIMARY KEY, note TEXT NOT NULL, qty INTEGER)", track: ["items"])
         let database = replica.database
+        XCTAssertTrue(Database.statementJournalsInOneBlock, "otherwise journals never spill and this proves nothing")
         let keys = (0..<5000).map { _ in UUID().uuidString }
         try database.inTransaction {
             let insert = try database.cached("INSERT INTO items VALUES (?, ?, 0)")
