@@ -73,6 +73,7 @@ public final class Database {
     /// write to the same file in turn. The journal mode is left alone until
     /// ``useWriteAheadLog()``: a file that turns out not to be a replica stays as it was.
     public init(path: String, create: Bool = true, readOnly: Bool = false) throws {
+        // Before the open: sqlite3_config takes effect only before SQLite initializes.
         _ = Self.statementJournalsInOneBlock
         var pointer: OpaquePointer?
         var flags = readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
