@@ -198,12 +198,14 @@ struct Bench {
     // MARK: Session extension
 
     /// The session extension's changesets for the same inserts, updates and deletes as the
-    /// bundles, and a database that has taken none of them yet.
+    /// bundles, a database that has taken none of them yet, and a copy of the writer once
+    /// it had inserted its rows (``writersCopy``).
     struct SessionChangesets {
         let inserts: [UInt8]
         let updates: [UInt8]
         let deletes: [UInt8]
         let target: Database
+        let writersCopy: Database
     }
 
     static func changeset(_ database: Database, _ body: () throws -> Void) throws -> [UInt8] {
@@ -248,10 +250,14 @@ struct Bench {
     static func sessionExtension(folder: String, keys: [String]) throws -> SessionChangesets {
         let source = try openDatabase(folder + "/session-source.db")
         let inserts = try changeset(source) { try insertAll(source, keys: keys) }
+        try copy(source, to: folder + "/session-writers-copy.db")
+        let writersCopy = try Database(path: folder + "/session-writers-copy.db")
+        try writersCopy.useWriteAheadLog()
         let updates = try changeset(source) { try updateAll(source, keys: keys) }
         let deletes = try changeset(source) { try deleteAll(source, keys: keys) }
         return SessionChangesets(
-            inserts: inserts, updates: updates, deletes: deletes, target: try openDatabase(folder + "/session-target.db"))
+            inserts: inserts, updates: updates, deletes: deletes, target: try openDatabase(folder + "/session-target.db"),
+            writersCopy: writersCopy)
     }
 
     /// A copy of `database` at `path`, as it is now.
@@ -285,6 +291,22 @@ struct Bench {
         return runs.sorted { $0.sqsync / $0.session < $1.sqsync / $1.session }[runs.count / 2]
     }
 
+    /// The median time of a session apply into copies of `target` whose connection has the
+    /// page cache an import takes (``Replica/bulkPageCacheKiB``); `target` is left as it is.
+    static func timedSessionApplyWithImportCache(_ changeset: [UInt8], into target: Database, folder: String) throws -> Double {
+        var runs: [Double] = []
+        for _ in 0..<max(1, repeats) {
+            try copy(target, to: folder + "/session-copy.db")
+            let sessionCopy = try Database(path: folder + "/session-copy.db")
+            try sessionCopy.useWriteAheadLog()
+            runs.append(
+                try sessionCopy.withPageCache(ofAtLeast: Replica.bulkPageCacheKiB) {
+                    try time { try apply(changeset, to: sessionCopy) }
+                })
+        }
+        return runs.sorted()[runs.count / 2]
+    }
+
     // MARK: Bundles
 
     static func bundles(folder: String, keys: [String], session: SessionChangesets) throws {
@@ -297,6 +319,11 @@ struct Bench {
         print("Bundles (import includes signature check; each import beside a session apply, median of \(max(1, repeats)))")
         print("                                          session ext.     sqsync   sqsync/session")
         var bundles: [ExportResult] = []
+        // A second pair, unknown to the first: a third replica the source knows of would have
+        // every import above keep notes for it (`_sqsync_changes`).
+        let writer = try tracked(folder + "/bundle-writer.db", name: "writer")
+        var writersClone: Replica?
+        var writersOrder: [(phase: String, session: Double, sqsync: Double, sessionWithCache: Double)] = []
         let phases: [(name: String, write: (Database, [String]) throws -> Void, changeset: [UInt8])] = [
             ("inserts", { try insertAll($0, keys: $1) }, session.inserts),
             ("updates", { try updateAll($0, keys: $1) }, session.updates),
@@ -319,6 +346,33 @@ struct Bench {
             line(
                 "  import \(count) \(phase)", rate(count, timed.session), rate(count, timed.sqsync),
                 timed.session / timed.sqsync, "of session apply rate")
+            try write(writer.database, keys)
+            if let clone = writersClone {
+                let bundle = try BundleExchange.export(
+                    replica: writer, since: try clone.knowledge(), key: key, to: folder + "/\(phase)-clone.sqsb",
+                    intoDirectory: false)
+                let sessionWithCache = try timedSessionApplyWithImportCache(changeset, into: session.writersCopy, folder: folder)
+                let timed = try timedSideBySide(
+                    changeset, into: session.writersCopy, bundle, into: clone, trust: trust, folder: folder)
+                writersOrder.append((phase, timed.session, timed.sqsync, sessionWithCache))
+            } else {
+                writersClone = try writer.clone(to: folder + "/bundle-writers-clone.db", name: "clone")
+            }
+        }
+        // The targets above took their rows by apply and by import, each in the order it
+        // applies: a session changeset in its hash order, which is the same for the inserts and
+        // for updates and deletes of exactly those keys, a bundle in key order. Both then reach
+        // the rows in the order they lie. Here each side starts from a copy of the writer, rows
+        // in the order the app wrote them, as a replica made by `sqsync clone` or a copied file.
+        // An import takes a larger page cache than SQLite's default; the second line gives the
+        // session apply the same.
+        for timed in writersOrder {
+            line(
+                "  import \(count) \(timed.phase), clone", rate(count, timed.session), rate(count, timed.sqsync),
+                timed.session / timed.sqsync, "of session apply rate (into a copy of the writer)")
+            line(
+                "    same page cache", rate(count, timed.sessionWithCache), rate(count, timed.sqsync),
+                timed.sessionWithCache / timed.sqsync, "of session apply rate, \(Replica.bulkPageCacheKiB / 1024) MiB cache")
         }
         let (insertBundle, updateBundle, deleteBundle) = (bundles[0], bundles[1], bundles[2])
         let perDelete = Double(deleteBundle.bytes) / Double(count), perDeleteSession = Double(session.deletes.count) / Double(count)

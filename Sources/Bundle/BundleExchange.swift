@@ -104,22 +104,25 @@ public enum BundleExchange {
         if enforcedForeignKeys { try replica.database.execute("PRAGMA foreign_keys = OFF") }
         defer { if enforcedForeignKeys { try? replica.database.execute("PRAGMA foreign_keys = ON") } }
         do {
-            result.summary = try replica.database.inTransaction(commit: !dryRun && !own) {
-                // The signer must be the sender's own key before anything else is read as the sender's.
-                result.warnings = try KeyBinding.admit(
-                    header: reader.header, signer: reader.signature.publicKey, path: path, replica: replica, trust: trusted)
-                let applier = try ChangeApplier(
-                    replica: replica, header: reader.header, checkingOwnBundle: own,
-                    learning: learning.merging(reader.header.learningBySender) { mailbox, bundle in
-                        mailbox.merging(bundle) { _, signedInBundle in signedInBundle }
-                    })
-                var applied = 0
-                try reader.forEachChange { change in
-                    try applier.apply(change)
-                    applied += 1
-                    if applied % 10_000 == 0 { progress?(applied) }
+            result.summary = try replica.database.withPageCache(ofAtLeast: Replica.bulkPageCacheKiB) {
+                try replica.database.inTransaction(commit: !dryRun && !own) {
+                    // The signer must be the sender's own key before anything else is read as the sender's.
+                    result.warnings = try KeyBinding.admit(
+                        header: reader.header, signer: reader.signature.publicKey, path: path, replica: replica,
+                        trust: trusted)
+                    let applier = try ChangeApplier(
+                        replica: replica, header: reader.header, checkingOwnBundle: own,
+                        learning: learning.merging(reader.header.learningBySender) { mailbox, bundle in
+                            mailbox.merging(bundle) { _, signedInBundle in signedInBundle }
+                        })
+                    var applied = 0
+                    try reader.forEachChange { change in
+                        try applier.apply(change)
+                        applied += 1
+                        if applied % 10_000 == 0 { progress?(applied) }
+                    }
+                    return try applier.finish()
                 }
-                return try applier.finish()
             }
         } catch let error as ChangeLogError where own {
             throw copiedIdentity(path, replica: replica, error.description)

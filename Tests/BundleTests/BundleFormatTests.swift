@@ -119,6 +119,9 @@ final class BundleFormatTests: XCTestCase {
         let result = try BundleExchange.importBundle(path: file, into: receiver, trust: trust)
         XCTAssertEqual(result.outcome, .applied)
         XCTAssertEqual(result.signer, "alice")
+        XCTAssertEqual(
+            try receiver.database.scalar("PRAGMA cache_size")?.int64Value, -2000,
+            "the import gives the connection back its own page cache")
         for table in ["vals", "pairs"] { XCTAssertEqual(try rows(receiver, table), try rows(source, table), table) }
         // Bookkeeping moves with acknowledgements (`_sqsync_changes` forgets what every peer
         // holds); the data and its metadata must not.

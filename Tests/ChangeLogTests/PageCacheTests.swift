@@ -1,0 +1,54 @@
+import XCTest
+
+@testable import ChangeLog
+
+/// ``Database/withPageCache(ofAtLeast:_:)``: an import's larger page cache, given back after.
+final class PageCacheTests: XCTestCase {
+    private func cacheSize(_ database: Database) throws -> Int64? {
+        try database.scalar("PRAGMA cache_size")?.int64Value
+    }
+
+    func testSmallerCacheIsRaisedForTheBodyAndGivenBackAfter() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.replica("cache").database
+        XCTAssertEqual(try cacheSize(database), -2000, "SQLite's default, in KiB")
+        let inside = try database.withPageCache(ofAtLeast: 16384) { try cacheSize(database) }
+        XCTAssertEqual(inside, -16384)
+        XCTAssertEqual(try cacheSize(database), -2000)
+
+        // A setting in pages (positive) is compared in bytes: 1,000 pages of 4 KiB are less.
+        try database.execute("PRAGMA cache_size = 1000")
+        XCTAssertEqual(try database.withPageCache(ofAtLeast: 16384) { try cacheSize(database) }, -16384)
+        XCTAssertEqual(try cacheSize(database), 1000)
+    }
+
+    func testLargerCacheIsLeftAlone() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.replica("cache").database
+        try database.execute("PRAGMA cache_size = 8192")  // 32 MiB in 4 KiB pages
+        XCTAssertEqual(try database.withPageCache(ofAtLeast: 16384) { try cacheSize(database) }, 8192)
+        try database.execute("PRAGMA cache_size = -65536")
+        XCTAssertEqual(try database.withPageCache(ofAtLeast: 16384) { try cacheSize(database) }, -65536)
+        XCTAssertEqual(try cacheSize(database), -65536)
+    }
+
+    func testFoldGivesTheCacheBackAndKeepsEveryChange() throws {
+        let sandbox = try Sandbox()
+        let replica = try sandbox.replica(
+            "fold", schema: "CREATE TABLE items (id TEXT PRIMARY KEY, qty INTEGER)", track: ["items"])
+        try replica.database.execute(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 500) INSERT INTO items SELECT 'k' || i, i FROM n")
+        try replica.numberPendingChanges()
+        XCTAssertEqual(try cacheSize(replica.database), -2000)
+        XCTAssertEqual(try replica.database.scalar(#"SELECT count(*) FROM "_sqsync_rows""#)?.int64Value, 500)
+        XCTAssertEqual(try replica.database.scalar(#"SELECT count(*) FROM "_sqsync_log""#)?.int64Value, 0)
+    }
+
+    func testCacheIsGivenBackWhenTheBodyThrows() throws {
+        struct Failure: Error {}
+        let sandbox = try Sandbox()
+        let database = try sandbox.replica("cache").database
+        XCTAssertThrowsError(try database.withPageCache(ofAtLeast: 16384) { throw Failure() })
+        XCTAssertEqual(try cacheSize(database), -2000)
+    }
+}
