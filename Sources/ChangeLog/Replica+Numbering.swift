@@ -22,10 +22,11 @@ extension Replica {
     /// Both write one entry per changed row, in an order that is not the order the rows or
     /// their entries lie in: the fold in the order the app wrote, an import in key order
     /// into a table in the order the app wrote it. With SQLite's default 2,000 KiB each
-    /// entry or row past it was read from the file again. `make bench`: 100k updates into
-    /// a clone of the writer imported at 0.51× the session extension's apply rate before,
-    /// 0.76× with 16 MiB; `sqsync status` folding 1M logged inserts 8.9 s → 8.2 s. The
-    /// cache fills only as far as the work reads, and is given back after.
+    /// entry or row past it was read from the file again. `make bench`: 100k updates and
+    /// deletes into a copy of the writer imported at 0.60× / 0.70× the session extension's
+    /// apply rate before, 0.76× / 0.97× with 16 MiB; `sqsync status` folding 1M logged
+    /// inserts 8.9 s → 8.2 s. The cache fills only as far as the work reads (a 1M-row import
+    /// peaks at 52 MB instead of 33), and is given back after.
     public static let bulkPageCacheKiB: Int64 = 16 * 1024
 
     /// Drops from `_sqsync_changes` what every live peer acknowledged, site by site, and
