@@ -270,41 +270,44 @@ struct Bench {
     /// as much from one minute to the next, so each import is timed beside a session apply of
     /// the same changes, `repeats` times, each into a fresh copy of its target (`VACUUM
     /// INTO`), and the pair with the median ratio counts. The targets then take the changes
-    /// untimed, for the next phase.
+    /// untimed, for the next phase. `withImportCache`: each run also times a session apply
+    /// on a connection given the page cache an import takes (``Replica/bulkPageCacheKiB``),
+    /// and that pair's median ratio counts too.
     static func timedSideBySide(
         _ changeset: [UInt8], into sessionTarget: Database, _ bundle: ExportResult, into replica: Replica,
-        trust: AllowedSigners, folder: String
-    ) throws -> (session: Double, sqsync: Double) {
-        var runs: [(session: Double, sqsync: Double)] = []
+        trust: AllowedSigners, folder: String, withImportCache: Bool = false
+    ) throws -> (session: Double, sqsync: Double, sameCache: (session: Double, sqsync: Double)?) {
+        var runs: [(session: Double, sqsync: Double, sessionWithCache: Double)] = []
         for _ in 0..<max(1, repeats) {
-            try copy(sessionTarget, to: folder + "/session-copy.db")
-            let sessionCopy = try Database(path: folder + "/session-copy.db")
-            try sessionCopy.useWriteAheadLog()
-            let session = try time { try apply(changeset, to: sessionCopy) }
+            let session = try timedSessionApply(changeset, into: sessionTarget, folder: folder, cacheKiB: nil)
+            let sessionWithCache =
+                withImportCache
+                ? try timedSessionApply(changeset, into: sessionTarget, folder: folder, cacheKiB: Replica.bulkPageCacheKiB) : 0
             try copy(replica.database, to: folder + "/bundle-copy.db")
             let replicaCopy = try Replica(path: folder + "/bundle-copy.db")
             let sqsync = try time { _ = try BundleExchange.importBundle(path: bundle.path, into: replicaCopy, trust: trust) }
-            runs.append((session, sqsync))
+            runs.append((session, sqsync, sessionWithCache))
         }
         try apply(changeset, to: sessionTarget)
         _ = try BundleExchange.importBundle(path: bundle.path, into: replica, trust: trust)
-        return runs.sorted { $0.sqsync / $0.session < $1.sqsync / $1.session }[runs.count / 2]
+        let median = runs.sorted { $0.sqsync / $0.session < $1.sqsync / $1.session }[runs.count / 2]
+        let medianWithCache = runs.sorted { $0.sqsync / $0.sessionWithCache < $1.sqsync / $1.sessionWithCache }[runs.count / 2]
+        return (
+            median.session, median.sqsync,
+            withImportCache ? (medianWithCache.sessionWithCache, medianWithCache.sqsync) : nil
+        )
     }
 
-    /// The median time of a session apply into copies of `target` whose connection has the
-    /// page cache an import takes (``Replica/bulkPageCacheKiB``); `target` is left as it is.
-    static func timedSessionApplyWithImportCache(_ changeset: [UInt8], into target: Database, folder: String) throws -> Double {
-        var runs: [Double] = []
-        for _ in 0..<max(1, repeats) {
-            try copy(target, to: folder + "/session-copy.db")
-            let sessionCopy = try Database(path: folder + "/session-copy.db")
-            try sessionCopy.useWriteAheadLog()
-            runs.append(
-                try sessionCopy.withPageCache(ofAtLeast: Replica.bulkPageCacheKiB) {
-                    try time { try apply(changeset, to: sessionCopy) }
-                })
-        }
-        return runs.sorted()[runs.count / 2]
+    /// One session apply into a fresh copy of `target`, on a connection with `cacheKiB` of
+    /// page cache, or SQLite's default.
+    static func timedSessionApply(
+        _ changeset: [UInt8], into target: Database, folder: String, cacheKiB: Int64?
+    ) throws -> Double {
+        try copy(target, to: folder + "/session-copy.db")
+        let sessionCopy = try Database(path: folder + "/session-copy.db")
+        try sessionCopy.useWriteAheadLog()
+        guard let cacheKiB else { return try time { try apply(changeset, to: sessionCopy) } }
+        return try sessionCopy.withPageCache(ofAtLeast: cacheKiB) { try time { try apply(changeset, to: sessionCopy) } }
     }
 
     // MARK: Bundles
@@ -317,13 +320,16 @@ struct Bench {
         let count = keys.count
 
         print("Bundles (import includes signature check; each import beside a session apply, median of \(max(1, repeats)))")
+        print(
+            "  (sqsync imports with a \(Replica.bulkPageCacheKiB / 1024) MiB page cache, the session apply with SQLite's default"
+                + " unless said)")
         print("                                          session ext.     sqsync   sqsync/session")
         var bundles: [ExportResult] = []
         // A second pair, unknown to the first: a third replica the source knows of would have
         // every import above keep notes for it (`_sqsync_changes`).
         let writer = try tracked(folder + "/bundle-writer.db", name: "writer")
         var writersClone: Replica?
-        var writersOrder: [(phase: String, session: Double, sqsync: Double, sessionWithCache: Double)] = []
+        var cloneTimings: [(phase: String, session: Double, sqsync: Double, sameCache: (session: Double, sqsync: Double))] = []
         let phases: [(name: String, write: (Database, [String]) throws -> Void, changeset: [UInt8])] = [
             ("inserts", { try insertAll($0, keys: $1) }, session.inserts),
             ("updates", { try updateAll($0, keys: $1) }, session.updates),
@@ -351,10 +357,10 @@ struct Bench {
                 let bundle = try BundleExchange.export(
                     replica: writer, since: try clone.knowledge(), key: key, to: folder + "/\(phase)-clone.sqsb",
                     intoDirectory: false)
-                let sessionWithCache = try timedSessionApplyWithImportCache(changeset, into: session.writersCopy, folder: folder)
                 let timed = try timedSideBySide(
-                    changeset, into: session.writersCopy, bundle, into: clone, trust: trust, folder: folder)
-                writersOrder.append((phase, timed.session, timed.sqsync, sessionWithCache))
+                    changeset, into: session.writersCopy, bundle, into: clone, trust: trust, folder: folder,
+                    withImportCache: true)
+                if let sameCache = timed.sameCache { cloneTimings.append((phase, timed.session, timed.sqsync, sameCache)) }
             } else {
                 writersClone = try writer.clone(to: folder + "/bundle-writers-clone.db", name: "clone")
             }
@@ -366,13 +372,14 @@ struct Bench {
         // in the order the app wrote them, as a replica made by `sqsync clone` or a copied file.
         // An import takes a larger page cache than SQLite's default; the second line gives the
         // session apply the same.
-        for timed in writersOrder {
+        for timed in cloneTimings {
             line(
                 "  import \(count) \(timed.phase), clone", rate(count, timed.session), rate(count, timed.sqsync),
                 timed.session / timed.sqsync, "of session apply rate (into a copy of the writer)")
             line(
-                "    same page cache", rate(count, timed.sessionWithCache), rate(count, timed.sqsync),
-                timed.sessionWithCache / timed.sqsync, "of session apply rate, \(Replica.bulkPageCacheKiB / 1024) MiB cache")
+                "    same page cache", rate(count, timed.sameCache.session), rate(count, timed.sameCache.sqsync),
+                timed.sameCache.session / timed.sameCache.sqsync,
+                "of session apply rate, both \(Replica.bulkPageCacheKiB / 1024) MiB cache")
         }
         let (insertBundle, updateBundle, deleteBundle) = (bundles[0], bundles[1], bundles[2])
         let perDelete = Double(deleteBundle.bytes) / Double(count), perDeleteSession = Double(session.deletes.count) / Double(count)

@@ -19,14 +19,18 @@ extension Replica {
     }
 
     /// The page cache (KiB) a fold and an import work with, where the connection has less.
-    /// Both write one entry per changed row, in an order that is not the order the rows or
-    /// their entries lie in: the fold in the order the app wrote, an import in key order
-    /// into a table in the order the app wrote it. With SQLite's default 2,000 KiB each
-    /// entry or row past it was read from the file again. `make bench`: 100k updates and
-    /// deletes into a copy of the writer imported at 0.60× / 0.70× the session extension's
-    /// apply rate before, 0.76× / 0.97× with 16 MiB; `sqsync status` folding 1M logged
-    /// inserts 8.9 s → 8.2 s. The cache fills only as far as the work reads (a 1M-row import
-    /// peaks at 52 MB instead of 33), and is given back after.
+    /// Both write one entry per changed row, and neither reaches rows or entries in the order
+    /// they lie in: the fold follows the log, the order the app wrote, into entries in key
+    /// order; an import follows the bundle, key order, into a table in the order the app
+    /// wrote it. With SQLite's default 2,000 KiB most of those reads found their page gone
+    /// from SQLite's cache and read it again from the file (through the OS's cache).
+    /// `make bench` at f90d278, 100k updates and deletes into a copy of the writer: 0.76× /
+    /// 0.97× the session extension's apply rate, and 0.60× / 0.70× in a bundles-only run of
+    /// a build with this set to 0 (the session apply keeps SQLite's default cache in both;
+    /// given 16 MiB too, it speeds up more, and sqsync is at 0.50× / 0.63× its rate). One
+    /// `/usr/bin/time sqsync status` folding 1M logged inserts: 8.9 s, 8.2 s with 16 MiB.
+    /// The cache holds at most this much, and only what the work read: a 1M-row import
+    /// peaks at 52 MB of memory instead of 33.
     public static let bulkPageCacheKiB: Int64 = 16 * 1024
 
     /// Drops from `_sqsync_changes` what every live peer acknowledged, site by site, and
@@ -251,6 +255,15 @@ enum FoldSQL {
     static let recordChange = """
         INSERT OR IGNORE INTO "_sqsync_changes" ("site", "seq", "tid", "pk") VALUES (?1, ?2, ?3, ?4)
         """
+
+    /// `count` notes in one statement, four parameters a note (site, seq, tid, key). OR IGNORE
+    /// holds row by row, and a statement that can only ignore keeps no statement journal.
+    static func recordChanges(count: Int) -> String {
+        let rows = (0..<count).map { row in "(" + (1...4).map { "?\(row * 4 + $0)" }.joined(separator: ", ") + ")" }
+        return """
+            INSERT OR IGNORE INTO "_sqsync_changes" ("site", "seq", "tid", "pk") VALUES \(rows.joined(separator: ", "))
+            """
+    }
 
     /// Per site: the least any live peer (other than this replica, ?1) acknowledged of it, in
     /// one pass over the acknowledgements (a peer without one for the site holds it at 0).

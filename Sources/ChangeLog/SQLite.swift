@@ -146,14 +146,15 @@ public final class Database {
     }
 
     /// Runs `body` with a page cache of at least `kibibytes`, then gives the connection back
-    /// the cache size it had (SQLite frees the pages beyond it). For one large operation on a
-    /// connection whose owner chose a small cache, or kept SQLite's default of 2,000 KiB.
+    /// the cache size it had. SQLite then frees the clean pages beyond it; dirty pages of a
+    /// transaction still open stay until it commits. For one large operation on a connection
+    /// whose owner chose a small cache, or kept SQLite's default of 2,000 KiB.
     public func withPageCache<T>(ofAtLeast kibibytes: Int64, _ body: () throws -> T) throws -> T {
         let setting = try scalar("PRAGMA cache_size")?.int64Value ?? 0
         let pageSize = try scalar("PRAGMA page_size")?.int64Value ?? 4096
         // Negative: KiB; positive: pages.
-        let current = setting < 0 ? -setting : setting * pageSize / 1024
-        guard current < kibibytes else { return try body() }
+        let currentKiB = setting < 0 ? -setting : setting * pageSize / 1024
+        guard currentKiB < kibibytes else { return try body() }
         try execute("PRAGMA cache_size = -\(kibibytes)")
         defer { try? execute("PRAGMA cache_size = \(setting)") }
         return try body()

@@ -196,6 +196,16 @@ final class ImportShortcutTests: XCTestCase {
         let notes =
             #"SELECT count(*) FROM "_sqsync_changes" WHERE "site" = (SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?)"#
         XCTAssertEqual(try b.database.scalar(notes, .text(a.knowledgeID)), .integer(121))
+        // Fifty to a statement, the rest one by one (``ChangeApplier/notesPerStatement``): each
+        // note names its own change and row.
+        let noted = try b.database.rows(
+            """
+            SELECT count(DISTINCT c."seq"), min(c."seq"), max(c."seq"), count(DISTINCT c."pk"), count(r."pk")
+            FROM "_sqsync_changes" c JOIN "_sqsync_sites" s ON s."site" = c."site"
+            LEFT JOIN "_sqsync_rows" r ON r."tid" = c."tid" AND r."pk" = c."pk"
+            WHERE s."knowledge_id" = ?
+            """, .text(a.knowledgeID))
+        XCTAssertEqual(noted.first, [.integer(121), .integer(1), .integer(121), .integer(120), .integer(121)])
         try sync(from: b, to: c)
         try assertSameRows([a, b, c], table: "items")
     }
