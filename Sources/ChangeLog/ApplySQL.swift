@@ -137,14 +137,16 @@ enum ApplySQL {
         """
     }
 
-    /// `count` rows in one statement, parameters numbered row after row.
-    static func insertRows(_ table: String, columns: [String], count: Int) -> String {
+    /// `count` rows in one statement, parameters numbered row after row. `orIgnore`: a row
+    /// that breaks a constraint is left out, and the statement, which then cannot fail part-way,
+    /// keeps no statement journal.
+    static func insertRows(_ table: String, columns: [String], count: Int, orIgnore: Bool = false) -> String {
         let rows = (0..<count).map { row in
             "(" + columns.indices.map { "?\(row * columns.count + $0 + 1)" }.joined(separator: ", ") + ")"
         }
         return """
-            INSERT INTO \(quoteIdentifier(table)) (\(columns.map(quoteIdentifier).joined(separator: ", ")))
-            VALUES \(rows.joined(separator: ", "))
+            INSERT \(orIgnore ? "OR IGNORE " : "")INTO \(quoteIdentifier(table))
+            (\(columns.map(quoteIdentifier).joined(separator: ", "))) VALUES \(rows.joined(separator: ", "))
             """
     }
 

@@ -84,7 +84,8 @@ extension ChangeApplier {
 
     static let changeBatch = 8192
     static let notesPerStatement = 50
-    private static let recordNotesSQL = FoldSQL.recordChanges(count: notesPerStatement)
+    private static let recordNotesSQL = ApplySQL.insertRows(
+        "_sqsync_changes", columns: ["site", "seq", "tid", "pk"], count: notesPerStatement, orIgnore: true)
 
     /// Through `inout`, a dictionary's entry is found once to be read and written.
     private static func raise(_ value: inout Int64, to least: Int64) { value = max(value, least) }

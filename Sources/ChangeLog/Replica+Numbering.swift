@@ -10,12 +10,15 @@ extension Replica {
     /// always orders after every change made or seen before it, even when the wall clock
     /// stepped back.
     public func numberPendingChanges() throws {
-        try database.withPageCache(ofAtLeast: Self.bulkPageCacheKiB) {
-            try database.inTransaction {
-                try foldCaptureLog()
-                try forgetAcknowledgedChanges()
+        let fold = {
+            try self.database.inTransaction {
+                try self.foldCaptureLog()
+                try self.forgetAcknowledgedChanges()
             }
         }
+        // Most folds find the log empty (a quiet sync, a second status): no cache to raise.
+        guard try database.scalar(FoldSQL.lastLogRow) != .null else { return try fold() }
+        try database.withPageCache(ofAtLeast: Self.bulkPageCacheKiB, fold)
     }
 
     /// The page cache (KiB) a fold and an import work with, where the connection has less.
@@ -255,15 +258,6 @@ enum FoldSQL {
     static let recordChange = """
         INSERT OR IGNORE INTO "_sqsync_changes" ("site", "seq", "tid", "pk") VALUES (?1, ?2, ?3, ?4)
         """
-
-    /// `count` notes in one statement, four parameters a note (site, seq, tid, key). OR IGNORE
-    /// holds row by row, and a statement that can only ignore keeps no statement journal.
-    static func recordChanges(count: Int) -> String {
-        let rows = (0..<count).map { row in "(" + (1...4).map { "?\(row * 4 + $0)" }.joined(separator: ", ") + ")" }
-        return """
-            INSERT OR IGNORE INTO "_sqsync_changes" ("site", "seq", "tid", "pk") VALUES \(rows.joined(separator: ", "))
-            """
-    }
 
     /// Per site: the least any live peer (other than this replica, ?1) acknowledged of it, in
     /// one pass over the acknowledgements (a peer without one for the site holds it at 0).
