@@ -27,13 +27,11 @@ extension Replica {
     /// order; an import follows the bundle, key order, into a table in the order the app
     /// wrote it. With SQLite's default 2,000 KiB most of those reads found their page gone
     /// from SQLite's cache and read it again from the file (through the OS's cache).
-    /// `make bench` at f90d278, 100k updates and deletes into a copy of the writer: 0.76× /
-    /// 0.97× the session extension's apply rate, and 0.60× / 0.70× in a bundles-only run of
-    /// a build with this set to 0 (the session apply keeps SQLite's default cache in both;
-    /// given 16 MiB too, it speeds up more, and sqsync is at 0.50× / 0.63× its rate). One
-    /// `/usr/bin/time sqsync status` folding 1M logged inserts: 8.9 s, 8.2 s with 16 MiB.
-    /// The cache holds at most this much, and only what the work read: a 1M-row import
-    /// peaks at 52 MB of memory instead of 33.
+    /// `make bench` at 7ea08b3, 100k updates and deletes into a copy of the writer: 0.75× /
+    /// 0.96× the session extension's apply rate at SQLite's default cache, 0.60× / 0.70× with
+    /// this set to 0; the session apply given 16 MiB too speeds up more (sqsync 0.42× / 0.49×
+    /// of it; README, "Page cache"). The cache holds at most this much, and only what the
+    /// work read: a 1M-row import peaks at 52 MB of memory instead of 33.
     public static let bulkPageCacheKiB: Int64 = 16 * 1024
 
     /// Drops from `_sqsync_changes` what every live peer acknowledged, site by site, and
