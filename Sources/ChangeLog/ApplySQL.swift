@@ -89,6 +89,14 @@ enum ApplySQL {
         """
     }
 
+    /// The same with the checksum bound as ?3, handed over by the row's UPDATE
+    /// (``updateRowNotingChecksum(_:columns:)``): no read of the row back.
+    static func writeCellsAndNotedChecksum(_ table: TableInfo) -> String {
+        """
+        UPDATE "_sqsync_rows" SET "cells" = ?2, "sum" = ?3 WHERE "tid" = \(table.tid) AND "pk" = ?1
+        """
+    }
+
     static let recordConflict = """
         INSERT INTO "_sqsync_conflicts" ("kind", "table_name", "pk", "column_name", "lost_value", "lost_row",
             "lost_site", "lost_hlc", "won_site", "won_hlc")
@@ -170,6 +178,18 @@ enum ApplySQL {
         UPDATE \(quoteIdentifier(table)) SET \(columns.enumerated().map { "\(quoteIdentifier($0.element)) = ?\($0.offset + 1)" }.joined(separator: ", "))
         WHERE \(keyCondition(key, firstParameter: columns.count + 1))
         """
+    }
+
+    /// ``updateRow(_:columns:key:)`` that also leaves the checksum of the row it writes in
+    /// the connection's ``RowChecksum/Note``: its WHERE clause passes the function the new
+    /// value of each column set and the stored value of every other. Only where SQLite stores
+    /// the new values as given, and no trigger runs that could change the row after.
+    static func updateRowNotingChecksum(_ table: TableInfo, columns: [String]) -> String {
+        let values = table.columns.map { column in
+            columns.firstIndex(of: column.name).map { "?\($0 + 1)" } ?? quoteIdentifier(column.name)
+        }
+        return updateRow(table.name, columns: columns, key: table.primaryKey)
+            + " AND \(RowChecksum.noteFunctionName)(\(values.joined(separator: ", ")))"
     }
 
     /// Adds ?1 to a counter column, as SQLite adds (INTEGER overflows into REAL).

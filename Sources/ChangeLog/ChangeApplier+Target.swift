@@ -28,6 +28,15 @@ extension ChangeApplier {
         /// Records a merged row's column clocks and checksum.
         let writeCellsAndChecksum: Statement
         private var updates: [[Int]: Statement] = [:]
+        private var updatesNotingChecksum: [[Int]: Statement] = [:]
+        /// Records a merged row's column clocks and the checksum its UPDATE handed over.
+        let writeCellsAndNotedChecksum: Statement
+        /// False when a conflict clause in the table's definition (NOT NULL ON CONFLICT
+        /// REPLACE, UNIQUE ON CONFLICT IGNORE) can store other values than a write gives, or none.
+        let definitionStoresAsGiven: Bool
+        /// The affinity of each change-set column, read once: ``ColumnInfo/affinity`` searches
+        /// the declared type's text.
+        private let affinities: [ColumnInfo.Affinity]
         /// Multi-row inserts of rows and of their entries, by row count (``ChangeApplier/FreshRows``).
         private var batchInserts: [Int: (rows: Statement, entries: Statement)] = [:]
         /// Rows a multi-row insert takes, within SQLite's limit of parameters a statement.
@@ -53,12 +62,14 @@ extension ChangeApplier {
             // A conflict clause in the table's definition (NOT NULL ON CONFLICT REPLACE, UNIQUE
             // ON CONFLICT IGNORE) can store other values than the insert gave, or none.
             let definition = try database.scalar(ApplySQL.tableDefinition, .text(info.name))?.stringValue ?? "CONFLICT"
-            let storesAsGiven = !definition.uppercased().contains("CONFLICT")
-            checksumOrder = positions.contains(nil) || !storesAsGiven ? nil : positions.compactMap { $0 }
+            affinities = columns.map(\.affinity)
+            definitionStoresAsGiven = !definition.uppercased().contains("CONFLICT")
+            checksumOrder = positions.contains(nil) || !definitionStoresAsGiven ? nil : positions.compactMap { $0 }
             mayHaveCounters = try info.mayHaveCounters(in: database)
             deleteRow = try database.prepare(ApplySQL.deleteRow(info.name, key: info.primaryKey))
             recordChecksum = try database.prepare(RowChecksum.update(info))
             writeCellsAndChecksum = try database.prepare(ApplySQL.writeCellsAndChecksum(info))
+            writeCellsAndNotedChecksum = try database.prepare(ApplySQL.writeCellsAndNotedChecksum(info))
         }
 
         /// True when the change carries every column outside the key, in order: what
@@ -114,6 +125,23 @@ extension ChangeApplier {
             )
             batchInserts[count] = statements
             return statements
+        }
+
+        /// True when SQLite stores these new values as given (``RowChecksum/storedAsGiven(_:in:)``),
+        /// so the checksum of the updated row can be had from its UPDATE.
+        func storesAsGiven(_ changes: [ColumnChange]) -> Bool {
+            definitionStoresAsGiven
+                && changes.allSatisfy { RowChecksum.storedAsGiven($0.value, in: affinities[$0.column]) }
+        }
+
+        /// The UPDATE for one set of change-set columns that hands over the updated row's
+        /// checksum (``ApplySQL/updateRowNotingChecksum(_:columns:)``), prepared on first use.
+        func updateNotingChecksum(_ columnIndexes: [Int]) throws -> Statement {
+            if let statement = updatesNotingChecksum[columnIndexes] { return statement }
+            let statement = try database.prepare(
+                ApplySQL.updateRowNotingChecksum(info, columns: columnIndexes.map { columns[$0].name }))
+            updatesNotingChecksum[columnIndexes] = statement
+            return statement
         }
 
         /// The UPDATE for one set of change-set columns, prepared on first use.

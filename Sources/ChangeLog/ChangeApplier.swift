@@ -364,24 +364,26 @@ public final class ChangeApplier {
         // The row's values when it was inserted whole and no trigger of the app's ran: they
         // are stored as given, or else ``Target/checksum(ofInserted:)`` declines.
         var insertedWhole = false
+        var updatedChecksum: Int64?
         let written = try writeSettlingUniqueClashes(
             target: target, keyValues: change.key, writing: { Self.values(named: change.columns, in: target) },
             lifeStamp: stamp, cl: change.causalLength
         ) {
             insertedWhole = false
+            updatedChecksum = nil
             if liveHere {
-                try self.runUpdate(target: target, columns: change.columns, keyValues: change.key)
+                updatedChecksum = try self.runUpdate(target: target, columns: change.columns, keyValues: change.key)
                 return
             }
             do {
                 insertedWhole = try self.runInsert(target: target, change: change)
             } catch let error as SQLiteError where error.isPrimaryKeyConstraint {
                 // The row is there but sqsync never saw it (written while untracked).
-                try self.runUpdate(target: target, columns: change.columns, keyValues: change.key)
+                updatedChecksum = try self.runUpdate(target: target, columns: change.columns, keyValues: change.key)
             }
         }
         guard written else { return }
-        let checksum = triggersOff && insertedWhole ? target.checksum(ofInserted: change) : nil
+        let checksum = updatedChecksum ?? (triggersOff && insertedWhole ? target.checksum(ofInserted: change) : nil)
         let cells = columnClocks(of: change, in: target, differingFrom: stamp)
         try writeLiveRowEntry(
             target: target, key: key, keyValues: change.key, cl: change.causalLength, stamp: stamp, cells: cells,
@@ -485,11 +487,12 @@ public final class ChangeApplier {
         let changes = try winners.map { winner in
             try winner.column.policy == .counter ? counterValue(winner.change, target: target, key: key) : winner.change
         }
+        var updatedChecksum: Int64?
         let written = try writeSettlingUniqueClashes(
             target: target, keyValues: change.key, writing: { Self.values(named: changes, in: target) },
             lifeStamp: rowStamp, cl: change.causalLength
         ) {
-            try self.runUpdate(target: target, columns: changes, keyValues: change.key)
+            updatedChecksum = try self.runUpdate(target: target, columns: changes, keyValues: change.key)
         }
         guard written else { return }
         for winner in winners {
@@ -501,10 +504,14 @@ public final class ChangeApplier {
             }
             try recordChange(tid: tid, key: key, stamp: winner.stamp)
         }
-        let statement = target.writeCellsAndChecksum
+        let statement = updatedChecksum == nil ? target.writeCellsAndChecksum : target.writeCellsAndNotedChecksum
         try statement.bind(key, at: 1)
         try statement.bind(CellClocks.stored(clocks, relativeTo: rowStamp.rowClock), at: 2)
-        try statement.bind(change.key, from: 3)
+        if let updatedChecksum {
+            try statement.bind(.integer(updatedChecksum), at: 3)
+        } else {
+            try statement.bind(change.key, from: 3)
+        }
         try statement.run()
         target.counts.updated += 1
     }
@@ -522,14 +529,25 @@ public final class ChangeApplier {
         return false
     }
 
-    private func runUpdate(target: Target, columns: [ColumnChange], keyValues: [SQLValue]) throws {
-        guard !columns.isEmpty else { return }
-        let statement = try target.update(columns.map(\.column))
+    /// Updates the row; returns the checksum of the values it leaves where its UPDATE could
+    /// hand it over (``ApplySQL/updateRowNotingChecksum(_:columns:)``): no trigger of the app's
+    /// runs, and SQLite stores every new value as given. That spares the entry's write a
+    /// second read of the row (callgrind on `sqsync import` of 100k one-column updates: 5.89
+    /// → 5.29 billion instructions).
+    private func runUpdate(target: Target, columns: [ColumnChange], keyValues: [SQLValue]) throws -> Int64? {
+        guard !columns.isEmpty else { return nil }
+        let notesChecksum = triggersOff && target.storesAsGiven(columns)
+        let indexes = columns.map(\.column)
+        let statement = notesChecksum ? try target.updateNotingChecksum(indexes) : try target.update(indexes)
         for (offset, column) in columns.enumerated() {
             try statement.bind(column.value, at: offset + 1)
         }
         try statement.bind(keyValues, from: columns.count + 1)
+        let note = database.checksumNote
+        note.calls = 0
         try statement.run()
+        guard notesChecksum, note.calls == 1, database.changes == 1 else { return nil }
+        return note.value
     }
 
     func currentValues(target: Target, names: [String], keyValues: [SQLValue]) throws -> [SQLValue]? {

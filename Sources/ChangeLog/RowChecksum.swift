@@ -11,9 +11,15 @@ import CSQLite
 enum RowChecksum {
     static let functionName = "sqsync_row_checksum"
 
-    static func register(on handle: OpaquePointer) throws {
-        let rc = sqlite3_create_function_v2(
+    static func register(on handle: OpaquePointer, note: Note) throws {
+        var rc = sqlite3_create_function_v2(
             handle, functionName, -1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nil, checksum, nil, nil, nil)
+        if rc == SQLITE_OK {
+            // The connection's Database holds the note for as long as the handle is open.
+            rc = sqlite3_create_function_v2(
+                handle, noteFunctionName, -1, SQLITE_UTF8 | SQLITE_DIRECTONLY, Unmanaged.passUnretained(note).toOpaque(),
+                noteChecksum, nil, nil, nil)
+        }
         guard rc == SQLITE_OK else {
             throw SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)), sql: nil)
         }
@@ -21,6 +27,35 @@ enum RowChecksum {
 
     private static let checksum: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
         context, count, values in
+        sqlite3_result_int64(context, of(values, count: count))
+    }
+
+    /// `sqsync_note_row_checksum(...)`, true: the checksum of its arguments, left in the
+    /// connection's ``Note``. In the WHERE clause of an UPDATE by key it sees the row the key
+    /// found, before the write; given the new values for the columns the UPDATE sets and the
+    /// stored ones for the rest, it hands over the checksum of the row the UPDATE leaves,
+    /// without a second read of the row (``ApplySQL/updateRowNotingChecksum(_:columns:)``).
+    /// DIRECTONLY: it has a side effect, so no trigger or view may call it.
+    static let noteFunctionName = "sqsync_note_row_checksum"
+
+    /// What `sqsync_note_row_checksum` computed last on one connection, and how often it ran
+    /// since the caller set ``calls`` to 0: once, for an UPDATE of one row.
+    final class Note {
+        var value: Int64 = 0
+        var calls = 0
+    }
+
+    private static let noteChecksum: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
+        context, count, values in
+        if let user = sqlite3_user_data(context) {
+            let note = Unmanaged<Note>.fromOpaque(user).takeUnretainedValue()
+            note.value = of(values, count: count)
+            note.calls += 1
+        }
+        sqlite3_result_int(context, 1)
+    }
+
+    private static func of(_ values: UnsafeMutablePointer<OpaquePointer?>?, count: Int32) -> Int64 {
         var hash = Accumulator()
         for index in 0..<Int(count) {
             let value = values?[index]
@@ -38,7 +73,7 @@ enum RowChecksum {
                 hash.addNull()
             }
         }
-        sqlite3_result_int64(context, hash.value)
+        return hash.value
     }
 
     /// What `sqsync_row_checksum` gives for these values as stored, computed without asking

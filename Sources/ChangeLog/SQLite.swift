@@ -68,6 +68,8 @@ public final class Database {
     let handle: OpaquePointer
     public let path: String
     private var statementCache: [String: Statement] = [:]
+    /// Where `sqsync_note_row_checksum` leaves its result (``RowChecksum/Note``).
+    let checksumNote = RowChecksum.Note()
 
     /// Opens (or creates) `path` with a busy timeout, so that sqsync and the application can
     /// write to the same file in turn. The journal mode is left alone until
@@ -96,7 +98,7 @@ public final class Database {
             // Reading the schema is the first thing that fails on a file that is not a database.
             try execute("SELECT count(*) FROM sqlite_schema")
             if !Self.statementJournalsInOneBlock { try execute("PRAGMA temp_store = MEMORY") }
-            try RowChecksum.register(on: handle)
+            try RowChecksum.register(on: handle, note: checksumNote)
             try CellClocks.register(on: handle)
             try MetadataKey.register(on: handle)
         } catch let error as SQLiteError {

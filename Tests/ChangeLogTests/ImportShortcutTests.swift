@@ -165,6 +165,50 @@ final class ImportShortcutTests: XCTestCase {
         }
     }
 
+    /// An updated row's checksum comes from its UPDATE where SQLite stores the new values as
+    /// given, and is read back from the row where it may not: a table that handles conflicts
+    /// itself, or a column whose affinity here converts what the sender stored (text that
+    /// looks like a number, sent by a replica that declares the column TEXT, into one declared
+    /// INTEGER here). Either way it is the checksum of the row as stored: `refresh` finds
+    /// nothing sqsync did not record.
+    func testUpdatedRowsChecksumIsTheStoredRows() throws {
+        let a = try sandbox.replica(
+            "a",
+            schema: schema + """
+                CREATE TABLE fallback (id TEXT PRIMARY KEY, v TEXT NOT NULL ON CONFLICT REPLACE DEFAULT 'x', n INTEGER);
+                """, track: ["items", "fallback"])
+        let b = try sandbox.clone(a, "b")
+        try insertRows(a, 0..<60)
+        try a.database.execute("INSERT INTO fallback VALUES ('f1', 'one', 1), ('f2', 'two', 2)")
+        try sync(from: a, to: b)
+        try a.database.execute(
+            """
+            UPDATE items SET qty = qty + 100 WHERE id < 'k00020';
+            UPDATE items SET price = 3 WHERE id = 'k00022';
+            UPDATE items SET price = 2.5, note = 'text ' || id, code = NULL WHERE id BETWEEN 'k00030' AND 'k00039';
+            UPDATE items SET note = x'0102' WHERE id = 'k00040';
+            UPDATE fallback SET n = n + 10;
+            """)
+        let summary = try sync(from: a, to: b)
+        XCTAssertEqual(summary.tables["items"]?.updated, 32)
+        XCTAssertEqual(summary.tables["fallback"]?.updated, 2)
+        try assertSameRows([a, b], table: "items")
+        try assertSameRows([a, b], table: "fallback")
+        XCTAssertEqual(try b.refresh().capturedUpdates, 0, "every checksum recorded matches its row")
+
+        let sender = try sandbox.replica("sender", schema: "CREATE TABLE m (id TEXT PRIMARY KEY, n TEXT);", track: ["m"])
+        let receiver = try sandbox.replica("receiver", schema: "CREATE TABLE m (id TEXT PRIMARY KEY, n INTEGER);", track: ["m"])
+        try sender.database.execute("INSERT INTO m VALUES ('k', 'first')")
+        try sync(from: sender, to: receiver)
+        for (value, storedAsGiven) in [("'seven'", true), ("'7'", false), ("x'07'", true)] {
+            try sender.database.execute("UPDATE m SET n = \(value) WHERE id = 'k'")
+            XCTAssertEqual(try sync(from: sender, to: receiver).tables["m"]?.updated, 1, value)
+            XCTAssertEqual(receiver.database.checksumNote.calls, storedAsGiven ? 1 : 0, "\(value): handed over by the UPDATE")
+            XCTAssertEqual(try receiver.refresh().capturedUpdates, 0, value)
+        }
+        XCTAssertEqual(try receiver.database.scalar("SELECT typeof(n) FROM m"), .text("blob"))
+    }
+
     /// Between two replicas, every change an import brings is held by the only peer: no note
     /// is written, and the replica records that its notes start after them. A third replica
     /// that neither had heard of still gets them, from one pass over the entries.
