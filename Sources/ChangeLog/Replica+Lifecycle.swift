@@ -70,9 +70,12 @@ enum LifecycleSQL {
               AND coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = p."site" AND a."site" = r."site"), 0) < r."seq")
         """
 
+    /// Per site, the latest deletion purged. One pass over the tombstones, which lie in key
+    /// order (`_sqsync_tombstones`), not one per site.
     static let rememberForgotten = """
-        UPDATE "_sqsync_sites" SET "forgotten_seq" = max("forgotten_seq",
-            coalesce((SELECT max(r."seq") FROM "_sqsync_rows" r WHERE r."site" = "_sqsync_sites"."site" AND \(purgeable)), 0))
+        UPDATE "_sqsync_sites" SET "forgotten_seq" = max("forgotten_seq", p."seq")
+        FROM (SELECT r."site", max(r."seq") AS "seq" FROM "_sqsync_rows" r WHERE \(purgeable) GROUP BY r."site") AS p
+        WHERE p."site" = "_sqsync_sites"."site"
         """
 
     static let purgeTombstones = """

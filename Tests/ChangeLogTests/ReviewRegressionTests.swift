@@ -84,3 +84,61 @@ final class ReviewRegressionTests: XCTestCase {
             [[.text("new"), .integer(8), .text("south"), .null], [.text("old"), .integer(7), .text("north"), .integer(1)]])
     }
 }
+
+/// Version 12 keeps tombstones in key order (`_sqsync_tombstones`): status and purge give the
+/// answers they gave on the (site, seq) index of version 11.
+final class TombstoneIndexTests: XCTestCase {
+    private var sandbox: Sandbox!
+
+    override func setUpWithError() throws { sandbox = try Sandbox() }
+    override func tearDown() { sandbox = nil }
+
+    private static let indexSQL = #"SELECT sql FROM sqlite_schema WHERE name = '_sqsync_tombstones'"#
+
+    func testOlderReplicaGetsTheKeyOrderedIndexAndPurgesAlike() throws {
+        let a = try sandbox.replica("a", schema: "CREATE TABLE t (id TEXT PRIMARY KEY, v TEXT);", track: ["t"])
+        let b = try sandbox.clone(a, "b")
+        let c = try sandbox.clone(a, "c")
+        try a.database.execute("INSERT INTO t VALUES ('k1', 'x'), ('k2', 'x'), ('k3', 'x'), ('k4', 'x'), ('k5', 'x')")
+        try syncUntilQuiet([a, b, c])
+        try a.database.execute("DELETE FROM t WHERE id IN ('k4', 'k1')")
+        try b.database.execute("DELETE FROM t WHERE id = 'k3'")
+        try syncBoth(a, b)
+        try syncBoth(b, a)
+
+        // Version 11's index, as an older sqsync left it.
+        try a.database.execute(
+            """
+            DROP INDEX "_sqsync_tombstones";
+            CREATE INDEX "_sqsync_tombstones" ON "_sqsync_rows" ("site", "seq") WHERE "cl" % 2 = 0;
+            DELETE FROM "_sqsync_migrations" WHERE "version" = 12;
+            """)
+        let older = try a.status()
+        let upgraded = try Replica(path: a.path)
+        XCTAssertEqual(
+            try upgraded.database.scalar(Self.indexSQL)?.stringValue,
+            #"CREATE INDEX "_sqsync_tombstones" ON "_sqsync_rows" ("tid", "pk", "site", "seq") WHERE "cl" % 2 = 0"#)
+        let status = try upgraded.status()
+        XCTAssertEqual(status.tombstones, 3)
+        XCTAssertEqual(status.tombstones, older.tombstones)
+        XCTAssertEqual(status.peers.map(\.tombstonesHeldBack), older.peers.map(\.tombstonesHeldBack))
+        XCTAssertEqual(status.peers.map(\.tombstonesHeldBack).sorted(), [0, 3], "c has seen none, b all")
+
+        // c holds them back; once it acknowledged them, each site forgets up to its latest deletion.
+        let held = try upgraded.purge(dryRun: false)
+        XCTAssertEqual(held.tombstones, 0)
+        XCTAssertEqual(held.heldBackBy.map(\.knowledgeID), [c.knowledgeID])
+        let latestDeletion = """
+            SELECT s."knowledge_id", max(r."seq") FROM "_sqsync_rows" r JOIN "_sqsync_sites" s ON s."site" = r."site"
+            WHERE r."cl" % 2 = 0 GROUP BY 1 ORDER BY 1
+            """
+        let expected = try upgraded.database.rows(latestDeletion)
+        XCTAssertEqual(expected.count, 2, "a's deletions and b's")
+        try syncUntilQuiet([upgraded, b, c])
+        XCTAssertEqual(try upgraded.purge(dryRun: false).tombstones, 3)
+        XCTAssertEqual(try upgraded.status().tombstones, 0)
+        let forgotten = try upgraded.database.rows(
+            #"SELECT "knowledge_id", "forgotten_seq" FROM "_sqsync_sites" WHERE "forgotten_seq" > 0 ORDER BY 1"#)
+        XCTAssertEqual(forgotten, expected)
+    }
+}
