@@ -182,11 +182,12 @@ enum ApplySQL {
 
     /// ``updateRow(_:columns:key:)`` that also leaves the checksum of the row it writes in
     /// the connection's ``RowChecksum/Note``: its WHERE clause passes the function the new
-    /// value of each column set and the stored value of every other. Only where SQLite stores
-    /// the new values as given, and no trigger runs that could change the row after.
+    /// value of each column set (the last, where a column is set twice, as SQLite does) and
+    /// the stored value of every other. Only where SQLite stores the new values as given, and
+    /// neither a trigger nor a foreign key action runs that could change the row after.
     static func updateRowNotingChecksum(_ table: TableInfo, columns: [String]) -> String {
         let values = table.columns.map { column in
-            columns.firstIndex(of: column.name).map { "?\($0 + 1)" } ?? quoteIdentifier(column.name)
+            columns.lastIndex(of: column.name).map { "?\($0 + 1)" } ?? quoteIdentifier(column.name)
         }
         return updateRow(table.name, columns: columns, key: table.primaryKey)
             + " AND \(RowChecksum.noteFunctionName)(\(values.joined(separator: ", ")))"

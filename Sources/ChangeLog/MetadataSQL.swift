@@ -373,8 +373,9 @@ enum MetadataSQL {
             -- Deletions waiting for purge, in key order: an import writes its tombstones in its
             -- bundle's key order, so each goes next to the one before, where in (site, seq)
             -- order each went to a place of its own (a peer deleted in any order). Status and
-            -- purge read every tombstone either way; the index holds what they read.
-            DROP INDEX "_sqsync_tombstones";
+            -- purge read every tombstone either way, and their counts and tests need only the
+            -- columns the index holds.
+            DROP INDEX IF EXISTS "_sqsync_tombstones";
             CREATE INDEX "_sqsync_tombstones" ON "_sqsync_rows" ("tid", "pk", "site", "seq") WHERE "cl" % 2 = 0;
             """
         ),

@@ -73,9 +73,9 @@ enum LifecycleSQL {
     /// Per site, the latest deletion purged. One pass over the tombstones, which lie in key
     /// order (`_sqsync_tombstones`), not one per site.
     static let rememberForgotten = """
-        UPDATE "_sqsync_sites" SET "forgotten_seq" = max("forgotten_seq", p."seq")
-        FROM (SELECT r."site", max(r."seq") AS "seq" FROM "_sqsync_rows" r WHERE \(purgeable) GROUP BY r."site") AS p
-        WHERE p."site" = "_sqsync_sites"."site"
+        UPDATE "_sqsync_sites" SET "forgotten_seq" = max("forgotten_seq", "latest"."seq")
+        FROM (SELECT r."site", max(r."seq") AS "seq" FROM "_sqsync_rows" r WHERE \(purgeable) GROUP BY r."site") AS "latest"
+        WHERE "latest"."site" = "_sqsync_sites"."site"
         """
 
     static let purgeTombstones = """

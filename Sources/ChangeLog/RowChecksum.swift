@@ -15,10 +15,10 @@ enum RowChecksum {
         var rc = sqlite3_create_function_v2(
             handle, functionName, -1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nil, checksum, nil, nil, nil)
         if rc == SQLITE_OK {
-            // The connection's Database holds the note for as long as the handle is open.
+            // The function holds the note until SQLite drops it (at close, or if this fails).
             rc = sqlite3_create_function_v2(
-                handle, noteFunctionName, -1, SQLITE_UTF8 | SQLITE_DIRECTONLY, Unmanaged.passUnretained(note).toOpaque(),
-                noteChecksum, nil, nil, nil)
+                handle, noteFunctionName, -1, SQLITE_UTF8 | SQLITE_DIRECTONLY, Unmanaged.passRetained(note).toOpaque(),
+                noteChecksum, nil, nil, releaseNote)
         }
         guard rc == SQLITE_OK else {
             throw SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)), sql: nil)
@@ -53,6 +53,10 @@ enum RowChecksum {
             note.calls += 1
         }
         sqlite3_result_int(context, 1)
+    }
+
+    private static let releaseNote: @convention(c) (UnsafeMutableRawPointer?) -> Void = { user in
+        if let user { Unmanaged<Note>.fromOpaque(user).release() }
     }
 
     private static func of(_ values: UnsafeMutablePointer<OpaquePointer?>?, count: Int32) -> Int64 {

@@ -167,19 +167,24 @@ final class ImportShortcutTests: XCTestCase {
 
     /// An updated row's checksum comes from its UPDATE where SQLite stores the new values as
     /// given, and is read back from the row where it may not: a table that handles conflicts
-    /// itself, or a column whose affinity here converts what the sender stored (text that
-    /// looks like a number, sent by a replica that declares the column TEXT, into one declared
-    /// INTEGER here). Either way it is the checksum of the row as stored: `refresh` finds
-    /// nothing sqsync did not record.
+    /// itself, a column whose affinity here converts what the sender stored (text that looks
+    /// like a number, sent by a replica that declares the column TEXT, into one declared
+    /// INTEGER here), a connection that enforces foreign keys. Either way it is the checksum
+    /// of the row as stored: `refresh` finds nothing sqsync did not record.
     func testUpdatedRowsChecksumIsTheStoredRows() throws {
         let a = try sandbox.replica(
             "a",
             schema: schema + """
                 CREATE TABLE fallback (id TEXT PRIMARY KEY, v TEXT NOT NULL ON CONFLICT REPLACE DEFAULT 'x', n INTEGER);
-                """, track: ["items", "fallback"])
+                CREATE TABLE pairs (a TEXT, b INTEGER, v TEXT, w REAL, PRIMARY KEY (a, b)) WITHOUT ROWID;
+                """, track: ["items", "fallback", "pairs"])
         let b = try sandbox.clone(a, "b")
         try insertRows(a, 0..<60)
-        try a.database.execute("INSERT INTO fallback VALUES ('f1', 'one', 1), ('f2', 'two', 2)")
+        try a.database.execute(
+            """
+            INSERT INTO fallback VALUES ('f1', 'one', 1), ('f2', 'two', 2);
+            INSERT INTO pairs VALUES ('p', 1, 'one', 1.5), ('p', 2, 'two', NULL), ('q', 1, 'three', 0);
+            """)
         try sync(from: a, to: b)
         try a.database.execute(
             """
@@ -188,12 +193,14 @@ final class ImportShortcutTests: XCTestCase {
             UPDATE items SET price = 2.5, note = 'text ' || id, code = NULL WHERE id BETWEEN 'k00030' AND 'k00039';
             UPDATE items SET note = x'0102' WHERE id = 'k00040';
             UPDATE fallback SET n = n + 10;
+            UPDATE pairs SET w = 2.5 WHERE b = 1;
+            UPDATE pairs SET v = 'changed', w = 7.25 WHERE a = 'p' AND b = 2;
             """)
         let summary = try sync(from: a, to: b)
         XCTAssertEqual(summary.tables["items"]?.updated, 32)
         XCTAssertEqual(summary.tables["fallback"]?.updated, 2)
-        try assertSameRows([a, b], table: "items")
-        try assertSameRows([a, b], table: "fallback")
+        XCTAssertEqual(summary.tables["pairs"]?.updated, 3)
+        for table in ["items", "fallback", "pairs"] { try assertSameRows([a, b], table: table) }
         XCTAssertEqual(try b.refresh().capturedUpdates, 0, "every checksum recorded matches its row")
 
         let sender = try sandbox.replica("sender", schema: "CREATE TABLE m (id TEXT PRIMARY KEY, n TEXT);", track: ["m"])
@@ -207,6 +214,20 @@ final class ImportShortcutTests: XCTestCase {
             XCTAssertEqual(try receiver.refresh().capturedUpdates, 0, value)
         }
         XCTAssertEqual(try receiver.database.scalar("SELECT typeof(n) FROM m"), .text("blob"))
+
+        // A foreign key action may change the row after its UPDATE's WHERE clause: where they
+        // are enforced, the checksum is read back. Here the row refers to itself.
+        let nodes = "CREATE TABLE n (id TEXT PRIMARY KEY, code TEXT UNIQUE, parent TEXT REFERENCES n (code) ON UPDATE CASCADE);"
+        let writer = try sandbox.replica("writer", schema: nodes, track: ["n"])
+        let enforcing = try sandbox.replica("enforcing", schema: nodes, track: ["n"])
+        try writer.database.execute("INSERT INTO n VALUES ('x', 'c', 'c')")
+        try sync(from: writer, to: enforcing)
+        try enforcing.database.execute("PRAGMA foreign_keys = ON")
+        try writer.database.execute("UPDATE n SET code = 'd' WHERE id = 'x'")
+        try sync(from: writer, to: enforcing)
+        XCTAssertEqual(try enforcing.database.rows("SELECT code, parent FROM n"), [[.text("d"), .text("d")]], "cascaded")
+        XCTAssertEqual(enforcing.database.checksumNote.calls, 0)
+        XCTAssertEqual(try enforcing.refresh().capturedUpdates, 0)
     }
 
     /// Between two replicas, every change an import brings is held by the only peer: no note
