@@ -56,7 +56,10 @@ public func sqliteOrder(_ a: SQLValue, _ b: SQLValue) -> Int {
     case (.integer(let x), .real(let y)): return -compareReal(y, x)
     case (.real(let x), .integer(let y)): return compareReal(x, y)
     case (.real(let x), .real(let y)): return compare(x, y)
-    case (.text(let x), .text(let y)): return bytes(Array(x.utf8), Array(y.utf8))
+    case (.text(let x), .text(let y)):
+        // UTF-8 bytes, compared in place: the fold sorts batches of keys with this.
+        if x.utf8.elementsEqual(y.utf8) { return 0 }
+        return x.utf8.lexicographicallyPrecedes(y.utf8) ? -1 : 1
     case (.blob(let x), .blob(let y)): return bytes(x, y)
     default: return 0
     }

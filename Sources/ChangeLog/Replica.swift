@@ -9,6 +9,9 @@ public final class Replica {
     public private(set) var site: Int
     public private(set) var knowledgeID: String
     public private(set) var name: String
+    /// How many changes a fold writes at a time (``foldBatch``): tests make a few log rows
+    /// span many batches.
+    var foldBatchSize = Replica.foldBatch
 
     /// Opens an existing replica; refuses a database that `sqsync init` has not prepared.
     public convenience init(path: String) throws {

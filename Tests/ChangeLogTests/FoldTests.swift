@@ -275,6 +275,46 @@ final class FoldTests: XCTestCase {
         XCTAssertEqual(try upgraded.doctor(), [])
     }
 
+    /// The fold writes entries a batch at a time in key order (``Replica/foldBatch``):
+    /// however the log falls into batches, every entry, column clock, counter and note comes
+    /// out as when each change is written in log order, a batch of one.
+    func testBatchesInKeyOrderFoldAsTheLogOrderDoes() throws {
+        let replica = try sandbox.replica("batches", schema: schema, track: ["items", "pairs"])
+        try replica.setPolicy(.counter, table: "items", column: "qty")
+        for round in 1...4 { try writeMix(replica, round: round) }
+        try sqlite3Shell(
+            replica.path,
+            """
+            UPDATE items SET name = 'again' WHERE id = 'a1';
+            UPDATE items SET qty = qty + 1;
+            DELETE FROM items WHERE id = 'a3';
+            INSERT INTO items VALUES ('a3', 'back', 7, NULL), ('b1', 'back', 1, NULL);
+            UPDATE items SET note = 'last' WHERE id IN ('a3', 'b1');
+            """)
+        XCTAssertGreaterThan(try pendingLogRows(replica), 40)
+        let metadata = [
+            #"SELECT * FROM "_sqsync_rows" ORDER BY "tid", "pk""#,
+            #"SELECT * FROM "_sqsync_changes" ORDER BY "site", "seq""#,
+            #"SELECT * FROM "_sqsync_counters" ORDER BY "tid", "pk", "cid", "site""#,
+            #"SELECT "seq" FROM "_sqsync_replica""#,
+        ]
+        var folded: [[[[SQLValue]]]] = []
+        for size in [1, 2, 7, Replica.foldBatch] {
+            let path = sandbox.path("batches-\(size).db")
+            try replica.database.execute("VACUUM INTO '\(path)'")
+            let copy = try Replica(path: path)
+            copy.foldBatchSize = size
+            try copy.numberPendingChanges()
+            XCTAssertEqual(try pendingLogRows(copy), 0)
+            folded.append(try metadata.map { try copy.database.rows($0) })
+        }
+        XCTAssertEqual(folded[0][0].count, 20, "an entry per row ever seen")
+        XCTAssertFalse(folded[0][2].isEmpty, "counter entries")
+        for (index, size) in [2, 7, Replica.foldBatch].enumerated() {
+            XCTAssertEqual(folded[index + 1], folded[0], "batches of \(size)")
+        }
+    }
+
     /// The fold records each written row's checksum as it writes the row's entry: after any
     /// mix of writes (a row written several times, inserted then deleted, re-keyed, a
     /// counter moved) every live row's recorded checksum is that of its values, so `refresh`
