@@ -23,9 +23,10 @@ extension Replica {
 
     /// The page cache (KiB) a fold and an import work with, where the connection has less.
     /// Both write one entry per changed row, and neither reaches rows or entries in the order
-    /// they lie in: the fold follows the log, the order the app wrote, into entries in key
-    /// order; an import follows the bundle, key order, into a table in the order the app
-    /// wrote it. With SQLite's default 2,000 KiB most of those reads found their page gone
+    /// they lie in: the fold writes entries in key order a batch at a time (``foldBatch``),
+    /// each batch across the whole table, and reads rows for their checksums, which lie in
+    /// the order the app wrote them; an import follows the bundle, key order, into a table
+    /// in the order the app wrote it. With SQLite's default 2,000 KiB most of those reads found their page gone
     /// from SQLite's cache and read it again from the file (through the OS's cache).
     /// `make bench` at 7ea08b3, 100k updates and deletes into a copy of the writer: 0.75× /
     /// 0.96× the session extension's apply rate at SQLite's default cache, 0.60× / 0.70× with
@@ -61,14 +62,16 @@ extension Replica {
 
     /// Where a batched change's entry lies, in plain values: sorting these moves no
     /// reference-counted key (sorting the changes themselves took a third of a fold's
-    /// instructions), and the key's first eight bytes settle most comparisons.
+    /// instructions), and a prefix of the key settles most comparisons.
     private struct EntryPosition {
         let tableID: Int64
-        /// 1 for text, 2 for a BLOB, 0 for a key ``prefix`` does not order.
+        /// 1 for text, 2 for a BLOB, 3 for an integer, 0 for a key ``prefix`` does not order.
         let kind: UInt8
-        /// Big-endian, zero-padded: a prefix that sorts lower belongs to a key that does.
+        /// Text and BLOBs: the first eight bytes, big-endian, zero-padded, so a prefix that
+        /// sorts lower belongs to a key that does. Integers: the value with its sign bit
+        /// flipped, which sorts as the value does.
         let prefix: UInt64
-        let seq: Int64
+        /// In the batch, which is in log order.
         let index: Int
 
         init(of change: FoldedChange, at index: Int) {
@@ -80,21 +83,23 @@ extension Replica {
                 }
                 return count == 0 ? 0 : prefix << UInt64(8 * (8 - count))
             }
-            (tableID, seq, self.index) = (change.tableID, change.seq, index)
+            (tableID, self.index) = (change.tableID, index)
             switch change.key {
             case .text(let text): (kind, prefix) = (1, firstEight(text.utf8))
             case .blob(let bytes): (kind, prefix) = (2, firstEight(bytes))
+            case .integer(let value): (kind, prefix) = (3, UInt64(bitPattern: value) ^ (1 << 63))
             default: (kind, prefix) = (0, 0)
             }
         }
 
-        /// Table, then key in the metadata's order (``sqliteOrder(_:_:)``), then log order:
-        /// the order entries lie in.
+        /// Table, then key in the metadata's order (``sqliteOrder(_:_:)``; in a UTF-16
+        /// database text keys lie otherwise, which costs locality, not correctness), then log
+        /// order: the order entries lie in.
         static func inEntryOrder(_ a: EntryPosition, _ b: EntryPosition, of batch: [FoldedChange]) -> Bool {
             if a.tableID != b.tableID { return a.tableID < b.tableID }
             if a.kind != 0 && a.kind == b.kind && a.prefix != b.prefix { return a.prefix < b.prefix }
-            let keyOrder = sqliteOrder(batch[a.index].key, batch[b.index].key)
-            return keyOrder != 0 ? keyOrder < 0 : a.seq < b.seq
+            let keyOrder = a.kind == 3 && b.kind == 3 ? 0 : sqliteOrder(batch[a.index].key, batch[b.index].key)
+            return keyOrder != 0 ? keyOrder < 0 : a.index < b.index
         }
     }
 

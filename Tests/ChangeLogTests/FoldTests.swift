@@ -279,9 +279,13 @@ final class FoldTests: XCTestCase {
     /// however the log falls into batches, every entry, column clock, counter and note comes
     /// out as when each change is written in log order, a batch of one.
     func testBatchesInKeyOrderFoldAsTheLogOrderDoes() throws {
-        let replica = try sandbox.replica("batches", schema: schema, track: ["items", "pairs"])
+        let replica = try sandbox.replica(
+            "batches", schema: schema + "CREATE TABLE mixed (k PRIMARY KEY, v);", track: ["items", "pairs", "mixed"])
         try replica.setPolicy(.counter, table: "items", column: "qty")
         for round in 1...4 { try writeMix(replica, round: round) }
+        // Keys of every kind in one table: numbers (1 and 1.0 are one key), text sharing its
+        // first eight bytes, UUIDs, BLOBs, each written more than once.
+        let uuid = "0190a6b2-7c4d-7e5f-8a9b-0c1d2e3f4a5b"
         try sqlite3Shell(
             replica.path,
             """
@@ -290,8 +294,14 @@ final class FoldTests: XCTestCase {
             DELETE FROM items WHERE id = 'a3';
             INSERT INTO items VALUES ('a3', 'back', 7, NULL), ('b1', 'back', 1, NULL);
             UPDATE items SET note = 'last' WHERE id IN ('a3', 'b1');
+            INSERT INTO mixed VALUES (-5, 'a'), (1, 'b'), (2.5, 'c'), ('prefix-same-1', 'd'), ('prefix-same-2', 'e'),
+                ('\(uuid)', 'f'), (x'00ff', 'g'), (x'00fe01', 'h'), ('', 'i');
+            UPDATE mixed SET v = v || '!';
+            DELETE FROM mixed WHERE k = 1.0;
+            INSERT INTO mixed VALUES (1, 'again');
+            UPDATE mixed SET k = 'prefix-same-3' WHERE k = 'prefix-same-1';
             """)
-        XCTAssertGreaterThan(try pendingLogRows(replica), 40)
+        XCTAssertGreaterThan(try pendingLogRows(replica), 70)
         let metadata = [
             #"SELECT * FROM "_sqsync_rows" ORDER BY "tid", "pk""#,
             #"SELECT * FROM "_sqsync_changes" ORDER BY "site", "seq""#,
@@ -303,12 +313,13 @@ final class FoldTests: XCTestCase {
             let path = sandbox.path("batches-\(size).db")
             try replica.database.execute("VACUUM INTO '\(path)'")
             let copy = try Replica(path: path)
+            XCTAssertEqual(try pendingLogRows(copy), try pendingLogRows(replica), "nothing folded before")
             copy.foldBatchSize = size
             try copy.numberPendingChanges()
             XCTAssertEqual(try pendingLogRows(copy), 0)
             folded.append(try metadata.map { try copy.database.rows($0) })
         }
-        XCTAssertEqual(folded[0][0].count, 20, "an entry per row ever seen")
+        XCTAssertEqual(folded[0][0].count, 30, "an entry per row ever seen")
         XCTAssertFalse(folded[0][2].isEmpty, "counter entries")
         for (index, size) in [2, 7, Replica.foldBatch].enumerated() {
             XCTAssertEqual(folded[index + 1], folded[0], "batches of \(size)")
