@@ -52,7 +52,7 @@ public final class ChangeApplier {
     private(set) var triggersOff = false
     /// `PRAGMA foreign_keys` when the import began: its actions (ON UPDATE CASCADE) run even
     /// with triggers off. `sqsync import` turns it off.
-    private let foreignKeysOn: Bool
+    let foreignKeysOn: Bool
     /// Rows new here, waiting to be inserted a batch at a time.
     var freshRows = FreshRows()
     /// The log as the fold left it: rows after this one come from the import's own writes.
@@ -518,44 +518,6 @@ public final class ChangeApplier {
         }
         try statement.run()
         target.counts.updated += 1
-    }
-
-    /// Inserts the row; true when the change carried every column, in order, and went
-    /// through ``Target/insertEverything``.
-    private func runInsert(target: Target, change: RowChange) throws -> Bool {
-        if target.carriesEveryColumn(change) {
-            try target.bindEveryColumn(of: change, to: target.insertEverything, from: 1)
-            try target.insertEverything.run()
-            return database.changes == 1
-        }
-        let names = target.key.map(\.name) + change.columns.map { target.columns[$0.column].name }
-        try database.run(ApplySQL.insertRow(target.info.name, columns: names), change.key + change.columns.map(\.value))
-        return false
-    }
-
-    /// Updates the row; returns the checksum of the values it leaves where its UPDATE could
-    /// hand it over (``ApplySQL/updateRowNotingChecksum(_:columns:)``): no trigger of the app's
-    /// and no foreign key action runs, and SQLite stores every new value as given. That spares the entry's write a
-    /// second read of the row (callgrind on `sqsync import` of 100k one-column updates: 5.89
-    /// → 5.29 billion instructions).
-    private func runUpdate(target: Target, columns: [ColumnChange], keyValues: [SQLValue]) throws -> Int64? {
-        guard !columns.isEmpty else { return nil }
-        let notesChecksum = triggersOff && !foreignKeysOn && target.storesAsGiven(columns)
-        let indexes = columns.map(\.column)
-        let statement = notesChecksum ? try target.updateNotingChecksum(indexes) : try target.update(indexes)
-        for (offset, column) in columns.enumerated() {
-            try statement.bind(column.value, at: offset + 1)
-        }
-        try statement.bind(keyValues, from: columns.count + 1)
-        let note = database.checksumNote
-        note.calls = 0
-        try statement.run()
-        guard notesChecksum, note.calls == 1, database.changes == 1 else { return nil }
-        return note.value
-    }
-
-    func currentValues(target: Target, names: [String], keyValues: [SQLValue]) throws -> [SQLValue]? {
-        try database.rows(ApplySQL.selectRow(target.info.name, columns: names, key: target.info.primaryKey), keyValues).first
     }
 
     // MARK: Finishing

@@ -26,8 +26,9 @@ extension Replica {
     /// they lie in: the fold writes entries in key order a batch at a time (``foldBatch``),
     /// each batch across the whole table, and reads rows for their checksums, which lie in
     /// the order the app wrote them; an import follows the bundle, key order, into a table
-    /// in the order the app wrote it. With SQLite's default 2,000 KiB most of those reads found their page gone
-    /// from SQLite's cache and read it again from the file (through the OS's cache).
+    /// in the order the app wrote it. With SQLite's default 2,000 KiB most of those reads
+    /// found their page gone from SQLite's cache and read it again from the file (through
+    /// the OS's cache).
     /// `make bench` at 7ea08b3, 100k updates and deletes into a copy of the writer: 0.75× /
     /// 0.96× the session extension's apply rate at SQLite's default cache, 0.60× / 0.70× with
     /// this set to 0; the session apply given 16 MiB too speeds up more (sqsync 0.42× / 0.49×
