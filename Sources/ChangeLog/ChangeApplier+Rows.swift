@@ -21,8 +21,7 @@ extension ChangeApplier {
     func runUpdate(target: Target, columns: [ColumnChange], keyValues: [SQLValue]) throws -> Int64? {
         guard !columns.isEmpty else { return nil }
         let notesChecksum = triggersOff && !foreignKeysOn && target.storesAsGiven(columns)
-        let indexes = columns.map(\.column)
-        let statement = notesChecksum ? try target.updateNotingChecksum(indexes) : try target.update(indexes)
+        let statement = try target.update(columns.map(\.column), notingChecksum: notesChecksum)
         for (offset, column) in columns.enumerated() {
             try statement.bind(column.value, at: offset + 1)
         }

@@ -27,8 +27,8 @@ extension ChangeApplier {
         let recordChecksum: Statement
         /// Records a merged row's column clocks and checksum.
         let writeCellsAndChecksum: Statement
-        private var updates: [[Int]: Statement] = [:]
-        private var updatesNotingChecksum: [[Int]: Statement] = [:]
+        /// By change-set columns set, and whether the UPDATE hands over the row's checksum.
+        private var updates: [UpdateShape: Statement] = [:]
         /// Records a merged row's column clocks and the checksum its UPDATE handed over.
         let writeCellsAndNotedChecksum: Statement
         /// False when a conflict clause in the table's definition (NOT NULL ON CONFLICT
@@ -134,22 +134,23 @@ extension ChangeApplier {
                 && changes.allSatisfy { RowChecksum.storedAsGiven($0.value, in: affinities[$0.column]) }
         }
 
-        /// The UPDATE for one set of change-set columns that hands over the updated row's
-        /// checksum (``ApplySQL/updateRowNotingChecksum(_:columns:)``), prepared on first use.
-        func updateNotingChecksum(_ columnIndexes: [Int]) throws -> Statement {
-            if let statement = updatesNotingChecksum[columnIndexes] { return statement }
-            let statement = try database.prepare(
-                ApplySQL.updateRowNotingChecksum(info, columns: columnIndexes.map { columns[$0].name }))
-            updatesNotingChecksum[columnIndexes] = statement
-            return statement
+        struct UpdateShape: Hashable {
+            let columns: [Int]
+            let notingChecksum: Bool
         }
 
-        /// The UPDATE for one set of change-set columns, prepared on first use.
-        func update(_ columnIndexes: [Int]) throws -> Statement {
-            if let statement = updates[columnIndexes] { return statement }
+        /// The UPDATE for one set of change-set columns, prepared on first use; with
+        /// `notingChecksum`, one that hands over the updated row's checksum
+        /// (``ApplySQL/updateRowNotingChecksum(_:columns:)``).
+        func update(_ columnIndexes: [Int], notingChecksum: Bool) throws -> Statement {
+            let shape = UpdateShape(columns: columnIndexes, notingChecksum: notingChecksum)
+            if let statement = updates[shape] { return statement }
+            let names = columnIndexes.map { columns[$0].name }
             let statement = try database.prepare(
-                ApplySQL.updateRow(info.name, columns: columnIndexes.map { columns[$0].name }, key: info.primaryKey))
-            updates[columnIndexes] = statement
+                notingChecksum
+                    ? ApplySQL.updateRowNotingChecksum(info, columns: names)
+                    : ApplySQL.updateRow(info.name, columns: names, key: info.primaryKey))
+            updates[shape] = statement
             return statement
         }
     }
