@@ -18,23 +18,31 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CSSH", pkgConfig: "libssh", providers: [.apt(["libssh-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
-        .target(name: "ChangeLog", dependencies: ["CSQLite"]),
+        // The database layer: the only module that imports CSQLite.
+        .target(name: "SQLiteDatabase", dependencies: ["CSQLite"]),
+        .target(name: "ChangeLog", dependencies: ["SQLiteDatabase"]),
         .target(
             name: "Bundle",
-            dependencies: ["ChangeLog", "CZlib", .product(name: "Crypto", package: "swift-crypto")]),
-        .target(name: "Transport", dependencies: ["CSSH", "Bundle"]),
+            dependencies: ["ChangeLog", "SQLiteDatabase", "CZlib", .product(name: "Crypto", package: "swift-crypto")]),
+        .target(
+            name: "Transport",
+            dependencies: ["CSSH", "Bundle", "ChangeLog", "SQLiteDatabase", .product(name: "Crypto", package: "swift-crypto")]),
         .executableTarget(
             name: "sqsync",
             dependencies: [
-                "ChangeLog", "Bundle", "Transport", "CSQLite",
+                "ChangeLog", "Bundle", "Transport", "SQLiteDatabase",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
+        // The bench drives SQLite's session extension from C, as the yardstick it measures against.
         .executableTarget(
-            name: "sqsync-bench", dependencies: ["ChangeLog", "Bundle", "Transport", "CSQLite"], path: "Benchmarks/sqsync-bench"),
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "ChangeLogTests", dependencies: ["ChangeLog", "CSQLite", "TestSupport"]),
-        .testTarget(name: "BundleTests", dependencies: ["Bundle", "ChangeLog"]),
-        .testTarget(name: "TransportTests", dependencies: ["Transport", "Bundle", "ChangeLog", "TestSupport"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["sqsync", "ChangeLog", "TestSupport"]),
+            name: "sqsync-bench", dependencies: ["ChangeLog", "Bundle", "Transport", "SQLiteDatabase", "CSQLite"],
+            path: "Benchmarks/sqsync-bench"),
+        .target(name: "TestSupport", dependencies: ["SQLiteDatabase"], path: "Tests/TestSupport"),
+        .testTarget(name: "SQLiteDatabaseTests", dependencies: ["SQLiteDatabase", "CSQLite"]),
+        .testTarget(name: "ChangeLogTests", dependencies: ["ChangeLog", "SQLiteDatabase", "TestSupport"]),
+        .testTarget(name: "BundleTests", dependencies: ["Bundle", "ChangeLog", "SQLiteDatabase", "TestSupport"]),
+        .testTarget(
+            name: "TransportTests", dependencies: ["Transport", "Bundle", "ChangeLog", "SQLiteDatabase", "TestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["sqsync", "ChangeLog", "SQLiteDatabase", "TestSupport"]),
     ]
 )

@@ -1,6 +1,7 @@
 import Bundle
 import CSQLite
 import ChangeLog
+import SQLiteDatabase
 import Foundation
 
 /// `make bench`: sqsync against plain SQLite and SQLite's session extension, same data, same
@@ -56,7 +57,7 @@ struct Bench {
 
     static func insertAll(_ database: Database, keys: [String]) throws {
         try database.inTransaction {
-            let insert = try database.cached("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?)")
+            let insert = try database.statement("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?)")
             for (index, key) in keys.enumerated() {
                 try insert.bind([
                     .text(key), .text("item \(index)"), .integer(Int64(index % 100)), .real(Double(index) * 0.25),
@@ -69,7 +70,7 @@ struct Bench {
 
     static func updateAll(_ database: Database, keys: [String], round: Int = 1) throws {
         try database.inTransaction {
-            let update = try database.cached("UPDATE items SET qty = ? WHERE id = ?")
+            let update = try database.statement("UPDATE items SET qty = ? WHERE id = ?")
             for (index, key) in keys.enumerated() {
                 try update.bind([.integer(Int64(index + round * 7)), .text(key)])
                 try update.run()
@@ -79,7 +80,7 @@ struct Bench {
 
     static func deleteAll(_ database: Database, keys: [String]) throws {
         try database.inTransaction {
-            let delete = try database.cached("DELETE FROM items WHERE id = ?")
+            let delete = try database.statement("DELETE FROM items WHERE id = ?")
             for key in keys {
                 try delete.bind([.text(key)])
                 try delete.run()
@@ -124,11 +125,11 @@ struct Bench {
         let counter = try tracked(folder + "/tracked-counter.db", name: "bench")
         try counter.setPolicy(.counter, table: "items", column: "qty")
         for database in [plain, lww.database, counter.database] { try insertAll(database, keys: keys) }
-        try lww.numberPendingChanges()
-        try counter.numberPendingChanges()
+        try lww.fold()
+        try counter.fold()
         func increments(_ database: Database) throws {
             try database.inTransaction {
-                let update = try database.cached("UPDATE items SET qty = qty + 1 WHERE id = ?")
+                let update = try database.statement("UPDATE items SET qty = qty + 1 WHERE id = ?")
                 for key in keys {
                     try update.bind([.text(key)])
                     try update.run()
@@ -142,7 +143,7 @@ struct Bench {
         line(
             "  \(keys.count) increments, counter", rate(keys.count, plainTime), rate(keys.count, counterTime),
             counterTime / plainTime, String(format: "(%.2fx the lww column)", counterTime / lwwTime))
-        let fold = try time { try counter.numberPendingChanges() }
+        let fold = try time { try counter.fold() }
         print(
             "  fold of those \(keys.count) deltas".padding(toLength: 30, withPad: " ", startingAt: 0) + "        -      "
                 + rate(keys.count, fold))
@@ -180,7 +181,7 @@ struct Bench {
                 let sessionTime = try timeRecorded(recorded) { try phase.1(recorded) }
                 runs[index].append((plainTime, trackedTime, sessionTime))
             }
-            folds.append(try time { try replica.numberPendingChanges() })
+            folds.append(try time { try replica.fold() })
         }
         for (index, phase) in phases.enumerated() {
             let median = runs[index].sorted { $0.tracked / $0.plain < $1.tracked / $1.plain }[runs[index].count / 2]
@@ -449,8 +450,8 @@ struct Bench {
 
     static func sizes(_ database: Database) throws -> (data: Int, metadata: Int) {
         var data = 0, metadata = 0
-        for row in try database.rows("SELECT name, sum(pgsize) FROM dbstat GROUP BY name") {
-            let name = row[0].stringValue ?? "", bytes = Int(row[1].int64Value ?? 0)
+        for row in try database.rows("SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name") {
+            let name = try row.string("name"), bytes = try row.int("bytes")
             if name == "items" || name.hasPrefix("sqlite_autoindex_items") { data += bytes }
             // Every byte sqsync keeps per row: entries, their indexes, and the capture log.
             if ["_sqsync_rows", "_sqsync_log", "_sqsync_tombstones", "_sqsync_changes"].contains(where: {
@@ -468,7 +469,7 @@ struct Bench {
         for round in 1...10 {
             try updateAll(replica.database, keys: keys, round: round)
             try replica.database.inTransaction {
-                let update = try replica.database.cached("UPDATE items SET note = ? WHERE id = ?")
+                let update = try replica.database.statement("UPDATE items SET note = ? WHERE id = ?")
                 for key in keys.prefix(keys.count / 2) {
                     try update.bind([.text("round \(round)"), .text(key)])
                     try update.run()
@@ -478,7 +479,7 @@ struct Bench {
         let deleted = keys.count / 10
         try deleteAll(replica.database, keys: Array(keys.suffix(deleted)))
         let live = keys.count - deleted
-        try replica.numberPendingChanges()
+        try replica.fold()
         let before = try sizes(replica.database)
         _ = try replica.purge(dryRun: false)
         try replica.database.execute("VACUUM")
@@ -528,7 +529,7 @@ struct Bench {
         _ = try BundleExchange.importBundle(path: reply.path, into: source, trust: try AllowedSigners(text: String(contentsOfFile: trustPath, encoding: .utf8)))
         let acknowledged = try source.knowledge()
         try source.database.inTransaction {
-            let update = try source.database.cached("UPDATE items SET qty = qty + 1 WHERE rowid = ?")
+            let update = try source.database.statement("UPDATE items SET qty = qty + 1 WHERE rowid = ?")
             for rowid in stride(from: 1, through: largeRows, by: max(1, largeRows / 100)).prefix(100) {
                 try update.bind([.integer(Int64(rowid))])
                 try update.run()

@@ -1,5 +1,6 @@
 import Bundle
 import ChangeLog
+import SQLiteDatabase
 import Foundation
 import Transport
 

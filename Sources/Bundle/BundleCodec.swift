@@ -1,4 +1,5 @@
 import ChangeLog
+import SQLiteDatabase
 
 /// The primitives of docs/BUNDLE_FORMAT.md: LEB128 varints, zigzag, strings, tagged values.
 enum BundleCodec {

@@ -1,4 +1,5 @@
 import ChangeLog
+import SQLiteDatabase
 import Foundation
 
 /// What an export wrote.
@@ -100,7 +101,7 @@ public enum BundleExchange {
             outcome: .applied, summary: ApplySummary())
         // Foreign keys stay unenforced while merging, so a bundle never gets stuck on one;
         // orphans are reported by `conflicts` and `doctor` instead.
-        let enforcedForeignKeys = try replica.database.scalar("PRAGMA foreign_keys")?.int64Value == 1
+        let enforcedForeignKeys = try replica.database.int64("PRAGMA foreign_keys") == 1
         if enforcedForeignKeys { try replica.database.execute("PRAGMA foreign_keys = OFF") }
         defer { if enforcedForeignKeys { try? replica.database.execute("PRAGMA foreign_keys = ON") } }
         do {
@@ -110,7 +111,7 @@ public enum BundleExchange {
                     result.warnings = try KeyBinding.admit(
                         header: reader.header, signer: reader.signature.publicKey, path: path, replica: replica,
                         trust: trusted)
-                    let applier = try ChangeApplier(
+                    let applier = try ChangeMerger(
                         replica: replica, header: reader.header, checkingOwnBundle: own,
                         learning: learning.merging(reader.header.learningBySender) { mailbox, bundle in
                             mailbox.merging(bundle) { _, signedInBundle in signedInBundle }

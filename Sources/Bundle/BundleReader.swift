@@ -1,4 +1,5 @@
 import ChangeLog
+import SQLiteDatabase
 import Crypto
 import Foundation
 

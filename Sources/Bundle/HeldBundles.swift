@@ -1,4 +1,5 @@
 import ChangeLog
+import SQLiteDatabase
 import Crypto
 import Foundation
 
@@ -35,10 +36,10 @@ struct HeldBundles {
     }
 
     func release(digestOf reader: BundleReader) throws {
-        guard try replica.database.scalar(#"SELECT count(*) FROM "_sqsync_held""#)?.int64Value ?? 0 > 0 else { return }
+        guard try replica.database.int64(#"SELECT count(*) FROM "_sqsync_held""#) > 0 else { return }
         let digest = try Self.digestText(reader)
         for row in try replica.database.rows(#"SELECT "path" FROM "_sqsync_held" WHERE "digest" = ?"#, .text(digest)) {
-            if let path = row[0].stringValue { try? FileManager.default.removeItem(atPath: path) }
+            try? FileManager.default.removeItem(atPath: try row.string("path"))
         }
         try replica.database.run(#"DELETE FROM "_sqsync_held" WHERE "digest" = ?"#, .text(digest))
     }
@@ -52,7 +53,7 @@ struct HeldBundles {
 
     func all() throws -> [(path: String, reason: String)] {
         try replica.database.rows(#"SELECT "path", "reason" FROM "_sqsync_held" ORDER BY "held_at""#).map {
-            ($0[0].stringValue ?? "", $0[1].stringValue ?? "")
+            (try $0.string("path"), try $0.string("reason"))
         }
     }
 }

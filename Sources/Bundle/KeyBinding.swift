@@ -18,12 +18,12 @@ public enum KeyBinding {
     /// one it rotated away from. Then signs a fresh acknowledgement statement when its
     /// knowledge changed since the last one, for its bundles to carry.
     public static func prepareToSign(replica: Replica, key: SigningKey) throws {
-        try replica.numberPendingChanges()
+        try replica.fold()
         try replica.database.inTransaction {
             try checkOwn(replica: replica, key: key)
             let knowledge = try replica.knowledge()
             let countersFolded = try replica.countersFolded()
-            let stored = try replica.acknowledgementStatements()[replica.knowledgeID]
+            let stored = try KeyPins(replica).acknowledgementStatements()[replica.knowledgeID]
             if let stored, let statement = try? SignedStatement(encoded: stored.statement),
                 statement.signer == key.publicKey, statement.countersFolded == countersFolded,
                 case .acknowledgement(_, _, let signed) = statement.claim, signed == knowledge
@@ -34,7 +34,7 @@ public enum KeyBinding {
             let statement = try SignedStatement.acknowledgement(
                 replica: replica.knowledgeID, name: try replica.siteName(of: replica.knowledgeID), counter: counter,
                 knowledge: knowledge, countersFolded: countersFolded, key: key)
-            try replica.storeAcknowledgementStatement(
+            try KeyPins(replica).storeAcknowledgementStatement(
                 of: replica.knowledgeID, counter: counter, statement: statement.encoded)
         }
     }
@@ -42,20 +42,20 @@ public enum KeyBinding {
     private static func checkOwn(replica: Replica, key: SigningKey) throws {
         let me = replica.knowledgeID
         let line = key.publicKey.openSSHLine
-        if let other = try replica.replica(pinnedTo: line, except: me) {
+        if let other = try KeyPins(replica).replica(pinnedTo: line, except: me) {
             throw ChangeLogError(
                 .identityClash,
                 "\(replica.path): key \(key.publicKey.fingerprint) is bound to replica \(label(other.name, other.id)); give this replica its own key (sqsync keygen) and add its line to allowed_signers on its peers"
             )
         }
-        if let move = try replica.keyMove(from: line) {
+        if let move = try KeyPins(replica).keyMove(from: line) {
             throw ChangeLogError(
                 .identityClash,
                 "\(replica.path): key \(key.publicKey.fingerprint) was rotated away from (to \(fingerprint(move.to))); sign with the new key"
             )
         }
-        guard let pinned = try replica.pinnedKey(of: me) else {
-            try replica.pin(key: line, of: me, name: nil)
+        guard let pinned = try KeyPins(replica).pinnedKey(of: me) else {
+            try KeyPins(replica).pin(key: line, of: me, name: nil)
             return
         }
         guard pinned == line else {
@@ -73,10 +73,10 @@ public enum KeyBinding {
         try replica.database.inTransaction {
             try checkOwn(replica: replica, key: oldKey)
             let move = try SignedStatement.keyMove(replica: replica.knowledgeID, from: oldKey, to: newKey.publicKey)
-            try replica.storeKeyMove(
+            try KeyPins(replica).storeKeyMove(
                 from: oldKey.publicKey.openSSHLine, replica: replica.knowledgeID, to: newKey.publicKey.openSSHLine,
                 statement: move.encoded)
-            try replica.pin(key: newKey.publicKey.openSSHLine, of: replica.knowledgeID, name: nil)
+            try KeyPins(replica).pin(key: newKey.publicKey.openSSHLine, of: replica.knowledgeID, name: nil)
         }
         try prepareToSign(replica: replica, key: newKey)
     }
@@ -86,8 +86,8 @@ public enum KeyBinding {
     /// none of retired replicas.
     static func carriedStatements(of replica: Replica, except receiver: String?) throws -> [[UInt8]] {
         let retired = try replica.retiredPeerIDs()
-        return try replica.keyMoves().filter { !retired.contains($0.replica) }.map(\.statement)
-            + replica.acknowledgementStatements().filter { $0.key != receiver && !retired.contains($0.key) }
+        return try KeyPins(replica).keyMoves().filter { !retired.contains($0.replica) }.map(\.statement)
+            + KeyPins(replica).acknowledgementStatements().filter { $0.key != receiver && !retired.contains($0.key) }
             .sorted { $0.key < $1.key }.map(\.value.statement)
     }
 
@@ -103,7 +103,7 @@ public enum KeyBinding {
             else { return nil }
             return (statement.replica, from, to)
         }
-        for move in (try? replica?.keyMoves()) ?? [] {
+        for move in (try? replica.map(KeyPins.init)?.keyMoves()) ?? [] {
             if let from = try? SSHPublicKey(openSSHLine: move.from), let to = try? SSHPublicKey(openSSHLine: move.to) {
                 moves.append((move.replica, from, to))
             }
@@ -111,7 +111,7 @@ public enum KeyBinding {
         // A key bound to one replica cannot hand trust to a key for another.
         let honest = moves.filter { move in
             guard let replica else { return true }
-            return (try? replica.replica(pinnedTo: move.from.openSSHLine, except: move.replica)) == nil
+            return (try? KeyPins(replica).replica(pinnedTo: move.from.openSSHLine, except: move.replica)) == nil
         }
         return trust.following(honest.map { ($0.from, $0.to) })
     }
@@ -128,7 +128,7 @@ public enum KeyBinding {
         try followKeyMoves(statements, replica: replica, trust: trust)
         let sender = header.sender
         let line = signer.openSSHLine
-        if let pinned = try replica.pinnedKey(of: sender) {
+        if let pinned = try KeyPins(replica).pinnedKey(of: sender) {
             guard pinned == line else {
                 throw BundleError(
                     .untrusted,
@@ -138,7 +138,7 @@ public enum KeyBinding {
         } else if let reason = try refusalToPin(line, for: sender, replica: replica) {
             throw BundleError(.untrusted, "\(path): the bundle claims to come from \(label(header.senderName, sender)), but \(reason); refusing it")
         } else if sender != replica.knowledgeID {
-            try replica.pin(key: line, of: sender, name: header.senderName)
+            try KeyPins(replica).pin(key: line, of: sender, name: header.senderName)
         }
         let retired = try replica.retiredPeerIDs()
         for statement in statements {
@@ -150,7 +150,7 @@ public enum KeyBinding {
                 ignored += 1
                 continue
             }
-            try replica.storeAcknowledgementStatement(of: statement.replica, counter: counter, statement: statement.encoded)
+            try KeyPins(replica).storeAcknowledgementStatement(of: statement.replica, counter: counter, statement: statement.encoded)
             try replica.recordAcknowledgement(of: statement.replica, name: name, knowledge: knowledge)
             if statement.countersFolded > 0 {
                 try replica.recordCountersFolded(
@@ -167,13 +167,13 @@ public enum KeyBinding {
         of knowledgeID: String, name: String, signedBy key: SSHPublicKey, replica: Replica
     ) throws -> String? {
         let line = key.openSSHLine
-        if let pinned = try replica.pinnedKey(of: knowledgeID) {
+        if let pinned = try KeyPins(replica).pinnedKey(of: knowledgeID) {
             return pinned == line
                 ? nil
                 : "signed by key \(key.fingerprint), but \(label(name, knowledgeID)) signs with key \(fingerprint(pinned))"
         }
         if let reason = try refusalToPin(line, for: knowledgeID, replica: replica) { return reason }
-        try replica.pin(key: line, of: knowledgeID, name: name)
+        try KeyPins(replica).pin(key: line, of: knowledgeID, name: name)
         return nil
     }
 
@@ -185,17 +185,17 @@ public enum KeyBinding {
             moved = false
             for statement in statements {
                 guard case .keyMove(let from, let to) = statement.claim else { continue }
-                let pinned = try replica.pinnedKey(of: statement.replica)
+                let pinned = try KeyPins(replica).pinnedKey(of: statement.replica)
                 let fromPinned = pinned == from.openSSHLine
-                let boundElsewhere = try replica.replica(pinnedTo: from.openSSHLine, except: statement.replica) != nil
+                let boundElsewhere = try KeyPins(replica).replica(pinnedTo: from.openSSHLine, except: statement.replica) != nil
                 let unboundAndTrusted =
                     pinned == nil && !boundElsewhere
                     && trust.principal(for: from, namespace: SignedStatement.namespace) != nil
                 guard fromPinned || unboundAndTrusted else { continue }
-                try replica.storeKeyMove(
+                try KeyPins(replica).storeKeyMove(
                     from: from.openSSHLine, replica: statement.replica, to: to.openSSHLine, statement: statement.encoded)
-                if fromPinned, try replica.replica(pinnedTo: to.openSSHLine, except: statement.replica) == nil {
-                    try replica.pin(key: to.openSSHLine, of: statement.replica, name: nil)
+                if fromPinned, try KeyPins(replica).replica(pinnedTo: to.openSSHLine, except: statement.replica) == nil {
+                    try KeyPins(replica).pin(key: to.openSSHLine, of: statement.replica, name: nil)
                     moved = true
                 }
             }
@@ -208,20 +208,20 @@ public enum KeyBinding {
         _ key: SSHPublicKey, for knowledgeID: String, name: String, replica: Replica, trust: AllowedSigners
     ) throws -> Bool {
         let line = key.openSSHLine
-        if let pinned = try replica.pinnedKey(of: knowledgeID) { return pinned == line }
+        if let pinned = try KeyPins(replica).pinnedKey(of: knowledgeID) { return pinned == line }
         guard trust.principal(for: key, namespace: SignedStatement.namespace) != nil,
             try refusalToPin(line, for: knowledgeID, replica: replica) == nil
         else { return false }
-        try replica.pin(key: line, of: knowledgeID, name: name)
+        try KeyPins(replica).pin(key: line, of: knowledgeID, name: name)
         return true
     }
 
     /// Why `key` cannot become the key of `knowledgeID`, if it cannot.
     private static func refusalToPin(_ key: String, for knowledgeID: String, replica: Replica) throws -> String? {
-        if let other = try replica.replica(pinnedTo: key, except: knowledgeID) {
+        if let other = try KeyPins(replica).replica(pinnedTo: key, except: knowledgeID) {
             return "its key \(fingerprint(key)) is bound to replica \(label(other.name, other.id))"
         }
-        if try replica.keyMove(from: key) != nil {
+        if try KeyPins(replica).keyMove(from: key) != nil {
             return "its key \(fingerprint(key)) was rotated away from"
         }
         return nil

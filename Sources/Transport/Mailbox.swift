@@ -2,6 +2,7 @@ import Bundle
 import ChangeLog
 import Crypto
 import Foundation
+import SQLiteDatabase
 
 /// What one `sync` did.
 public struct SyncReport: Sendable {
@@ -65,7 +66,7 @@ public final class Mailbox {
         // Taken before anything is listed, so a change made during this sync shows next time.
         let inputs = try quietSyncInputs(replica: replica, key: key, trust: trust)
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-        if let last = try replica.lastQuietSync(mailbox: transport.displayName) {
+        if let last = try state(replica).lastQuietSync() {
             if let inputs, last.inputs == inputs, now >= last.savedAt {
                 var report = SyncReport()
                 report.unchanged = true
@@ -73,11 +74,11 @@ public final class Mailbox {
             }
             // Forgotten first: a sync that fails half-way may have changed what the digest
             // does not cover.
-            try replica.forgetQuietSync(mailbox: transport.displayName)
+            try state(replica).forgetQuietSync()
         }
         let report = try fullSync(replica: replica, key: key, trust: trust)
         if let inputs, report.didNothing && verifiedAcknowledgements.isEmpty {
-            try replica.rememberQuietSync(mailbox: transport.displayName, inputs: inputs, at: now)
+            try state(replica).rememberQuietSync(inputs: inputs, at: now)
         }
         return report
     }
@@ -94,7 +95,7 @@ public final class Mailbox {
         for (folder, stamps) in [(Self.outbox, outboxes), (Self.acks, acks)] {
             for name in stamps.keys.sorted() { text += "\(folder)/\(name) \(stamps[name]!)\n" }
         }
-        text += [try replica.syncState(), trusted, key.publicKey.openSSHLine, replica.name, replica.knowledgeID]
+        text += [try state(replica).syncState(), trusted, key.publicKey.openSSHLine, replica.name, replica.knowledgeID]
             .joined(separator: "\n")
         return SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
     }
@@ -104,7 +105,7 @@ public final class Mailbox {
         var report = SyncReport()
         verifiedAcknowledgements = []
         let me = replica.knowledgeID
-        try replica.numberPendingChanges()
+        try replica.fold()
         try transport.makeDirectories("\(Self.outbox)/\(me)")
         try transport.makeDirectories("\(Self.acks)/\(me)")
         transport.uploadOwner = me
@@ -121,7 +122,7 @@ public final class Mailbox {
                 bundles.append((sender, name))
             }
         }
-        let seen = try replica.seenBundles()
+        let seen = try state(replica).seenBundles()
         let retired = try replica.retiredPeerIDs()
         for bundle in bundles where bundle.sender != me && seen[bundle.name] == nil && !retired.contains(bundle.sender) {
             let local = scratch.path + "/" + bundle.name
@@ -131,7 +132,7 @@ public final class Mailbox {
                     path: local, into: replica, trust: trust, learning: peers.mapValues(\.learned))
                 report.imported.append(result)
                 report.warnings += result.warnings
-                try replica.markSeen(bundle: bundle.name, knowledge: result.senderKnowledge)
+                try state(replica).markSeen(bundle: bundle.name, knowledge: result.senderKnowledge)
             } catch let error as BundleError where error.kind != .io {
                 report.rejected.append((bundle.name, naming(error.description, local, bundle)))
             } catch let error as ChangeLogError {
@@ -142,7 +143,7 @@ public final class Mailbox {
             }
             try? FileManager.default.removeItem(atPath: local)
         }
-        try replica.forgetSeen(keeping: listed)
+        try state(replica).forgetSeen(keeping: listed)
 
         let knowledge = try replica.knowledge()
         try writeAcknowledgement(
@@ -180,7 +181,7 @@ public final class Mailbox {
         var keep: Set<String> = []
         if !everyoneHasAll {
             let fingerprint = Self.fingerprint(knowledge: knowledge, base: base)
-            let uploaded = try replica.uploadedBundles(mailbox: transport.displayName)
+            let uploaded = try state(replica).uploadedBundles()
             if let existing = mine.first(where: { $0.hasSuffix("_\(fingerprint).sqsb") && uploaded.contains($0) }) {
                 keep.insert(existing)
             } else {
@@ -196,15 +197,17 @@ public final class Mailbox {
             try transport.removeFile("\(Self.outbox)/\(me)/\(name)")
             report.removed += 1
         }
-        try replica.rememberUploads(mailbox: transport.displayName, files: keep)
+        try state(replica).rememberUploads(keep)
         report.removed += try removeBundlesEveryReaderHolds(
-            bundles.filter { $0.sender != me }, readers: readers, me: me, knowledge: knowledge, seen: try replica.seenBundles())
+            bundles.filter { $0.sender != me }, readers: readers, me: me, knowledge: knowledge, seen: try state(replica).seenBundles())
         for verified in verifiedAcknowledgements {
-            try replica.cacheMailboxAcknowledgement(
-                mailbox: transport.displayName, replica: verified.replica, file: verified.file, text: verified.text)
+            try state(replica).cacheAcknowledgement(replica: verified.replica, file: verified.file, text: verified.text)
         }
         return report
     }
+
+    /// What the replica remembers of this mailbox.
+    private func state(_ replica: Replica) -> MailboxState { MailboxState(replica, mailbox: transport.displayName) }
 
     /// Copies a file out of the mailbox; false when another replica removed or replaced it
     /// since the listing (it wrote a newer one, which the next sync picks up).
@@ -277,7 +280,7 @@ public final class Mailbox {
         var earlier: [String: LearningEvent] = [:]
         var unchanged: MailboxAcknowledgement?
         if let previous = old.filter({ $0.hasSuffix(".ack") }).max() {
-            if let cached = try replica.cachedMailboxAcknowledgements(mailbox: transport.displayName)[me],
+            if let cached = try state(replica).cachedAcknowledgements()[me],
                 cached.file == previous,
                 let acknowledgement = try? MailboxAcknowledgement.alreadyVerified(cached.text, expectedReplica: me, trust: trust)
             {
@@ -321,7 +324,7 @@ public final class Mailbox {
         excluding me: String, replica: Replica, trust: AllowedSigners, scratch: ScratchDirectory, report: inout SyncReport
     ) throws -> [String: MailboxAcknowledgement] {
         let retired = try replica.retiredPeerIDs()
-        let cache = try replica.cachedMailboxAcknowledgements(mailbox: transport.displayName)
+        let cache = try state(replica).cachedAcknowledgements()
         var readers: [String: MailboxAcknowledgement] = [:]
         for reader in try transport.listDirectories(in: Self.acks) where reader != me && !retired.contains(reader) {
             let folder = "\(Self.acks)/\(reader)"

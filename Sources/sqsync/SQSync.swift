@@ -1,5 +1,6 @@
 import ArgumentParser
 import ChangeLog
+import SQLiteDatabase
 import Foundation
 
 @main

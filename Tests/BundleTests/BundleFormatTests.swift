@@ -1,5 +1,7 @@
 import Crypto
 import Foundation
+import SQLiteDatabase
+import TestSupport
 import XCTest
 
 @testable import Bundle
@@ -62,20 +64,20 @@ final class BundleFormatTests: XCTestCase {
     /// Every user row and every row of sqsync's own tables, for "nothing changed" checks.
     private func snapshot(_ replica: Replica) throws -> [String: [String]] {
         var result: [String: [String]] = [:]
-        for name in try replica.database.rows("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").compactMap({
+        for name in try replica.database.valueRows("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").compactMap({
             $0[0].stringValue
         }) {
-            result[name] = try replica.database.rows("SELECT * FROM \(quoteIdentifier(name))").map { "\($0)" }.sorted()
+            result[name] = try replica.database.valueRows("SELECT * FROM \(quoteIdentifier(name))").map { "\($0)" }.sorted()
         }
         return result
     }
 
     private func rows(_ replica: Replica, _ table: String) throws -> [[SQLValue]] {
-        try replica.database.rows("SELECT * FROM \(quoteIdentifier(table)) ORDER BY 1, 2")
+        try replica.database.valueRows("SELECT * FROM \(quoteIdentifier(table)) ORDER BY 1, 2")
     }
 
     private func exporterChanges(_ replica: Replica) throws -> (ChangeSetHeader, [RowChange]) {
-        try replica.numberPendingChanges()
+        try replica.fold()
         return try replica.readSnapshot {
             let exporter = try ChangeExporter(replica: replica, since: Knowledge())
             var changes: [RowChange] = []
@@ -186,7 +188,7 @@ final class BundleFormatTests: XCTestCase {
     private func receiver() throws -> Replica {
         let receiver = try replica("fresh-\(UUID().uuidString.prefix(4))", rows: false)
         try receiver.database.execute("INSERT INTO vals VALUES ('local', 1, 'mine')")
-        try receiver.numberPendingChanges()
+        try receiver.fold()
         return receiver
     }
 
@@ -500,9 +502,9 @@ final class BundleFormatTests: XCTestCase {
         _ = try BundleExchange.importBundle(path: oldFile, into: fresh, trust: trust)
         for table in ["vals", "pairs"] {
             let all = "SELECT * FROM \(table) WHERE \(table == "vals" ? "id" : "a") != 'local' ORDER BY 1, 2"
-            XCTAssertEqual(try fresh.database.rows(all), try source.database.rows(all), table)
+            XCTAssertEqual(try fresh.database.valueRows(all), try source.database.valueRows(all), table)
         }
-        XCTAssertFalse(try fresh.database.rows("SELECT * FROM vals").isEmpty)
+        XCTAssertFalse(try fresh.database.valueRows("SELECT * FROM vals").isEmpty)
     }
 
     // MARK: Merge policies
@@ -522,7 +524,7 @@ final class BundleFormatTests: XCTestCase {
             INSERT INTO stock VALUES ('tent', 10, 1, 'a'), ('rope', 2.5, NULL, 'b');
             UPDATE stock SET qty = qty - 3, seen = 4 WHERE id = 'tent';
             """)
-        try source.numberPendingChanges()
+        try source.fold()
         try source.database.execute("UPDATE stock SET qty = qty + 1.25 WHERE id = 'rope'")
         let file = try export(source, "counted.sqsb")
         let (header, expected) = try exporterChanges(source)
@@ -543,8 +545,8 @@ final class BundleFormatTests: XCTestCase {
         let receiver = try counted("receiver")
         XCTAssertEqual(try BundleExchange.importBundle(path: file, into: receiver, trust: trust).outcome, .applied)
         let all = "SELECT * FROM stock ORDER BY id"
-        XCTAssertEqual(try receiver.database.rows(all), try source.database.rows(all))
-        XCTAssertEqual(try receiver.database.rows(all)[1], [.text("tent"), .integer(7), .integer(4), .text("a")])
+        XCTAssertEqual(try receiver.database.valueRows(all), try source.database.valueRows(all))
+        XCTAssertEqual(try receiver.database.valueRows(all)[1], [.text("tent"), .integer(7), .integer(4), .text("a")])
     }
 
     // MARK: Streaming

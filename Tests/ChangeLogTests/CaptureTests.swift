@@ -1,4 +1,6 @@
 import Foundation
+import SQLiteDatabase
+import TestSupport
 import XCTest
 
 @testable import ChangeLog
@@ -29,13 +31,13 @@ final class CaptureTests: XCTestCase {
     /// (cl, seq) of a row's entry, nil when there is none. Reads, like every reader of the
     /// metadata, after folding the capture log.
     private func rowEntry(_ replica: Replica, _ table: String, _ key: SQLValue) throws -> (cl: Int64, seq: Int64)? {
-        try replica.numberPendingChanges()
+        try replica.fold()
         return try storedRowEntry(replica, table, key)
     }
 
     private func storedRowEntry(_ replica: Replica, _ table: String, _ key: SQLValue) throws -> (cl: Int64, seq: Int64)? {
         guard
-            let row = try replica.database.rows(
+            let row = try replica.database.valueRows(
                 #"SELECT "cl", "seq" FROM "_sqsync_rows" WHERE "tid" = ? AND "pk" = ?"#, .integer(tid(replica, table)), key
             ).first
         else { return nil }
@@ -44,7 +46,7 @@ final class CaptureTests: XCTestCase {
 
     /// cid → seq of a row's cell entries.
     private func cells(_ replica: Replica, _ table: String, _ key: SQLValue) throws -> [Int64: Int64] {
-        try replica.numberPendingChanges()
+        try replica.fold()
         var result: [Int64: Int64] = [:]
         let tid = SQLValue.integer(try tid(replica, table))
         for entry in try cellEntries(of: replica) where entry[0] == tid && entry[1] == key {
@@ -179,13 +181,13 @@ final class CaptureTests: XCTestCase {
         let replica = try sandbox.replica(
             "strict", schema: "CREATE TABLE s (id TEXT PRIMARY KEY, v ANY, n REAL) STRICT;", track: ["s"])
         try replica.database.execute("INSERT INTO s VALUES ('k', 1, 1)")
-        try replica.numberPendingChanges()
+        try replica.fold()
         let before = try clock(of: replica).seq
         try sqlite3Shell(replica.path, "UPDATE s SET v = 1.0 WHERE id = 'k';")
-        try replica.numberPendingChanges()
+        try replica.fold()
         XCTAssertEqual(try clock(of: replica).seq, before + 1, "1 to 1.0 in an ANY column is a change")
         try sqlite3Shell(replica.path, "UPDATE s SET n = 1 WHERE id = 'k';")
-        try replica.numberPendingChanges()
+        try replica.fold()
         XCTAssertEqual(try clock(of: replica).seq, before + 1, "a REAL column stores 1 as the 1.0 it holds")
         let peer = try sandbox.replica("strict-peer", schema: "CREATE TABLE s (id TEXT PRIMARY KEY, v ANY, n REAL) STRICT;", track: ["s"])
         try sync(from: replica, to: peer)
@@ -204,7 +206,7 @@ final class CaptureTests: XCTestCase {
         XCTAssertEqual(try replica.database.scalar("SELECT count(*) FROM items WHERE id IS NULL"), .integer(0))
         let tid = try tid(replica, "items")
         try replica.database.execute(#"INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp") VALUES (\#(tid), 0, NULL, 1)"#)
-        XCTAssertNoThrow(try replica.numberPendingChanges())
+        XCTAssertNoThrow(try replica.fold())
         XCTAssertEqual(try clock(of: replica).seq, 1, "the insert of 'a' only")
         XCTAssertEqual(try storedRowEntry(replica, "items", .text("a"))?.cl, 1)
     }
@@ -225,7 +227,7 @@ final class CaptureTests: XCTestCase {
         let before = try clock(of: replica).seq
         for value in 1...1000 {
             try replica.database.run("UPDATE items SET qty = ? WHERE id = 'a'", .integer(Int64(value)))
-            if value % 100 == 0 { try replica.numberPendingChanges() }  // numbered or not, one entry
+            if value % 100 == 0 { try replica.fold() }  // numbered or not, one entry
         }
         let after = try clock(of: replica).seq
         XCTAssertGreaterThan(after, before)
@@ -291,7 +293,7 @@ final class CaptureTests: XCTestCase {
         XCTAssertEqual(captured.map(\.rows), [5])
         XCTAssertEqual(try clock(of: replica).seq, 5)
         XCTAssertEqual(
-            try replica.database.rows(#"SELECT "cl", "seq" FROM "_sqsync_rows" ORDER BY "seq""#),
+            try replica.database.valueRows(#"SELECT "cl", "seq" FROM "_sqsync_rows" ORDER BY "seq""#),
             (1...5).map { [.integer(1), .integer(Int64($0))] })
         XCTAssertEqual(
             try replica.track(["items"], allowIntegerPrimaryKey: false).map(\.rows), [0], "tracking again captures nothing twice")
@@ -341,7 +343,7 @@ final class CaptureTests: XCTestCase {
         for (index, key) in keys.enumerated() {
             try replica.database.run("INSERT INTO parts VALUES (?, ?, ?, ?)", key + [.integer(Int64(index))])
         }
-        try replica.numberPendingChanges()
+        try replica.fold()
         XCTAssertEqual(try replica.database.scalar(#"SELECT count(*) FROM "_sqsync_rows" WHERE "cl" = 1"#)?.int64Value, 4)
         try sync(from: replica, to: peer)
         try assertSameRows([replica, peer], table: "parts")

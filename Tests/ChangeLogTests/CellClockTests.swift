@@ -1,4 +1,6 @@
 import Foundation
+import SQLiteDatabase
+import TestSupport
 import XCTest
 
 @testable import ChangeLog
@@ -53,7 +55,7 @@ final class CellClockTests: XCTestCase {
         // Every function takes the row's clock and site after the packed value: here 90 and 1.
         let row = RowClock(hlc: 90, site: 1)
         func clocks(_ sql: String, _ values: SQLValue..., relativeTo base: RowClock = row) throws -> [CellClock]? {
-            CellClocks.decode(try XCTUnwrap(try database.rows(sql, values).first?.first), relativeTo: base)
+            CellClocks.decode(try XCTUnwrap(try database.scalar(sql, values)), relativeTo: base)
         }
         let one = try XCTUnwrap(CellClocks.encode([CellClock(cid: 2, hlc: 100, site: 1, seq: 5)], relativeTo: row))
         XCTAssertEqual(
@@ -120,7 +122,7 @@ final class CellClockTests: XCTestCase {
             UPDATE pairs SET v = 'uno' WHERE a = 'p';
             DELETE FROM items WHERE id = 'c';
             """)
-        try replica.numberPendingChanges()
+        try replica.fold()
         let expected = try cellEntries(of: replica)
         XCTAssertEqual(expected.count, 4)
         let site = SQLValue.integer(Int64(replica.site))
@@ -178,10 +180,10 @@ final class CellClockTests: XCTestCase {
             UPDATE items SET qty = 10, note = 'ripe' WHERE id = 'a';
             UPDATE items SET name = 'blueberry' WHERE id = 'b';
             """)
-        try replica.numberPendingChanges()
+        try replica.fold()
         let expected = try cellEntries(of: replica)
         XCTAssertEqual(expected.count, 3)
-        let entries = try replica.database.rows(#"SELECT "pk", "sum", "cells", "hlc", "site" FROM "_sqsync_rows" ORDER BY 1"#)
+        let entries = try replica.database.valueRows(#"SELECT "pk", "sum", "cells", "hlc", "site" FROM "_sqsync_rows" ORDER BY 1"#)
         XCTAssertEqual(entries.count, 2)
 
         // Version 9's entries: a 64-bit checksum whose halves XOR to today's, and clocks in
@@ -199,7 +201,7 @@ final class CellClockTests: XCTestCase {
 
         let upgraded = try Replica(path: replica.path)
         XCTAssertEqual(
-            try upgraded.database.rows(#"SELECT "pk", "sum" FROM "_sqsync_rows" ORDER BY 1"#),
+            try upgraded.database.valueRows(#"SELECT "pk", "sum" FROM "_sqsync_rows" ORDER BY 1"#),
             entries.map { [$0[0], $0[1]] }, "the folded checksums are the ones the function gives")
         XCTAssertEqual(
             try upgraded.database.scalar(#"SELECT count(*) FROM "_sqsync_rows" WHERE substr("cells", 1, 1) = x'02'"#),
@@ -269,7 +271,7 @@ final class CellClockTests: XCTestCase {
 
         let upgraded = try Replica(path: replica.path)
         XCTAssertEqual(
-            try upgraded.database.rows(#"SELECT "capture_log" FROM "probe""#), [[.integer(1)]],
+            try upgraded.database.valueRows(#"SELECT "capture_log" FROM "probe""#), [[.integer(1)]],
             "migration 9 ran once the capture log's triggers were in place")
         try upgraded.database.execute(#"DROP TRIGGER "probe_migration_9"; DROP TABLE "probe";"#)
         XCTAssertEqual(try upgraded.database.scalar(#"SELECT "capture_log" FROM "_sqsync_replica""#), .integer(1))
@@ -279,7 +281,7 @@ final class CellClockTests: XCTestCase {
             try upgraded.database.scalar("SELECT count(*) FROM sqlite_schema WHERE name = '_sqsync_cells'"), .integer(0))
         let cells = try cellEntries(of: upgraded)
         XCTAssertEqual(cells.map { [$0[1], $0[2]] }, [[.text("old1"), qty]], "the old trigger's clock, packed")
-        let rowSeqs = try upgraded.database.rows(#"SELECT "seq" FROM "_sqsync_rows""#).compactMap { $0[0].int64Value }
+        let rowSeqs = try upgraded.database.valueRows(#"SELECT "seq" FROM "_sqsync_rows""#).compactMap { $0[0].int64Value }
         XCTAssertEqual(rowSeqs.sorted(), [1, 2], "rows are numbered first")
         XCTAssertEqual(cells.first?[5], .integer(3), "then the column clocks")
         XCTAssertEqual(try upgraded.doctor(), [])

@@ -1,5 +1,6 @@
 import Foundation
 import TestSupport
+import SQLiteDatabase
 import XCTest
 
 @testable import ChangeLog
@@ -136,13 +137,13 @@ final class ConvergenceTests: XCTestCase {
 
     /// (key, causal length) of every row entry: replicas must agree on each row's lives too.
     private func liveEntries(_ replica: Replica) throws -> [[SQLValue]] {
-        try replica.database.rows(#"SELECT "pk", "cl" FROM "_sqsync_rows" ORDER BY "pk""#)
+        try replica.database.valueRows(#"SELECT "pk", "cl" FROM "_sqsync_rows" ORDER BY "pk""#)
     }
 
     /// One random local write: insert or re-insert, update, delete, or key change.
     private func write(on replica: Replica, index: Int, _ history: inout History) throws {
         let database = replica.database
-        let present = Set(try database.rows("SELECT id FROM notes").compactMap { $0[0].stringValue })
+        let present = Set(try database.valueRows("SELECT id FROM notes").compactMap { $0[0].stringValue })
         let absent = Self.keys.filter { !present.contains($0) }
         if history.chance(5) {
             // A clock running up to 5 s fast: merge must still converge. (A hybrid clock never

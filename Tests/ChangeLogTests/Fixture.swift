@@ -1,4 +1,6 @@
 import Foundation
+import SQLiteDatabase
+import TestSupport
 import XCTest
 
 @testable import ChangeLog
@@ -57,7 +59,7 @@ final class Sandbox {
 /// Local writes are numbered first, as `BundleExchange.export` does (the triggers leave them
 /// unnumbered).
 func changeSet(from source: Replica, since base: Knowledge) throws -> ChangeSet {
-    try source.numberPendingChanges()
+    try source.fold()
     return try source.readSnapshot {
         let exporter = try ChangeExporter(replica: source, since: base)
         var changes: [RowChange] = []
@@ -76,7 +78,7 @@ func changeSet(from source: Replica, for receiver: Replica) throws -> ChangeSet 
 @discardableResult
 func apply(_ set: ChangeSet, to replica: Replica) throws -> ApplySummary {
     try replica.database.inTransaction {
-        let applier = try ChangeApplier(replica: replica, header: set.header)
+        let applier = try ChangeMerger(replica: replica, header: set.header)
         for change in set.changes { try applier.apply(change) }
         return try applier.finish()
     }
@@ -114,18 +116,18 @@ func syncUntilQuiet(_ replicas: [Replica], maxRounds: Int = 10, file: StaticStri
 
 /// Every row of `table`, all columns in declared order, ordered by primary key.
 func rows(of replica: Replica, table: String) throws -> [[SQLValue]] {
-    let key = try replica.database.rows(
+    let key = try replica.database.valueRows(
         "SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", .text(table)
     ).compactMap { $0[0].stringValue }
     let order = key.isEmpty ? "rowid" : key.map(quoteIdentifier).joined(separator: ", ")
-    return try replica.database.rows("SELECT * FROM \(quoteIdentifier(table)) ORDER BY \(order)")
+    return try replica.database.valueRows("SELECT * FROM \(quoteIdentifier(table)) ORDER BY \(order)")
 }
 
 /// Every column clock a replica holds, unpacked from its row entries: tid, stored key, cid,
 /// hlc, site, seq, ordered by row entry, then cid.
 func cellEntries(of replica: Replica) throws -> [[SQLValue]] {
     var entries: [[SQLValue]] = []
-    for row in try replica.database.rows(
+    for row in try replica.database.valueRows(
         #"SELECT "tid", "pk", "cells", "hlc", "site" FROM "_sqsync_rows" WHERE "cells" IS NOT NULL ORDER BY 1, 2"#)
     {
         let entry = RowClock(hlc: row[3].int64Value ?? 0, site: Int(row[4].int64Value ?? 0))
@@ -140,9 +142,9 @@ func cellEntries(of replica: Replica) throws -> [[SQLValue]] {
 
 /// sqsync's per-row and per-cell metadata and the conflict log, for "nothing changed" checks.
 func metadata(of replica: Replica) throws -> [[SQLValue]] {
-    try replica.database.rows(#"SELECT 'row', "tid", "pk", "cl", "hlc", "site", "seq" FROM "_sqsync_rows" ORDER BY 2, 3"#)
+    try replica.database.valueRows(#"SELECT 'row', "tid", "pk", "cl", "hlc", "site", "seq" FROM "_sqsync_rows" ORDER BY 2, 3"#)
         + cellEntries(of: replica).map { [.text("cell")] + $0 }
-        + replica.database.rows(
+        + replica.database.valueRows(
             #"SELECT 'conflict', "kind", "table_name", "pk", "column_name", "lost_value", "lost_row", "lost_site", "lost_hlc" FROM "_sqsync_conflicts" ORDER BY "id""#
         )
 }
@@ -153,8 +155,8 @@ func conflictCount(_ replica: Replica) throws -> Int {
 
 /// Local sequence number and clock, after numbering the writes the triggers left pending.
 func clock(of replica: Replica) throws -> (seq: Int64, hlc: Int64) {
-    try replica.numberPendingChanges()
-    let row = try replica.database.rows(#"SELECT "seq", "hlc" FROM "_sqsync_replica""#)[0]
+    try replica.fold()
+    let row = try replica.database.valueRows(#"SELECT "seq", "hlc" FROM "_sqsync_replica""#)[0]
     return (row[0].int64Value ?? -1, row[1].int64Value ?? -1)
 }
 

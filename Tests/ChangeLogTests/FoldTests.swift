@@ -1,4 +1,6 @@
 import Foundation
+import SQLiteDatabase
+import TestSupport
 import XCTest
 
 @testable import ChangeLog
@@ -50,7 +52,7 @@ final class FoldTests: XCTestCase {
         let a = try sandbox.replica("a", schema: schema, track: ["items"])
         let (b, c) = (try sandbox.clone(a, "b"), try sandbox.clone(a, "c"))
         func notes() throws -> Int64 {
-            try a.numberPendingChanges()
+            try a.fold()
             return try XCTUnwrap(
                 a.database.scalar(#"SELECT count(*) FROM "_sqsync_changes" WHERE "site" = ?"#, .integer(Int64(a.site)))?.int64Value)
         }
@@ -93,7 +95,7 @@ final class FoldTests: XCTestCase {
         try original.database.execute("VACUUM INTO '\(copyPath)'")
         let unfolded = try Replica(path: copyPath)
         XCTAssertGreaterThan(try pendingLogRows(unfolded), 0)
-        try original.numberPendingChanges()
+        try original.fold()
         XCTAssertEqual(try pendingLogRows(original), 0, "every fold empties the log")
 
         XCTAssertEqual(try statusFigures(unfolded), try statusFigures(original))
@@ -111,7 +113,7 @@ final class FoldTests: XCTestCase {
         try writeMix(original, round: 3)
         try original.database.execute("VACUUM INTO '\(sandbox.path("fold-copy2.db"))'")
         let unfoldedAgain = try Replica(path: sandbox.path("fold-copy2.db"))
-        try original.numberPendingChanges()
+        try original.fold()
         let fromPeer = try changeSet(from: peer, since: Knowledge())
         _ = try apply(fromPeer, to: original)
         _ = try apply(fromPeer, to: unfoldedAgain)
@@ -142,7 +144,7 @@ final class FoldTests: XCTestCase {
         for round in 1...4 { try writeMix(replica, round: round) }
         try writeMix(peer, round: 7)
         try sync(from: peer, to: replica)
-        try replica.numberPendingChanges()
+        try replica.fold()
         let since = try peer.knowledge()
         for base in [Knowledge(), since] {
             let (byKey, byScan) = try replica.readSnapshot {
@@ -239,7 +241,7 @@ final class FoldTests: XCTestCase {
     func testLogFromBeforeVersion8KeepsItsRowsAndStamps() throws {
         let replica = try sandbox.replica("v7", schema: schema, track: ["items"])
         try sqlite3Shell(replica.path, "INSERT INTO items VALUES ('a', 'apple', 1, NULL);")
-        try replica.numberPendingChanges()
+        try replica.fold()
         let wallClock = Int64(Date().timeIntervalSince1970 * 1000)
         let insertClock = try XCTUnwrap(
             replica.database.scalar(#"SELECT "hlc" FROM "_sqsync_rows" WHERE "pk" = 'a'"#)?.int64Value)
@@ -267,7 +269,7 @@ final class FoldTests: XCTestCase {
         XCTAssertFalse(logTable.contains("NOT NULL"), logTable)
         XCTAssertEqual(try pendingLogRows(upgraded), 1, "the waiting row was kept")
         try sqlite3Shell(upgraded.path, "UPDATE items SET name = 'apricot' WHERE id = 'a';")
-        try upgraded.numberPendingChanges()
+        try upgraded.fold()
         XCTAssertEqual(
             try cellEntries(of: upgraded).first { $0[0] == tid && $0[1] == .text("a") && $0[2] == qty }?[3],
             .integer(in2100), "a stamp in ms folds as it is")
@@ -315,9 +317,9 @@ final class FoldTests: XCTestCase {
             let copy = try Replica(path: path)
             XCTAssertEqual(try pendingLogRows(copy), try pendingLogRows(replica), "nothing folded before")
             copy.foldBatchSize = size
-            try copy.numberPendingChanges()
+            try copy.fold()
             XCTAssertEqual(try pendingLogRows(copy), 0)
-            folded.append(try metadata.map { try copy.database.rows($0) })
+            folded.append(try metadata.map { try copy.database.valueRows($0) })
         }
         XCTAssertEqual(folded[0][0].count, 30, "an entry per row ever seen")
         XCTAssertFalse(folded[0][2].isEmpty, "counter entries")
@@ -335,7 +337,7 @@ final class FoldTests: XCTestCase {
         try replica.setPolicy(.counter, table: "items", column: "qty")
         try writeMix(replica, round: 1)
         try writeMix(replica, round: 2)
-        try replica.numberPendingChanges()
+        try replica.fold()
         try sqlite3Shell(
             replica.path,
             """
@@ -348,7 +350,7 @@ final class FoldTests: XCTestCase {
             UPDATE items SET id = 'c-moved' WHERE id = 'c';
             """)
         XCTAssertGreaterThan(try pendingLogRows(replica), 0)
-        try replica.numberPendingChanges()
+        try replica.fold()
         XCTAssertEqual(try pendingLogRows(replica), 0)
         let mismatched = try replica.database.scalar(
             """

@@ -1,4 +1,6 @@
 import Foundation
+import SQLiteDatabase
+import TestSupport
 import XCTest
 
 @testable import ChangeLog
@@ -93,7 +95,7 @@ final class ImportShortcutTests: XCTestCase {
                 """, track: ["t", "u"])
         for (name, computed) in [("t", false), ("u", true)] {
             let info = try XCTUnwrap(replica.trackedTables().first { $0.name == name })
-            let target = try ChangeApplier.Target(
+            let target = try ChangeMerger.Target(
                 info: info, columns: info.columns, key: info.primaryKey, dropped: [], database: replica.database)
             let stamp = Stamp(hlc: 1, site: 0, seq: 1)
             let change = RowChange(
@@ -146,7 +148,7 @@ final class ImportShortcutTests: XCTestCase {
         try insertRows(a, 0..<180)
         // b: a concurrent row holding a's code 70, and a's row 120 written while untracked.
         try b.database.execute("INSERT INTO items VALUES ('local', 'code 70', 1, 1.5, NULL)")
-        try b.numberPendingChanges()
+        try b.fold()
         try b.database.setTriggersEnabled(false)
         try b.database.execute("INSERT INTO items VALUES ('k00120', 'stale', 0, 0, 'stale')")
         try b.database.setTriggersEnabled(true)
@@ -210,7 +212,7 @@ final class ImportShortcutTests: XCTestCase {
         for (value, storedAsGiven) in [("'seven'", true), ("'7'", false), ("x'07'", true)] {
             try sender.database.execute("UPDATE m SET n = \(value) WHERE id = 'k'")
             XCTAssertEqual(try sync(from: sender, to: receiver).tables["m"]?.updated, 1, value)
-            XCTAssertEqual(receiver.database.checksumNote.calls, storedAsGiven ? 1 : 0, "\(value): handed over by the UPDATE")
+            XCTAssertEqual(receiver.checksumNote.calls, storedAsGiven ? 1 : 0, "\(value): handed over by the UPDATE")
             XCTAssertEqual(try receiver.refresh().capturedUpdates, 0, value)
         }
         XCTAssertEqual(try receiver.database.scalar("SELECT typeof(n) FROM m"), .text("blob"))
@@ -225,8 +227,8 @@ final class ImportShortcutTests: XCTestCase {
         try enforcing.database.execute("PRAGMA foreign_keys = ON")
         try writer.database.execute("UPDATE n SET code = 'd' WHERE id = 'x'")
         try sync(from: writer, to: enforcing)
-        XCTAssertEqual(try enforcing.database.rows("SELECT code, parent FROM n"), [[.text("d"), .text("d")]], "cascaded")
-        XCTAssertEqual(enforcing.database.checksumNote.calls, 0)
+        XCTAssertEqual(try enforcing.database.valueRows("SELECT code, parent FROM n"), [[.text("d"), .text("d")]], "cascaded")
+        XCTAssertEqual(enforcing.checksumNote.calls, 0)
         XCTAssertEqual(try enforcing.refresh().capturedUpdates, 0)
     }
 
@@ -261,9 +263,9 @@ final class ImportShortcutTests: XCTestCase {
         let notes =
             #"SELECT count(*) FROM "_sqsync_changes" WHERE "site" = (SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?)"#
         XCTAssertEqual(try b.database.scalar(notes, .text(a.knowledgeID)), .integer(121))
-        // Fifty to a statement, the rest one by one (``ChangeApplier/notesPerStatement``): each
+        // Fifty to a statement, the rest one by one (``ChangeMerger/notesPerStatement``): each
         // note names its own change and row.
-        let noted = try b.database.rows(
+        let noted = try b.database.valueRows(
             """
             SELECT count(DISTINCT c."seq"), min(c."seq"), max(c."seq"), count(DISTINCT c."pk"), count(r."pk")
             FROM "_sqsync_changes" c JOIN "_sqsync_sites" s ON s."site" = c."site"

@@ -27,7 +27,7 @@ final class ImportTriggerTests: XCTestCase {
 
     /// This replica's own changes, its pending writes folded first.
     private func ownSeq(_ replica: Replica) throws -> Int64 {
-        try replica.numberPendingChanges()
+        try replica.fold()
         return try replica.knowledge()[replica.knowledgeID]
     }
 
@@ -74,7 +74,7 @@ final class ImportTriggerTests: XCTestCase {
         struct Interrupted: Error {}
         XCTAssertThrowsError(
             try b.database.inTransaction {
-                let applier = try ChangeApplier(replica: b, header: set.header)
+                let applier = try ChangeMerger(replica: b, header: set.header)
                 for change in set.changes { try applier.apply(change) }
                 throw Interrupted()
             })

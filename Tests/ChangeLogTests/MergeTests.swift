@@ -1,5 +1,6 @@
 import Foundation
 import TestSupport
+import SQLiteDatabase
 import XCTest
 
 @testable import ChangeLog
@@ -115,7 +116,7 @@ final class MergeTests: XCTestCase {
             try b.database.execute("DELETE FROM items WHERE id = 'a'")
             try syncBoth(a, b)
             let entries = try r.map {
-                try $0.database.rows(#"SELECT "cl", "hlc", "seq", "cells" FROM "_sqsync_rows" WHERE "pk" = 'a'"#)
+                try $0.database.valueRows(#"SELECT "cl", "hlc", "seq", "cells" FROM "_sqsync_rows" WHERE "pk" = 'a'"#)
             }
             XCTAssertEqual(entries[0], entries[1])
             XCTAssertEqual(entries[0].first?[0], .integer(2))
@@ -378,7 +379,7 @@ final class MergeTests: XCTestCase {
         let set = try changeSet(from: a, for: b)
         XCTAssertEqual(set.header.tables.map(\.name), ["parent", "child"])
         try apply(set, to: b)
-        XCTAssertEqual(try b.database.rows("PRAGMA foreign_key_check"), [])
+        XCTAssertEqual(try b.database.valueRows("PRAGMA foreign_key_check"), [])
         try assertSameRows([a, b], table: "parent")
         try assertSameRows([a, b], table: "child")
     }
@@ -414,6 +415,6 @@ final class MergeTests: XCTestCase {
         XCTAssertNoThrow(try sync(from: a, to: b))
         XCTAssertEqual(try rows(of: b, table: "parent"), [])
         XCTAssertEqual(try rows(of: b, table: "child"), [])
-        XCTAssertEqual(try b.database.rows("PRAGMA foreign_key_check"), [])
+        XCTAssertEqual(try b.database.valueRows("PRAGMA foreign_key_check"), [])
     }
 }

@@ -1,4 +1,6 @@
 import Foundation
+import SQLiteDatabase
+import TestSupport
 import XCTest
 
 @testable import ChangeLog
@@ -62,8 +64,8 @@ final class MetadataKeyTests: XCTestCase {
             INSERT INTO pairs VALUES ('\(lower)', 1, 'p');
             UPDATE uuids SET v = 10 WHERE id = '\(lower)';
             """)
-        try replica.numberPendingChanges()
-        let entryKeys = try replica.database.rows(
+        try replica.fold()
+        let entryKeys = try replica.database.valueRows(
             #"SELECT "pk" FROM "_sqsync_rows" WHERE "tid" = (SELECT "tid" FROM "_sqsync_tables" WHERE "name" = 'uuids') ORDER BY 1"#
         ).map { $0[0] }
         XCTAssertEqual(entryKeys.count, 3)
@@ -130,8 +132,8 @@ final class MetadataKeyTests: XCTestCase {
             """)
         try replica.prepareMigration()
         let expected = try metadata(of: replica)
-        let expectedChanges = try replica.database.rows(#"SELECT * FROM "_sqsync_changes" ORDER BY 1, 2"#)
-        let expectedSnapshot = try replica.database.rows(#"SELECT * FROM "_sqsync_snapshot" ORDER BY 1, 2, 3"#)
+        let expectedChanges = try replica.database.valueRows(#"SELECT * FROM "_sqsync_changes" ORDER BY 1, 2"#)
+        let expectedSnapshot = try replica.database.valueRows(#"SELECT * FROM "_sqsync_snapshot" ORDER BY 1, 2, 3"#)
         XCTAssertFalse(expectedChanges.isEmpty)
         XCTAssertFalse(expectedSnapshot.isEmpty)
 
@@ -147,8 +149,8 @@ final class MetadataKeyTests: XCTestCase {
 
         let upgraded = try Replica(path: replica.path)
         XCTAssertEqual(try metadata(of: upgraded), expected)
-        XCTAssertEqual(try upgraded.database.rows(#"SELECT * FROM "_sqsync_changes" ORDER BY 1, 2"#), expectedChanges)
-        XCTAssertEqual(try upgraded.database.rows(#"SELECT * FROM "_sqsync_snapshot" ORDER BY 1, 2, 3"#), expectedSnapshot)
+        XCTAssertEqual(try upgraded.database.valueRows(#"SELECT * FROM "_sqsync_changes" ORDER BY 1, 2"#), expectedChanges)
+        XCTAssertEqual(try upgraded.database.valueRows(#"SELECT * FROM "_sqsync_snapshot" ORDER BY 1, 2, 3"#), expectedSnapshot)
         try upgraded.database.execute("UPDATE uuids SET v = 7 WHERE id = '\(upper)'")
         let refreshed = try upgraded.refresh()
         XCTAssertEqual(refreshed.capturedUpdates, 1, "the snapshot still matches its rows: \(refreshed)")

@@ -1,3 +1,4 @@
+import SQLiteDatabase
 import XCTest
 
 @testable import ChangeLog
@@ -60,7 +61,7 @@ final class PageCacheTests: XCTestCase {
             INSERT INTO items SELECT 'k' || i, i FROM n
             """)
         let before = try cacheSize(replica.database)
-        try replica.numberPendingChanges()
+        try replica.fold()
         XCTAssertEqual(try cacheSize(replica.database), before)
         XCTAssertEqual(try replica.database.scalar(#"SELECT count(*) FROM "_sqsync_rows""#)?.int64Value, 500)
         XCTAssertEqual(try replica.database.scalar(#"SELECT count(*) FROM "_sqsync_log""#)?.int64Value, 0)

@@ -1,4 +1,6 @@
 import Foundation
+import SQLiteDatabase
+import TestSupport
 import XCTest
 
 @testable import ChangeLog
@@ -25,7 +27,7 @@ final class PolicyTests: XCTestCase {
     }
 
     private func tent(_ replica: Replica) throws -> [SQLValue] {
-        try replica.database.rows("SELECT qty, weight, seen FROM stock WHERE id = 'tent'").first ?? []
+        try replica.database.valueRows("SELECT qty, weight, seen FROM stock WHERE id = 'tent'").first ?? []
     }
 
     func testConcurrentDeltasAddUpWhateverTheOrder() throws {
@@ -135,7 +137,7 @@ final class PolicyTests: XCTestCase {
         try syncUntilQuiet(r)
         for replica in r {
             XCTAssertEqual(
-                try replica.database.rows("SELECT id, qty, weight FROM stock ORDER BY id"),
+                try replica.database.valueRows("SELECT id, qty, weight FROM stock ORDER BY id"),
                 [[.text("pin"), .integer(5), .real(0)], [.text("tent"), .integer(10), .real(1.5)]])
         }
         XCTAssertEqual(try r[0].conflicts().filter { $0["kind"]?.stringValue == "counter needs a number" }.count, 3)
@@ -159,7 +161,7 @@ final class PolicyTests: XCTestCase {
         try sync(from: r[2], to: r[0])
         try syncUntilQuiet(r)
         for replica in r {
-            XCTAssertEqual(try replica.database.rows("SELECT qty FROM stock WHERE id = 'rope'"), [[.integer(6)]])
+            XCTAssertEqual(try replica.database.valueRows("SELECT qty FROM stock WHERE id = 'rope'"), [[.integer(6)]])
         }
     }
 
@@ -173,8 +175,8 @@ final class PolicyTests: XCTestCase {
             }
         }
         XCTAssertEqual(sqliteOrder(.integer(1), .real(1.0)), 0)
-        XCTAssertEqual(ChangeApplier.extremumOrder(.null, over: .integer(1), policy: .min), -1, "NULL never replaces a value")
-        XCTAssertEqual(ChangeApplier.extremumOrder(.integer(1), over: .null, policy: .min), 1)
+        XCTAssertEqual(ChangeMerger.extremumOrder(.null, over: .integer(1), policy: .min), -1, "NULL never replaces a value")
+        XCTAssertEqual(ChangeMerger.extremumOrder(.integer(1), over: .null, policy: .min), 1)
         XCTAssertEqual(CounterArithmetic.add(.integer(.max), .integer(1)), .real(Double(Int64.max) + 1))
     }
 }

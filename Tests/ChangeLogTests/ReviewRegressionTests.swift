@@ -1,3 +1,5 @@
+import SQLiteDatabase
+import TestSupport
 import XCTest
 
 @testable import ChangeLog
@@ -132,12 +134,12 @@ final class TombstoneIndexTests: XCTestCase {
             SELECT s."knowledge_id", max(r."seq") FROM "_sqsync_rows" r JOIN "_sqsync_sites" s ON s."site" = r."site"
             WHERE r."cl" % 2 = 0 GROUP BY 1 ORDER BY 1
             """
-        let expected = try upgraded.database.rows(latestDeletion)
+        let expected = try upgraded.database.valueRows(latestDeletion)
         XCTAssertEqual(expected.count, 2, "a's deletions and b's")
         try syncUntilQuiet([upgraded, b, c])
         XCTAssertEqual(try upgraded.purge(dryRun: false).tombstones, 3)
         XCTAssertEqual(try upgraded.status().tombstones, 0)
-        let forgotten = try upgraded.database.rows(
+        let forgotten = try upgraded.database.valueRows(
             #"SELECT "knowledge_id", "forgotten_seq" FROM "_sqsync_sites" WHERE "forgotten_seq" > 0 ORDER BY 1"#)
         XCTAssertEqual(forgotten, expected)
     }

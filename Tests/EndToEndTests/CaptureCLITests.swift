@@ -1,4 +1,5 @@
 import Foundation
+import SQLiteDatabase
 import XCTest
 
 /// keygen, init, track/untrack, status, doctor/refresh, clone, and bad input, through the built binary.

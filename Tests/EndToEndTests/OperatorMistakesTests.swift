@@ -1,4 +1,5 @@
 import Foundation
+import SQLiteDatabase
 import XCTest
 
 /// What operators do by habit or by mistake (cron on a quiet site, importing a whole stick,

@@ -1,4 +1,5 @@
 import Foundation
+import SQLiteDatabase
 import XCTest
 
 /// Schema migrations (held bundles, `refresh`, `doctor`) and copied databases, through the built binary.

@@ -1,4 +1,5 @@
 import Foundation
+import SQLiteDatabase
 import XCTest
 
 /// `sqsync sync` through one shared folder: three replicas (B and C cloned from A), writes by the

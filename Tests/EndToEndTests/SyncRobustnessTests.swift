@@ -1,5 +1,6 @@
 import Foundation
 import TestSupport
+import SQLiteDatabase
 import XCTest
 
 #if canImport(Glibc)

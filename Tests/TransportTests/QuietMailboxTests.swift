@@ -1,6 +1,7 @@
 import Bundle
 import ChangeLog
 import Foundation
+import SQLiteDatabase
 import XCTest
 
 @testable import Transport
@@ -116,7 +117,7 @@ final class QuietMailboxTests: XCTestCase {
         let afterPeer = try syncB()
         XCTAssertFalse(afterPeer.unchanged)
         XCTAssertEqual(afterPeer.imported.count, 1)
-        XCTAssertEqual(try b.database.rows("SELECT v FROM t WHERE id = '2'").first?[0].stringValue, "two")
+        XCTAssertEqual(try b.database.optionalString("SELECT v FROM t WHERE id = '2'"), "two")
         try quietB()
 
         // A write of this replica's own.
@@ -151,8 +152,9 @@ final class QuietMailboxTests: XCTestCase {
     /// A clock that went back since the last quiet sync could stamp a change like an old one.
     func testAClockThatWentBackMakesItSync() throws {
         try quietB()
-        let digest = try XCTUnwrap(try b.lastQuietSync(mailbox: folder + "/box"))
-        try b.rememberQuietSync(mailbox: folder + "/box", inputs: digest.inputs, at: digest.savedAt + 3_600_000)
+        let state = MailboxState(b, mailbox: folder + "/box")
+        let digest = try XCTUnwrap(try state.lastQuietSync())
+        try state.rememberQuietSync(inputs: digest.inputs, at: digest.savedAt + 3_600_000)
         XCTAssertFalse(try syncB().unchanged)
         XCTAssertTrue(try syncB().unchanged)
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import ChangeLog
+import SQLiteDatabase
 import Foundation
 
 extension SQSync {
@@ -18,7 +19,7 @@ extension SQSync {
             if global.json {
                 global.emitJSON([
                     "conflicts": conflicts.map { $0.mapValues(Self.jsonValue) },
-                    "orphans": orphans.map { ["table": $0.table, "rowid": $0.rowid, "parent": $0.parent] },
+                    "orphans": orphans.map { ["table": $0.table, "rowid": $0.rowid.map { $0 as Any } ?? NSNull(), "parent": $0.parent] },
                 ])
             } else {
                 var lines: [String] = []
@@ -30,7 +31,7 @@ extension SQSync {
                     )
                 }
                 for orphan in orphans {
-                    lines.append("orphan: row \(orphan.rowid) of \(orphan.table) refers to a missing \(orphan.parent) row")
+                    lines.append("orphan: row \(orphan.rowid.map(String.init) ?? "?") of \(orphan.table) refers to a missing \(orphan.parent) row")
                 }
                 if lines.isEmpty { global.say("no conflicts") } else { global.printResult(lines.joined(separator: "\n")) }
             }

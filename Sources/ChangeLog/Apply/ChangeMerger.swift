@@ -1,0 +1,450 @@
+import Foundation
+import SQLiteDatabase
+
+/// What an import did (or, in a dry run, would do), per table.
+public struct ApplySummary: Sendable, Equatable {
+    public struct TableCounts: Sendable, Equatable {
+        public var inserted = 0
+        public var updated = 0
+        public var deleted = 0
+        public var unchanged = 0
+        public var conflicts = 0
+
+        public init() {}
+    }
+
+    public var tables: [String: TableCounts] = [:]
+    /// False when the bundle assumed knowledge this replica lacks: its rows were merged, but
+    /// this replica does not claim the sender's knowledge and will ask for it again.
+    public var knowledgeAdvanced = false
+    public var changes: Int { tables.values.reduce(0) { $0 + $1.inserted + $1.updated + $1.deleted } }
+    public var conflicts: Int { tables.values.reduce(0) { $0 + $1.conflicts } }
+
+    public init() {}
+}
+
+/// Merges one change set into a replica: causal length decides whether a row lives, and
+/// each column keeps the value with the greatest (hybrid logical clock, knowledge ID).
+/// The outcome does not depend on the order change sets arrive in.
+///
+/// The caller owns the transaction: create the applier, ``apply(_:)`` every row change,
+/// then ``finish()``, all inside one transaction, so a failure leaves nothing half-applied.
+public final class ChangeMerger {
+    struct LocalStamp: Equatable {
+        var hlc: Int64
+        var site: Int
+        var seq: Int64
+    }
+
+    let replica: Replica
+    let database: Database
+    private let header: ChangeSetHeader
+    private let localSite: [Int]
+    var siteIDs: [Int: String]
+    private let knownBefore: [Int: Int64]
+    /// This replica's own sequence number when the import began.
+    private let ownSeqBefore: Int64
+    private let senderKnows: [Int: Int64]
+    private let targets: [Target]
+    let learning: LearningEvent.ByWriter
+    var highestClock: Int64
+    let statements: Statements
+    /// True while this import has the capture triggers off on its connection.
+    private(set) var triggersOff = false
+    /// `PRAGMA foreign_keys` when the import began: its actions (ON UPDATE CASCADE) run even
+    /// with triggers off. `sqsync import` turns it off.
+    let foreignKeysOn: Bool
+    /// Rows new here, waiting to be inserted a batch at a time.
+    var freshRows = FreshRows()
+    /// The log as the fold left it: rows after this one come from the import's own writes.
+    private var lastLocalLogRow: Int64 = 0
+    /// Changes applied but not yet noted in `_sqsync_changes` (``recordChange(tid:key:stamp:)``).
+    var pendingChanges: [(site: Int, seq: Int64, tid: Int, key: SQLValue)] = []
+    /// Per site, the changes every live peer will hold once this import is done: their notes
+    /// are left out (``recordChange(tid:key:stamp:)``).
+    var heldByEveryPeer: [Int: Int64] = [:]
+    /// Per site, the greatest seq whose note was left out.
+    var notesLeftOut: [Int: Int64] = [:]
+    /// Which keys cannot have an entry yet, so their lookup is spared.
+    var entryCeiling = EntryKeyCeiling()
+
+    /// The statements every row change runs, prepared once per import.
+    struct Statements {
+        let rowEntry: Statement
+        let upsertRowEntry: Statement
+        let updateRowEntry: Statement
+        let recordChange: Statement
+        let deleteCounters: Statement
+        let counterEntry: Statement
+        let writeCounterEntry: Statement
+        let sumOfCounter: Statement
+
+        init(_ database: Database) throws {
+            deleteCounters = try database.statement(CounterSQL.dropCountersOfRow)
+            counterEntry = try database.statement(CounterSQL.entry)
+            writeCounterEntry = try database.statement(CounterSQL.writeEntry)
+            sumOfCounter = try database.statement(CounterSQL.sumOfCell)
+            rowEntry = try database.statement(MergeSQL.rowEntry)
+            upsertRowEntry = try database.statement(MergeSQL.upsertRowEntry)
+            updateRowEntry = try database.statement(MergeSQL.updateRowEntry)
+            recordChange = try database.statement(FoldSQL.recordChange)
+        }
+    }
+
+    /// Admits the change set (``Admission``: refused before anything is written when it may
+    /// not be merged here), then prepares to merge it.
+    /// `checkingOwnBundle` admits this replica's own identity, for a trial that must change nothing.
+    /// `learning`: when peers learned of this replica's changes (``LearningEvent``), if known.
+    public init(
+        replica: Replica, header: ChangeSetHeader, checkingOwnBundle: Bool = false, learning: LearningEvent.ByWriter = [:]
+    ) throws {
+        self.replica = replica
+        self.learning = learning
+        self.database = replica.database
+        self.header = header
+        let admission = try Admission(header: header, replica: replica, checkingOwnBundle: checkingOwnBundle)
+        let database = replica.database
+        targets = try admission.tables.map {
+            try Target(info: $0.info, columns: $0.columns, key: $0.key, dropped: $0.dropped, database: database)
+        }
+        localSite = admission.localSite
+        siteIDs = try replica.siteIDs()
+        knownBefore = admission.knownBefore
+        ownSeqBefore = admission.knowledgeBefore[replica.knowledgeID]
+        senderKnows = admission.senderKnows
+        highestClock = header.senderHLC
+        heldByEveryPeer = try Self.heldByEveryPeer(replica: replica, sender: localSite[0], senderKnows: senderKnows)
+        statements = try Statements(database)
+        foreignKeysOn = try database.int64("PRAGMA foreign_keys") != 0
+        try database.execute(MergeSQL.startApplying)
+        lastLocalLogRow = try database.int64(MergeSQL.lastLogRow)
+        // The capture triggers need not run for a peer's changes: off, unless the app's own
+        // triggers must fire; then the log rows they append are removed in finish(). Last,
+        // so that nothing can throw between here and the deinit that turns them back on.
+        if try database.int64(MergeSQL.appTriggers) == 0 {
+            try database.setTriggersEnabled(false)
+            triggersOff = true
+        }
+    }
+
+    deinit {
+        if triggersOff { try? database.setTriggersEnabled(true) }
+    }
+
+    // MARK: Stamps
+
+    func local(_ stamp: Stamp) -> LocalStamp {
+        LocalStamp(hlc: stamp.hlc, site: localSite[stamp.site], seq: stamp.seq)
+    }
+
+    /// Later wins: greater clock, ties broken by knowledge ID.
+    func isLater(_ a: LocalStamp, than b: LocalStamp) -> Bool {
+        if a.hlc != b.hlc { return a.hlc > b.hlc }
+        let idA = siteIDs[a.site] ?? "", idB = siteIDs[b.site] ?? ""
+        if idA != idB { return idA > idB }
+        return a.seq > b.seq
+    }
+
+    private func copiedReplica(_ site: Int, seq: Int64) -> ChangeLogError {
+        let id = siteIDs[site] ?? "?"
+        return ChangeLogError(
+            .identityClash,
+            "\(replica.path): two databases claim knowledge ID \(id): the bundle's change \(seq) of it differs from the one held here. One was copied instead of cloned; retire that ID with `sqsync peers retire` and re-create the copies with `sqsync clone`"
+        )
+    }
+
+    func knownHere(_ stamp: LocalStamp) -> Bool { (knownBefore[stamp.site] ?? 0) >= stamp.seq }
+    func knownToSender(_ stamp: LocalStamp) -> Bool { (senderKnows[stamp.site] ?? 0) >= stamp.seq }
+
+    // MARK: Applying
+
+    /// Merges one row change. Rows new here may wait for others and be written with them
+    /// (``FreshRows``): by the next change that needs the table as it is, or by ``finish()``,
+    /// so an error of such a row (a NOT NULL or CHECK constraint) can surface from a later
+    /// call, and the table shows the rows only once ``finish()`` returned.
+    public func apply(_ change: RowChange) throws {
+        let target = targets[change.table]
+        var kept = change
+        if !target.dropped.isEmpty {
+            kept.columns.removeAll { target.dropped.contains($0.column) }
+            kept.counters.removeAll { target.dropped.contains($0.column) }
+        }
+        let unchangedBefore = target.counts.unchanged
+        try applyKept(kept, to: target)
+        if !kept.counters.isEmpty, try applyCounters(kept, to: target), target.counts.unchanged > unchangedBefore {
+            target.counts.unchanged -= 1
+            target.counts.updated += 1
+        }
+    }
+
+    /// The clocks of the change's columns that differ from its row's.
+    func columnClocks(of change: RowChange, in target: Target, differingFrom rowStamp: LocalStamp) -> [CellClock] {
+        change.columns.compactMap { column in
+            let columnStamp = local(column.stamp)
+            return columnStamp == rowStamp ? nil : CellClock(cid: target.columns[column.column].cid, stamp: columnStamp)
+        }
+    }
+
+    private func applyKept(_ change: RowChange, to target: Target) throws {
+        let key = try metadataKey(change.key)
+        if let rowStamp = change.rowStamp { highestClock = max(highestClock, rowStamp.hlc) }
+        for column in change.columns { highestClock = max(highestClock, column.stamp.hlc) }
+
+        let entry = try rowEntry(tid: target.info.tid, key: key)
+        if entry == nil, try bufferFreshRow(change, target: target, key: key) { return }
+        try flushFreshRows()
+        if entry == nil, let rowStamp = change.rowStamp.map(local), knownHere(rowStamp) {
+            // A deletion purged here: nothing to do.
+            if change.isDelete {
+                target.counts.unchanged += 1
+                return
+            }
+            // This replica claims to hold that insert, yet has never seen the row.
+            throw ChangeLogError(
+                .staleReplica,
+                "\(replica.path): the bundle carries change \(rowStamp.seq) of \(siteIDs[rowStamp.site] ?? "?"), which this replica holds differently or has purged: the sender is a copied database or older than what was purged here; re-create it with `sqsync clone` of a current replica"
+            )
+        }
+        let localLength = entry?.cl ?? 0
+        if change.causalLength < localLength {
+            try recordStale(change, target: target, localIsDeleted: localLength % 2 == 0)
+            target.counts.unchanged += 1
+        } else if change.causalLength > localLength {
+            guard let rowStamp = change.rowStamp.map(local) else {
+                // Updates to a life this replica has not seen start; the bundle that carries
+                // the start will carry them again.
+                target.counts.unchanged += 1
+                return
+            }
+            if change.isDelete {
+                try endLife(
+                    change, target: target, key: key, stamp: rowStamp, liveHere: localLength % 2 == 1, localStamp: entry?.stamp,
+                    localCells: entry?.cells ?? .null)
+            } else {
+                try startLife(
+                    change, target: target, key: key, stamp: rowStamp, known: entry != nil,
+                    liveHere: localLength % 2 == 1, localStamp: entry?.stamp, localCells: entry?.cells ?? .null)
+            }
+        } else if change.isDelete {
+            target.counts.unchanged += 1
+            if let incoming = change.rowStamp.map(local), let entry, isLater(incoming, than: entry.stamp) {
+                try writeRowEntry(tid: target.info.tid, key: key, cl: change.causalLength, stamp: incoming, exists: true)
+            }
+        } else {
+            try mergeColumns(change, target: target, key: key, rowStamp: entry?.stamp, cells: entry?.cells ?? .null)
+        }
+    }
+
+    private static func values(named columns: [ColumnChange], in target: Target) -> [String: SQLValue] {
+        Dictionary(columns.map { (target.columns[$0.column].name, $0.value) }) { _, last in last }
+    }
+
+    /// A new life for the row: insert it, or overwrite an older life that the sender saw end.
+    func startLife(
+        _ change: RowChange, target: Target, key: SQLValue, stamp: LocalStamp, known: Bool,
+        liveHere: Bool, localStamp: LocalStamp?, localCells: SQLValue
+    ) throws {
+        if liveHere {
+            try recordLocalLosses(
+                target: target, values: change.key, kind: "update lost to delete", life: localStamp, cells: localCells)
+        }
+        // The row's values when it was inserted whole and no trigger of the app's ran: they
+        // are stored as given, or else ``Target/checksum(ofInserted:)`` declines.
+        var insertedWhole = false
+        var updatedChecksum: Int64?
+        let written = try writeSettlingUniqueClashes(
+            target: target, keyValues: change.key, writing: { Self.values(named: change.columns, in: target) },
+            lifeStamp: stamp, cl: change.causalLength
+        ) {
+            insertedWhole = false
+            updatedChecksum = nil
+            if liveHere {
+                updatedChecksum = try self.runUpdate(target: target, columns: change.columns, keyValues: change.key)
+                return
+            }
+            do {
+                insertedWhole = try self.runInsert(target: target, change: change)
+            } catch let error as SQLiteError where error.isPrimaryKeyConstraint {
+                // The row is there but sqsync never saw it (written while untracked).
+                updatedChecksum = try self.runUpdate(target: target, columns: change.columns, keyValues: change.key)
+            }
+        }
+        guard written else { return }
+        let checksum = updatedChecksum ?? (triggersOff && insertedWhole ? target.checksum(ofInserted: change) : nil)
+        let cells = columnClocks(of: change, in: target, differingFrom: stamp)
+        try writeLiveRowEntry(
+            target: target, key: key, keyValues: change.key, cl: change.causalLength, stamp: stamp, cells: cells,
+            checksum: checksum)
+        if known { try deleteCounters(of: target, key: key) }
+        if liveHere { target.counts.updated += 1 } else { target.counts.inserted += 1 }
+    }
+
+    private func endLife(
+        _ change: RowChange, target: Target, key: SQLValue, stamp: LocalStamp, liveHere: Bool, localStamp: LocalStamp?,
+        localCells: SQLValue
+    ) throws {
+        let tid = target.info.tid
+        if liveHere {
+            try recordLocalLosses(
+                target: target, values: change.key, kind: "update lost to delete", life: localStamp, cells: localCells)
+        }
+        // Delete even when sqsync saw no life here: a row written while untracked goes too.
+        try target.deleteRow.bind(change.key)
+        try target.deleteRow.run()
+        if database.changes > 0 { target.counts.deleted += 1 } else { target.counts.unchanged += 1 }
+        // The entry's new clock drops the column clocks (``MergeSQL/upsertRowEntry``).
+        try writeRowEntry(tid: tid, key: key, cl: change.causalLength, stamp: stamp, exists: localStamp != nil)
+        try deleteCounters(of: target, key: key)
+    }
+
+    /// Same life on both sides: each column keeps its later value.
+    private func mergeColumns(
+        _ change: RowChange, target: Target, key: SQLValue, rowStamp: LocalStamp?, cells packed: SQLValue
+    ) throws {
+        let tid = target.info.tid
+        guard let rowStamp else { return }
+        // A few clocks at most, in column order: found by a scan, not hashed.
+        var clocks = try replica.cellClocks(packed, of: rowStamp.rowClock)
+        var winners: [(change: ColumnChange, column: ColumnInfo, stamp: LocalStamp)] = []
+        var losers: [(column: ColumnInfo, value: SQLValue, stamp: LocalStamp, winner: LocalStamp)] = []
+        var displaced: [(column: ColumnInfo, stamp: LocalStamp, winner: LocalStamp)] = []
+        var extremes: [Int: SQLValue]?
+        for incoming in change.columns {
+            let column = target.columns[incoming.column]
+            let theirs = local(incoming.stamp)
+            let ours = clocks.first { $0.cid == column.cid }?.stamp ?? rowStamp
+            if theirs == ours { continue }
+            if column.policy.isExtremum {
+                // The value decides, not the clock: the greatest (least) written wins.
+                if extremes == nil { extremes = try extremeValues(target: target, keyValues: change.key) }
+                let current = extremes?[column.cid] ?? .null
+                let order = Self.extremumOrder(incoming.value, over: current, policy: column.policy)
+                if order > 0 {
+                    winners.append((incoming, column, theirs))
+                    if (!knownToSender(ours) || overwritesConcurrentOwnValue(ours, with: theirs)) && !knownHere(theirs) {
+                        displaced.append((column, ours, theirs))
+                    }
+                } else if order < 0 && !knownHere(theirs) {
+                    losers.append((column, incoming.value, theirs, ours))
+                }
+                continue
+            }
+            if theirs.site == ours.site {
+                // One replica's own history: its later change supersedes, nothing conflicts.
+                // A sequence number names one change, so the same number with another clock,
+                // or a later change this replica already claims to hold but does not, can
+                // only come from a copy of that replica.
+                let sameNumberOtherChange = theirs.seq == ours.seq && theirs.hlc != ours.hlc
+                if sameNumberOtherChange || (theirs.seq > ours.seq && knownHere(theirs)) {
+                    throw copiedReplica(theirs.site, seq: theirs.seq)
+                }
+                if theirs.seq > ours.seq { winners.append((incoming, column, theirs)) }
+                continue
+            }
+            if isLater(theirs, than: ours) {
+                winners.append((incoming, column, theirs))
+                // A counter's base is replaced, never lost: its deltas still add up.
+                if column.policy == .counter { continue }
+                if (!knownToSender(ours) || overwritesConcurrentOwnValue(ours, with: theirs)) && !knownHere(theirs) {
+                    displaced.append((column, ours, theirs))
+                }
+            } else if !knownHere(theirs) && column.policy != .counter {
+                losers.append((column, incoming.value, theirs, ours))
+            }
+        }
+        for loser in losers {
+            try recordConflict(
+                kind: "concurrent update", table: target.info.name, keyValues: change.key,
+                column: loser.column.name, value: loser.value, row: nil, lost: loser.stamp, won: loser.winner)
+        }
+        if !displaced.isEmpty {
+            let current = try currentValues(target: target, names: displaced.map(\.column.name), keyValues: change.key)
+            for (index, entry) in displaced.enumerated() {
+                try recordConflict(
+                    kind: "concurrent update", table: target.info.name, keyValues: change.key,
+                    column: entry.column.name, value: current?[index] ?? .null, row: nil,
+                    lost: entry.stamp, won: entry.winner)
+            }
+        }
+        target.counts.conflicts += losers.count + displaced.count
+        guard !winners.isEmpty else {
+            target.counts.unchanged += 1
+            return
+        }
+        let changes = try winners.map { winner in
+            try winner.column.policy == .counter ? counterValue(winner.change, target: target, key: key) : winner.change
+        }
+        var updatedChecksum: Int64?
+        let written = try writeSettlingUniqueClashes(
+            target: target, keyValues: change.key, writing: { Self.values(named: changes, in: target) },
+            lifeStamp: rowStamp, cl: change.causalLength
+        ) {
+            updatedChecksum = try self.runUpdate(target: target, columns: changes, keyValues: change.key)
+        }
+        guard written else { return }
+        for winner in winners {
+            let clock = CellClock(cid: winner.column.cid, stamp: winner.stamp)
+            if let index = clocks.firstIndex(where: { $0.cid == clock.cid }) {
+                clocks[index] = clock
+            } else {
+                clocks.append(clock)
+            }
+            try recordChange(tid: tid, key: key, stamp: winner.stamp)
+        }
+        let statement = updatedChecksum == nil ? target.writeCellsAndChecksum : target.writeCellsAndNotedChecksum
+        try statement.bind(key, at: 1)
+        try statement.bind(CellClocks.stored(clocks, relativeTo: rowStamp.rowClock), at: 2)
+        if let updatedChecksum {
+            try statement.bind(.integer(updatedChecksum), at: 3)
+        } else {
+            try statement.bind(change.key, from: 3)
+        }
+        try statement.run()
+        target.counts.updated += 1
+    }
+
+    // MARK: Finishing
+
+    /// Advances knowledge and acknowledgements and pushes the clock past every value seen.
+    /// Knowledge only advances when this replica held everything the bundle assumed.
+    public func finish() throws -> ApplySummary {
+        try flushFreshRows()
+        try writePendingChanges()
+        var covered = true
+        for (index, site) in localSite.enumerated() where (knownBefore[site] ?? 0) < header.base[index] {
+            covered = false
+        }
+        if covered {
+            for (index, site) in localSite.enumerated() where site != replica.site {
+                try database.run(MergeSQL.advanceKnowledge, .integer(header.knowledge[index]), .integer(Int64(site)))
+                let before = knownBefore[site] ?? 0
+                if header.knowledge[index] > before {
+                    try database.run(
+                        MergeSQL.recordLearning, .integer(Int64(site)), .integer(before), .integer(header.knowledge[index]),
+                        .integer(ownSeqBefore))
+                }
+            }
+        }
+        var summary = ApplySummary()
+        for target in targets { summary.tables[target.info.name] = target.counts }
+        summary.knowledgeAdvanced = covered
+        let sender = localSite[0]
+        var acknowledged: [Int: Int64] = [:]
+        for (index, site) in localSite.enumerated() { acknowledged[site] = header.knowledge[index] }
+        try replica.recordAcknowledgement(peer: sender, acknowledged)
+        // `header.acknowledgements` speak for replicas other than the sender, unsigned by them:
+        // only their signed statements count (Bundle's KeyBinding records those).
+        try database.run(MergeSQL.heardFrom, .integer(header.senderSeq), .integer(header.senderHLC), .integer(Int64(sender)))
+        if let version = header.schemaVersion {
+            try database.run(MergeSQL.schemaVersion, .integer(version), .integer(Int64(sender)))
+        }
+        try database.run(MergeSQL.observeClock, .integer(highestClock))
+        try database.execute(MergeSQL.stopApplying)
+        try database.run(MergeSQL.forgetImportLogRows, .integer(lastLocalLogRow))
+        if triggersOff {
+            try database.setTriggersEnabled(true)
+            triggersOff = false
+        }
+        return summary
+    }
+}

@@ -1,0 +1,385 @@
+import SQLiteDatabase
+
+/// Reads the changes a peer lacks out of a replica, row by row, without holding them all.
+///
+/// Use ``snapshot(of:since:_:)``: it numbers pending local changes, then reads inside one
+/// transaction so that the header's knowledge and the rows describe the same moment.
+public final class ChangeExporter {
+    public let header: ChangeSetHeader
+    private let replica: Replica
+    private let tables: [TableInfo]
+    private let siteIndex: [Int: Int]
+    private let baseBySite: [Int: Int64]
+    /// True when few changes are needed: rows are then found through `_sqsync_changes` and
+    /// read by key, so the export costs what it sends, not the database size.
+    private let byKey: Bool
+    /// Above this many changed entries, one pass over each table costs less than lookups.
+    static let keyPathLimit = 50_000
+
+    /// Numbers pending local changes, then calls `body` with an exporter inside one read
+    /// transaction. `base` is what the receiver already holds; empty exports every change.
+    ///
+    /// Numbering commits before the read snapshot starts, so the app may write in between;
+    /// an exporter that meets such an unnumbered change stops, and the export starts over.
+    /// After a few tries it holds the write lock for the whole export, so it always ends.
+    public static func snapshot<T>(of replica: Replica, since base: Knowledge, _ body: (ChangeExporter) throws -> T) throws -> T {
+        for _ in 0..<4 {
+            try replica.fold()
+            do {
+                return try replica.readSnapshot { try body(try ChangeExporter(replica: replica, since: base)) }
+            } catch is UnnumberedChange {
+                continue
+            }
+        }
+        return try replica.database.inTransaction(immediate: true) {
+            try replica.fold()
+            return try body(try ChangeExporter(replica: replica, since: base))
+        }
+    }
+
+    /// A change the triggers wrote after numbering: the snapshot must be taken again.
+    struct UnnumberedChange: Error {}
+
+    /// Prefer ``snapshot(of:since:_:)``; this reads only changes already numbered, and must
+    /// run inside ``Replica/readSnapshot(_:)``.
+    public convenience init(replica: Replica, since base: Knowledge) throws {
+        try self.init(replica: replica, since: base, keyPathLimit: Self.keyPathLimit)
+    }
+
+    init(replica: Replica, since base: Knowledge, keyPathLimit: Int) throws {
+        self.replica = replica
+        let database = replica.database
+        var sites: [(site: Int, id: String, name: String, known: Int64, forgotten: Int64, changesFrom: Int64)] = []
+        for row in try database.rows(ExportSQL.sites) {
+            sites.append(
+                (
+                    try row.int("site"), try row.string("knowledge_id"), try row.optionalString("name") ?? "",
+                    try row.int64("known"), try row.int64("forgotten_seq"), try row.int64("changes_from")
+                ))
+        }
+        // Writes made after the fold wait in the log: their values are in the tables already,
+        // their stamps are not. Start over rather than send a new value with an old stamp.
+        guard try database.int64(ExportSQL.logIsEmpty) == 1 else { throw UnnumberedChange() }
+        guard let clock = try database.row(#"SELECT "seq", "hlc" FROM "_sqsync_replica""#) else {
+            throw ChangeLogError(.notAReplica, "\(replica.path): sqsync metadata is damaged (no replica row)")
+        }
+        var siteIndex: [Int: Int] = [:]
+        var baseBySite: [Int: Int64] = [:]
+        for (index, site) in sites.enumerated() {
+            siteIndex[site.site] = index
+            baseBySite[site.site] = min(base[site.id], site.known)
+        }
+        self.siteIndex = siteIndex
+        self.baseBySite = baseBySite
+
+        var acknowledgements: [Int: [Int64]] = [:]
+        for row in try database.rows(#"SELECT "peer", "site", "seq" FROM "_sqsync_acks""#) {
+            guard let peer = siteIndex[try row.int("peer")], let site = siteIndex[try row.int("site")] else { continue }
+            acknowledgements[peer, default: Array(repeating: 0, count: sites.count)][site] = try row.int64("seq")
+        }
+
+        try Self.loadBase(baseBySite, into: database)
+        let pending = sites.filter { $0.known > (baseBySite[$0.site] ?? 0) }
+        // `_sqsync_changes` holds every change after `changesFrom`: it answers only when the
+        // receiver holds at least that much of every site.
+        let recorded = pending.allSatisfy { (baseBySite[$0.site] ?? 0) >= $0.changesFrom }
+        byKey =
+            try recorded
+            && Self.collectChangedKeys(pending.map { ($0.site, baseBySite[$0.site] ?? 0) }, limit: keyPathLimit, in: database)
+        var touched: [TableInfo] = []
+        let changedTables = byKey ? Set(try database.rows(ExportSQL.changedTables).map { try $0.int64("tid") }) : []
+        for table in try replica.trackedTables() {
+            let changed =
+                byKey ? changedTables.contains(Int64(table.tid)) : try Self.hasChanges(table, base: baseBySite, in: database)
+            if changed { touched.append(table) }
+        }
+        self.tables = touched
+        var learned: [Int: LearningEvent] = [:]
+        for row in try database.rows(#"SELECT "site", "previous", "reached", "own_seq" FROM "_sqsync_learned""#) {
+            guard let index = siteIndex[try row.int("site")] else { continue }
+            learned[index] = LearningEvent(
+                previous: try row.int64("previous"), reached: try row.int64("reached"), ownSeq: try row.int64("own_seq"))
+        }
+        header = ChangeSetHeader(
+            sites: sites.map(\.id), siteNames: sites.map(\.name), knowledge: sites.map(\.known),
+            base: sites.map { baseBySite[$0.site] ?? 0 }, forgotten: sites.map(\.forgotten), senderSeq: try clock.int64("seq"),
+            senderHLC: try clock.int64("hlc"),
+            acknowledgements: acknowledgements.sorted { $0.key < $1.key }.map { Acknowledgement(peer: $0.key, seqs: $0.value) },
+            tables: touched.map { table in
+                TableSchema(
+                    name: table.name, columns: table.columns.map(\.name),
+                    primaryKey: table.primaryKey.map { key in table.columns.firstIndex { $0.cid == key.cid }! },
+                    policies: table.columns.map(\.policy))
+            },
+            senderLearned: learned, schemaVersion: try replica.schemaVersion())
+    }
+
+    private static func loadBase(_ base: [Int: Int64], into database: Database) throws {
+        try database.execute(ExportSQL.createBaseTable)
+        try database.execute(#"DELETE FROM temp."_sqsync_base""#)
+        for (site, seq) in base where seq > 0 {
+            try database.run(
+                #"INSERT INTO temp."_sqsync_base" ("site", "seq") VALUES (?, ?)"#, .integer(Int64(site)), .integer(seq))
+        }
+    }
+
+    /// Fills `temp._sqsync_export_keys` with the rows that have a change the receiver
+    /// lacks, from `_sqsync_changes`; false (and nothing kept) past `limit` changes.
+    private static func collectChangedKeys(_ pending: [(site: Int, base: Int64)], limit: Int, in database: Database) throws
+        -> Bool
+    {
+        var changes = 0
+        for (site, base) in pending {
+            changes += Int(
+                try database.int64(ExportSQL.countChanged, .integer(Int64(site)), .integer(base), .integer(Int64(limit + 1))))
+            if changes > limit { return false }
+        }
+        try database.execute(ExportSQL.createKeysTable)
+        try database.execute(#"DELETE FROM temp."_sqsync_export_keys""#)
+        for (site, base) in pending {
+            try database.run(ExportSQL.collectChanged, .integer(Int64(site)), .integer(base))
+        }
+        return true
+    }
+
+    private static func hasChanges(_ table: TableInfo, base: [Int: Int64], in database: Database) throws -> Bool {
+        let knowledge = base.map { "\($0.key):\($0.value)" }.joined(separator: ",")
+        if try database.int64(ExportSQL.tableHasChanges, .integer(Int64(table.tid)), .text(knowledge)) == 1 {
+            return true
+        }
+        guard table.columns.contains(where: { $0.policy == .counter }) else { return false }
+        return try database.int64(CounterSQL.tableHasCounterChanges, .integer(Int64(table.tid))) == 1
+    }
+
+    private func stamp(hlc: Int64, site: Int64, seq: Int64) throws -> Stamp {
+        guard seq > 0 else { throw UnnumberedChange() }
+        return Stamp(hlc: hlc, site: siteIndex[Int(site)] ?? 0, seq: seq)
+    }
+
+    private func isNeeded(site: Int64, seq: Int64) -> Bool { seq > (baseBySite[Int(site)] ?? 0) }
+
+    /// Calls `body` with each row that has a change the receiver lacks: live rows table by
+    /// table, parents before children, then deletions, children before parents, so an
+    /// importer that enforces foreign keys is never stuck.
+    public func forEachChange(_ body: (RowChange) throws -> Void) throws {
+        let database = replica.database
+        for (tableIndex, table) in tables.enumerated() {
+            let emitter = LiveRowEmitter(table: table, tableIndex: tableIndex)
+            if byKey {
+                let keys = try database.statement(ExportSQL.changedLiveRows)
+                try keys.bind([.integer(Int64(table.tid))])
+                let lookup = try database.statement(ExportSQL.rowByKey(table))
+                while try keys.step() {
+                    guard let key = MetadataKey.values(keys.value(at: 4), columns: table.primaryKey.count) else {
+                        throw undecodableKey(table)
+                    }
+                    try lookup.bind(key)
+                    // A row the metadata holds alive but the table lacks (a write that bypassed
+                    // the triggers) has nothing to send; doctor reports it.
+                    guard let values = try lookup.fetchOne({ row in (0..<table.columns.count).map { row.value(at: $0) } })
+                    else { continue }
+                    try emit(emitter, entry: keys, values: values, body)
+                }
+            } else {
+                let live = try database.statement(ExportSQL.liveRows(table))
+                while try live.step() {
+                    try emit(emitter, entry: live, values: (0..<table.columns.count).map { live.value(at: 6 + $0) }, body)
+                }
+            }
+        }
+        for (tableIndex, table) in tables.enumerated().reversed() {
+            let keyCount = table.primaryKey.count
+            let deleted = try database.statement(byKey ? ExportSQL.changedDeletedRows : ExportSQL.deletedRows)
+            try deleted.bind([.integer(Int64(table.tid))])
+            while try deleted.step() {
+                guard isNeeded(site: deleted.int64(at: 3), seq: deleted.int64(at: 4)) else { continue }
+                guard let key = MetadataKey.values(deleted.value(at: 0), columns: keyCount) else {
+                    throw undecodableKey(table)
+                }
+                try body(
+                    RowChange(
+                        table: tableIndex, key: key, causalLength: deleted.int64(at: 1),
+                        rowStamp: try stamp(hlc: deleted.int64(at: 2), site: deleted.int64(at: 3), seq: deleted.int64(at: 4)),
+                        columns: []))
+            }
+        }
+    }
+
+    private func undecodableKey(_ table: TableInfo) -> ChangeLogError {
+        ChangeLogError(
+            .schemaMismatch,
+            "\(replica.path): cannot read back a stored key of \(table.name); the export stops rather than leave a change out")
+    }
+
+    /// What one table's live rows share while they are turned into row changes.
+    private struct LiveRowEmitter {
+        let table: TableInfo
+        let tableIndex: Int
+        let columnIndex: [Int: Int]
+        let keyPositions: [Int]
+        let nonKey: [(offset: Int, element: ColumnInfo)]
+        let hasCounters: Bool
+
+        init(table: TableInfo, tableIndex: Int) {
+            self.table = table
+            self.tableIndex = tableIndex
+            hasCounters = table.columns.contains { $0.policy == .counter }
+            columnIndex = Dictionary(uniqueKeysWithValues: table.columns.enumerated().map { ($0.element.cid, $0.offset) })
+            keyPositions = table.primaryKey.map { key in table.columns.firstIndex { $0.cid == key.cid }! }
+            nonKey = table.columns.enumerated().filter { !$0.element.isPrimaryKey }.map { ($0.offset, $0.element) }
+        }
+    }
+
+    /// One live row: `entry` holds its row entry (cl, hlc, site, seq, metadata key, column
+    /// clocks) in its first six columns, `values` every column of the row in table order.
+    private func emit(_ emitter: LiveRowEmitter, entry: Statement, values: [SQLValue], _ body: (RowChange) throws -> Void)
+        throws
+    {
+        let rowStamp = try stamp(hlc: entry.int64(at: 1), site: entry.int64(at: 2), seq: entry.int64(at: 3))
+        let rowNeeded = isNeeded(site: entry.int64(at: 2), seq: entry.int64(at: 3))
+        var cellStamps: [Int: Stamp] = [:]
+        var cellNeeded: Set<Int> = []
+        let row = RowClock(hlc: entry.int64(at: 1), site: Int(entry.int64(at: 2)))
+        for clock in try replica.cellClocks(entry.value(at: 5), of: row) {
+            guard let column = emitter.columnIndex[clock.cid] else { continue }
+            let site = Int64(clock.site)
+            cellStamps[column] = try stamp(hlc: clock.hlc, site: site, seq: clock.seq)
+            if isNeeded(site: site, seq: clock.seq) { cellNeeded.insert(column) }
+        }
+        var counters: [CounterChange] = []
+        var values = values
+        if emitter.hasCounters {
+            let entries = try replica.database.statement(CounterSQL.countersOfRow)
+            try entries.bind([.integer(Int64(emitter.table.tid)), entry.value(at: 4)])
+            while try entries.step() {
+                guard let column = emitter.columnIndex[Int(entries.int64(at: 0))] else { continue }
+                let site = entries.int64(at: 1), seq = entries.int64(at: 5), total = entries.value(at: 2)
+                // A counter column's value travels as its base: the value without the entries.
+                values[column] = CounterArithmetic.subtract(values[column], total)
+                // Site 0 holds the folded sum, which every replica counts already.
+                if site != 0 && isNeeded(site: site, seq: seq) {
+                    counters.append(
+                        CounterChange(
+                            column: column, total: total, folded: entries.int64(at: 3),
+                            stamp: try stamp(hlc: entries.int64(at: 4), site: site, seq: seq)))
+                }
+            }
+        }
+        guard rowNeeded || !cellNeeded.isEmpty || !counters.isEmpty else { return }
+        let columns = emitter.nonKey.compactMap { column -> ColumnChange? in
+            guard rowNeeded || cellNeeded.contains(column.offset) else { return nil }
+            return ColumnChange(
+                column: column.offset, value: values[column.offset], stamp: cellStamps[column.offset] ?? rowStamp)
+        }
+        try body(
+            RowChange(
+                table: emitter.tableIndex, key: emitter.keyPositions.map { values[$0] },
+                causalLength: entry.int64(at: 0), rowStamp: rowNeeded ? rowStamp : nil, columns: columns,
+                counters: counters))
+    }
+}
+
+/// The queries the exporter runs.
+enum ExportSQL {
+    /// Every site, this replica first, with its knowledge and purged-deletion mark.
+    static let sites = """
+        SELECT s."site", s."knowledge_id", s."name",
+               CASE WHEN s."site" = r."site" THEN r."seq" ELSE s."known_seq" END AS "known", s."forgotten_seq", s."changes_from"
+        FROM "_sqsync_sites" s, "_sqsync_replica" r
+        ORDER BY s."site" = r."site" DESC, s."site"
+        """
+
+    static let createBaseTable = """
+        CREATE TEMP TABLE IF NOT EXISTS "_sqsync_base" ("site" INTEGER PRIMARY KEY, "seq" INTEGER NOT NULL)
+        """
+
+    static let tableHasChanges = """
+        SELECT EXISTS (SELECT 1 FROM "_sqsync_rows" r LEFT JOIN temp."_sqsync_base" b ON b."site" = r."site"
+                       WHERE r."tid" = ?1 AND r."seq" > coalesce(b."seq", 0))
+            OR EXISTS (SELECT 1 FROM "_sqsync_rows" r
+                       WHERE r."tid" = ?1 AND r."cells" IS NOT NULL AND sqsync_cells_newer(r."cells", r."hlc", r."site", ?2))
+        """
+
+    /// No write waits in the log (an update that wrote the same values, mask 0, is none).
+    static let logIsEmpty = """
+        SELECT NOT EXISTS (SELECT 1 FROM "_sqsync_log" WHERE "op" < \(TriggerSQL.Operation.updateBase) OR "mask" != 0)
+        """
+
+    static let createKeysTable = """
+        CREATE TEMP TABLE IF NOT EXISTS "_sqsync_export_keys" ("tid" INTEGER NOT NULL, "pk" NOT NULL,
+            PRIMARY KEY ("tid", "pk")) WITHOUT ROWID
+        """
+
+    /// Changes of one site after a sequence number, counted up to a limit (?3).
+    static let countChanged = """
+        SELECT count(*) FROM (SELECT 1 FROM "_sqsync_changes" WHERE "site" = ?1 AND "seq" > ?2 LIMIT ?3)
+        """
+
+    static let collectChanged = """
+        INSERT OR IGNORE INTO temp."_sqsync_export_keys" ("tid", "pk")
+          SELECT "tid", "pk" FROM "_sqsync_changes" WHERE "site" = ?1 AND "seq" > ?2
+        """
+
+    /// One row by its key values; `IS`, so a NULL part of a composite key still matches, as
+    /// the one-pass export's join on the metadata key does.
+    static func rowByKey(_ table: TableInfo) -> String {
+        let columns = table.columns.map { quoteIdentifier($0.name) }.joined(separator: ", ")
+        let condition = table.primaryKey.enumerated().map { "\(quoteIdentifier($0.element.name)) IS ?\($0.offset + 1)" }
+            .joined(separator: " AND ")
+        return "SELECT \(columns) FROM \(quoteIdentifier(table.name)) WHERE \(condition)"
+    }
+
+    static let changedTables = #"SELECT DISTINCT "tid" FROM temp."_sqsync_export_keys""#
+
+    /// Changed rows that are alive: cl, hlc, site, seq, metadata key, column clocks (like
+    /// ``liveRows(_:)``).
+    static let changedLiveRows = """
+        SELECT r."cl", r."hlc", r."site", r."seq", r."pk", r."cells"
+        FROM temp."_sqsync_export_keys" AS k
+        JOIN "_sqsync_rows" AS r ON r."tid" = k."tid" AND r."pk" = k."pk"
+        WHERE k."tid" = ?1 AND r."cl" % 2 = 1
+        """
+
+    static let changedDeletedRows = """
+        SELECT r."pk", r."cl", r."hlc", r."site", r."seq"
+        FROM temp."_sqsync_export_keys" AS k
+        JOIN "_sqsync_rows" AS r ON r."tid" = k."tid" AND r."pk" = k."pk"
+        WHERE k."tid" = ?1 AND r."cl" % 2 = 0
+        """
+
+    static let deletedRows = """
+        SELECT "pk", "cl", "hlc", "site", "seq" FROM "_sqsync_rows" WHERE "tid" = ? AND "cl" % 2 = 0
+        """
+
+    /// Live rows with their row entry: cl, hlc, site, seq, metadata key, column clocks, then
+    /// every column. With a one-column key the entries lead, in key order, and each finds its
+    /// row through the table's key index (CROSS JOIN keeps that order): a receiver then
+    /// inserts at the right edge of its B-trees, and the comparison takes the key column's
+    /// affinity, as a plain column comparison would.
+    static func liveRows(_ table: TableInfo) -> String {
+        let alias = quoteIdentifier("_sqsync_t")
+        let columns = table.columns.map { "\(alias).\(quoteIdentifier($0.name))" }.joined(separator: ", ")
+        let entry = #"r."cl", r."hlc", r."site", r."seq", r."pk", r."cells""#
+        if table.primaryKey.count == 1 {
+            return """
+                SELECT \(entry), \(columns)
+                FROM "_sqsync_rows" AS r CROSS JOIN \(quoteIdentifier(table.name)) AS \(alias)
+                  ON \(alias).\(quoteIdentifier(table.primaryKey[0].name)) = sqsync_stored_key(r."pk")
+                WHERE r."tid" = \(table.tid) AND r."cl" % 2 = 1
+                """
+        }
+        let key = MetadataKey.sql(TriggerSQL(table: table).keyExpression(alias))
+        return """
+            SELECT \(entry), \(columns)
+            FROM \(quoteIdentifier(table.name)) AS \(alias)
+            JOIN "_sqsync_rows" AS r ON r."tid" = \(table.tid) AND r."pk" = \(key) AND r."cl" % 2 = 1
+            """
+    }
+}
+
+extension Replica {
+    /// Runs `body` in one read transaction: a consistent snapshot while apps keep writing.
+    public func readSnapshot<T>(_ body: () throws -> T) throws -> T {
+        try database.inTransaction(immediate: false, body)
+    }
+}

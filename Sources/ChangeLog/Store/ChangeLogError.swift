@@ -1,0 +1,25 @@
+import SQLiteDatabase
+
+/// Why a change-log operation was refused. The message is one line, meant for the user,
+/// and names the file or table concerned and what to do.
+public struct ChangeLogError: Error, CustomStringConvertible, Equatable {
+    public enum Kind: Sendable, Equatable {
+        case notAReplica
+        case noSuchFile
+        case noSuchTable
+        case unsupportedTable
+        case identityClash
+        case retiredPeer
+        case staleReplica
+        case schemaMismatch
+        case usage
+    }
+
+    public var kind: Kind
+    public var description: String
+
+    public init(_ kind: Kind, _ description: String) {
+        self.kind = kind
+        self.description = description
+    }
+}

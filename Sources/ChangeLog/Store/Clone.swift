@@ -1,0 +1,70 @@
+import Foundation
+import SQLiteDatabase
+
+extension Replica {
+    /// Copies this replica with SQLite's online backup, which is safe while apps write, and
+    /// gives the copy a new knowledge ID. The copy keeps this replica's data and knowledge,
+    /// and knows this replica as a peer.
+    public func clone(to destination: String, name newName: String?) throws -> Replica {
+        guard !FileManager.default.fileExists(atPath: destination) else {
+            throw ChangeLogError(.usage, "\(destination) already exists; clone writes a new file")
+        }
+        try fold()
+        let knowledgeAtCopy = try knowledge()
+        // The copy gets its new identity under a temporary name, so a failure never leaves a
+        // second file with this replica's knowledge ID.
+        let temporary = destination + ".sqsync-clone-tmp"
+        defer { Self.removeDatabaseFiles(temporary) }
+        Self.removeDatabaseFiles(temporary)
+        try database.backup(toPath: temporary)
+        let newID = Self.newKnowledgeID()
+        do {
+            let (copy, _) = try Self.openDatabase(path: temporary, create: false)
+            let cloneName = newName ?? URL(fileURLWithPath: destination).deletingPathExtension().lastPathComponent
+            try copy.inTransaction {
+                try copy.execute(CloneSQL.rememberOriginal)
+                try copy.run(CloneSQL.addIdentity, .text(newID), .text(cloneName))
+                for statement in CloneSQL.adopt { try copy.run(statement, .text(newID)) }
+                for statement in CloneSQL.forgetSourceState { try copy.execute(statement) }
+            }
+        }
+        guard rename(temporary, destination) == 0 else {
+            throw ChangeLogError(.noSuchFile, "\(destination): cannot create: \(String(cString: strerror(errno)))")
+        }
+        // This replica knows its clone from the start, holding what was copied: a purge here
+        // then waits for it instead of leaving it behind.
+        let cloneSite = try siteNumber(for: newID, name: newName)
+        var acknowledged: [Int: Int64] = [:]
+        for (id, seq) in knowledgeAtCopy.seqs { acknowledged[try siteNumber(for: id, name: nil)] = seq }
+        try recordAcknowledgement(peer: cloneSite, acknowledged)
+        return try Replica(path: destination)
+    }
+
+    private static func removeDatabaseFiles(_ path: String) {
+        for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
+    }
+}
+
+/// What `clone` changes in the copy: a new identity that knows the original as a peer
+/// holding everything copied, and takes the copied, not yet numbered changes as its own.
+enum CloneSQL {
+    static let rememberOriginal = """
+        UPDATE "_sqsync_sites" SET "known_seq" = (SELECT "seq" FROM "_sqsync_replica")
+        WHERE "site" = (SELECT "site" FROM "_sqsync_replica")
+        """
+    static let addIdentity = #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#
+    static let newSite = #"(SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?1)"#
+    /// Column clocks first: they are stored relative to their row's site as it was.
+    static let adopt = [
+        """
+        UPDATE "_sqsync_rows" SET "cells" = sqsync_cells_adopt("cells", "hlc", "site", "seq", \(newSite))
+        WHERE "cells" IS NOT NULL AND sqsync_cells_adopt("cells", "hlc", "site", "seq", \(newSite)) IS NOT "cells"
+        """,
+        #"UPDATE "_sqsync_rows" SET "site" = \#(newSite) WHERE "seq" = 0"#,
+        #"UPDATE "_sqsync_replica" SET "site" = \#(newSite), "seq" = 0, "applying" = 0"#,
+    ]
+    static let forgetSourceState = [
+        #"DELETE FROM "_sqsync_held""#, #"DELETE FROM "_sqsync_seen_bundles""#, #"DELETE FROM "_sqsync_mailbox_acks""#,
+        #"DELETE FROM "_sqsync_mailbox_uploads""#, #"DELETE FROM "_sqsync_quiet_syncs""#,
+    ]
+}

@@ -1,0 +1,57 @@
+import SQLiteDatabase
+
+extension Replica {
+    /// Problems that make capture or merge unsafe, each one line; empty when healthy.
+    public func doctor() throws -> [String] {
+        try fold()
+        var problems: [String] = []
+        for name in try trackedTableNames() {
+            guard let declared = try DeclaredTable.read(name, in: database) else {
+                problems.append("tracked table \(name) no longer exists; run `sqsync untrack \(path) \(name)`")
+                continue
+            }
+            let tid = Int(
+                try database.int64(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name)))
+            let ids = try columnIDs(tid: tid)
+            let uncovered = declared.columns.map(\.name).filter { ids[$0] == nil }
+            if !uncovered.isEmpty {
+                problems.append(
+                    "table \(name) has columns the triggers do not capture (\(uncovered.joined(separator: ", "))); run `sqsync refresh \(path)`"
+                )
+            }
+            let policies = try columnPolicies(tid: tid)
+            let columns = declared.columns.compactMap { column in
+                ids[column.name].map {
+                    ColumnInfo(
+                        cid: $0, name: column.name, primaryKeyPosition: column.primaryKeyPosition, policy: policies[$0] ?? .lww,
+                        declaredType: column.declaredType)
+                }
+            }
+            let expected = TriggerSQL(table: TableInfo(tid: tid, name: name, columns: columns)).all
+            for trigger in expected {
+                let installed = try database.optionalString(
+                    "SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = ?", .text(trigger.name))
+                if installed == nil {
+                    problems.append("table \(name) is missing trigger \(trigger.name); run `sqsync refresh \(path)`")
+                } else if installed != trigger.sql {
+                    problems.append("trigger \(trigger.name) does not match table \(name)'s schema; run `sqsync refresh \(path)`")
+                }
+            }
+            let liveEntries =
+                try database.int64(
+                    #"SELECT count(*) FROM "_sqsync_rows" WHERE "tid" = ? AND "cl" % 2 = 1"#, .integer(Int64(tid)))
+            let rows = try database.int64("SELECT count(*) FROM \(quoteIdentifier(name))")
+            if liveEntries != rows {
+                problems.append(
+                    "table \(name) has \(rows) rows but sqsync records \(liveEntries) live rows; a write bypassed the triggers (for example INSERT OR REPLACE removing another row through a UNIQUE column)"
+                )
+            }
+        }
+        for orphan in try orphans().prefix(20) {
+            problems.append(
+                "row \(orphan.rowid.map(String.init) ?? "?") of \(orphan.table) refers to a missing row of \(orphan.parent) (a parent deleted concurrently)"
+            )
+        }
+        return problems
+    }
+}

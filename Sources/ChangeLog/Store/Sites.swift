@@ -1,0 +1,140 @@
+import Foundation
+import SQLiteDatabase
+
+/// A replica this one has heard of, directly or through relays.
+public struct Peer: Sendable, Equatable {
+    public var knowledgeID: String
+    public var name: String
+    /// What the peer last said it holds; empty when it never said.
+    public var acknowledged: Knowledge
+    /// When a bundle it sent was last imported here (ISO 8601), if ever.
+    public var lastHeard: String?
+    public var retired: Bool
+    /// The `PRAGMA user_version` its last bundle reported, if any.
+    public var schemaVersion: Int64? = nil
+    /// The key it signs with (OpenSSH public key line), once pinned (docs/KEYS.md).
+    public var signingKey: String?
+}
+
+extension Replica {
+    /// What this replica holds: its own sequence number and, for every other site, the
+    /// highest sequence number of that site's changes it has applied. Local changes count
+    /// once folded (``fold()``).
+    public func knowledge() throws -> Knowledge {
+        var seqs: [String: Int64] = [:]
+        for row in try database.rows(SitesSQL.knowledge) {
+            seqs[try row.string("knowledge_id")] = try row.int64("seq")
+        }
+        return Knowledge(seqs)
+    }
+
+    /// Local site number → knowledge ID, for every site this replica knows.
+    func siteIDs() throws -> [Int: String] {
+        var ids: [Int: String] = [:]
+        for row in try database.rows(#"SELECT "site", "knowledge_id" FROM "_sqsync_sites""#) {
+            ids[try row.int("site")] = try row.string("knowledge_id")
+        }
+        return ids
+    }
+
+    /// The local number of a site, registering it when first heard of.
+    public func siteNumber(for knowledgeID: String, name: String?) throws -> Int {
+        if let site = try database.optionalInt64(#"SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?"#, .text(knowledgeID)) {
+            if let name, !name.isEmpty {
+                try database.run(
+                    #"UPDATE "_sqsync_sites" SET "name" = ? WHERE "site" = ? AND coalesce("name", '') = ''"#, .text(name),
+                    .integer(site))
+            }
+            return Int(site)
+        }
+        try database.run(
+            #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#,
+            .text(knowledgeID), name.map(SQLValue.text) ?? .null)
+        return Int(database.lastInsertRowID)
+    }
+
+    /// The name this replica knows a replica by (empty when unknown).
+    public func siteName(of knowledgeID: String) throws -> String {
+        try database.optionalString(#"SELECT "name" FROM "_sqsync_sites" WHERE "knowledge_id" = ?"#, .text(knowledgeID)) ?? ""
+    }
+
+    /// Every other replica heard of, with what it acknowledged.
+    public func peers() throws -> [Peer] {
+        var acknowledged: [String: [String: Int64]] = [:]
+        for row in try database.rows(SitesSQL.acknowledgements) {
+            acknowledged[try row.string("peer"), default: [:]][try row.string("site")] = try row.int64("seq")
+        }
+        return try database.rows(SitesSQL.peers, .integer(Int64(site))).map { row in
+            let id = try row.string("knowledge_id")
+            return Peer(
+                knowledgeID: id, name: try row.optionalString("name") ?? "", acknowledged: Knowledge(acknowledged[id] ?? [:]),
+                lastHeard: try row.optionalString("last_heard"), retired: try row.bool("retired"),
+                schemaVersion: try row.optionalInt64("schema_version"), signingKey: try row.optionalString("signing_key"))
+        }
+    }
+
+    /// Finds a peer by knowledge ID (or a unique prefix of one) or by name.
+    public func peer(named nameOrID: String) throws -> Peer {
+        let all = try peers()
+        let matches = all.filter { $0.knowledgeID == nameOrID.lowercased() || $0.name == nameOrID }
+        let candidates = matches.isEmpty ? all.filter { $0.knowledgeID.hasPrefix(nameOrID.lowercased()) } : matches
+        guard candidates.count == 1, let peer = candidates.first else {
+            throw ChangeLogError(
+                .usage,
+                candidates.isEmpty
+                    ? "\(path): no peer named \(nameOrID) (see `sqsync peers \(path)`)"
+                    : "\(path): \(nameOrID) names several peers; give the knowledge ID")
+        }
+        return peer
+    }
+
+    /// Knowledge IDs of retired peers, without reading every acknowledgement.
+    public func retiredPeerIDs() throws -> Set<String> {
+        Set(try database.rows(#"SELECT "knowledge_id" FROM "_sqsync_sites" WHERE "retired" = 1"#).map { try $0.string("knowledge_id") })
+    }
+
+    /// Records that `peer` holds at least `knowledge` (acknowledgements only grow).
+    func recordAcknowledgement(peer: Int, _ knowledge: [Int: Int64]) throws {
+        for (site, seq) in knowledge where seq > 0 {
+            try database.run(SitesSQL.recordAcknowledgement, .integer(Int64(peer)), .integer(Int64(site)), .integer(seq))
+        }
+    }
+
+    /// Records what another replica said it holds (its signed word: a statement a bundle
+    /// carried, or an acknowledgement file left in a mailbox), as if it had come with one of
+    /// its bundles: `status`, `export --for` and `purge` then see it, and a replica only
+    /// heard of that way becomes a known peer (by name and knowledge ID). Acknowledgements
+    /// only grow; this replica's own is ignored.
+    public func recordAcknowledgement(of knowledgeID: String, name: String, knowledge: Knowledge) throws {
+        guard knowledgeID != self.knowledgeID else { return }
+        try database.inTransaction {
+            let peer = try siteNumber(for: knowledgeID, name: name.isEmpty ? nil : name)
+            var seqs: [Int: Int64] = [:]
+            for (id, seq) in knowledge.seqs { seqs[try siteNumber(for: id, name: nil)] = seq }
+            try recordAcknowledgement(peer: peer, seqs)
+        }
+    }
+}
+
+/// The SQL of sites and acknowledgements, in one place.
+enum SitesSQL {
+    static let knowledge = """
+        SELECT s."knowledge_id", CASE WHEN s."site" = r."site" THEN r."seq" ELSE s."known_seq" END AS "seq"
+        FROM "_sqsync_sites" s, "_sqsync_replica" r
+        """
+
+    static let acknowledgements = """
+        SELECT p."knowledge_id" AS "peer", s."knowledge_id" AS "site", a."seq"
+        FROM "_sqsync_acks" a JOIN "_sqsync_sites" p ON p."site" = a."peer" JOIN "_sqsync_sites" s ON s."site" = a."site"
+        """
+
+    static let peers = """
+        SELECT "knowledge_id", "name", "last_heard", "retired", "schema_version", "signing_key"
+        FROM "_sqsync_sites" WHERE "site" != ? ORDER BY "name", "knowledge_id"
+        """
+
+    static let recordAcknowledgement = """
+        INSERT INTO "_sqsync_acks" ("peer", "site", "seq") VALUES (?, ?, ?)
+        ON CONFLICT DO UPDATE SET "seq" = max("seq", excluded."seq")
+        """
+}

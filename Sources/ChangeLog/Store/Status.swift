@@ -1,0 +1,86 @@
+import SQLiteDatabase
+
+/// A replica at a glance: what `sqsync status` shows.
+public struct ReplicaStatus: Sendable {
+    public struct PeerLag: Sendable {
+        public var peer: Peer
+        /// Local changes this peer has not acknowledged yet.
+        public var unacknowledged: Int
+        /// Deletions this peer has not acknowledged, which `purge` must keep for it.
+        public var tombstonesHeldBack: Int
+    }
+
+    public var knowledgeID: String
+    public var name: String
+    public var knowledge: Knowledge
+    public var trackedTables: [(name: String, rows: Int)]
+    public var localChanges: Int
+    public var tombstones: Int
+    public var peers: [PeerLag]
+    public var held: [(path: String, reason: String)]
+    public var conflicts: Int
+    /// This replica's `PRAGMA user_version`.
+    public var schemaVersion: Int64 = 0
+}
+
+extension Replica {
+    public func status() throws -> ReplicaStatus {
+        try fold()
+        return try readSnapshot {
+            var tables: [(String, Int)] = []
+            for name in try trackedTableNames() {
+                tables.append((name, Int(try database.int64("SELECT count(*) FROM \(quoteIdentifier(name))"))))
+            }
+            let local = Int64(site)
+            let count = { (sql: String, values: [SQLValue]) throws -> Int in
+                Int(try self.database.int64(sql, values))
+            }
+            let recordedFrom =
+                try database.int64(#"SELECT "changes_from" FROM "_sqsync_sites" WHERE "site" = ?"#, .integer(local))
+            var lags: [ReplicaStatus.PeerLag] = []
+            for peer in try peers() where !peer.retired {
+                let acknowledged = peer.acknowledged[knowledgeID]
+                // `_sqsync_changes` answers for peers that acknowledged what it forgot.
+                let unacknowledged = try count(
+                    acknowledged >= recordedFrom ? StatusSQL.recentLocalChangesAfter : StatusSQL.localChangesAfter,
+                    [.integer(local), .integer(acknowledged)])
+                let peerSite = try siteNumber(for: peer.knowledgeID, name: nil)
+                let heldBack = try count(StatusSQL.tombstonesNotAcknowledged, [.integer(Int64(peerSite))])
+                lags.append(.init(peer: peer, unacknowledged: unacknowledged, tombstonesHeldBack: heldBack))
+            }
+            return ReplicaStatus(
+                knowledgeID: knowledgeID, name: name, knowledge: try knowledge(), trackedTables: tables,
+                localChanges: Int(try knowledge()[knowledgeID]),
+                tombstones: try count(#"SELECT count(*) FROM "_sqsync_rows" WHERE "cl" % 2 = 0"#, []),
+                peers: lags,
+                held: try database.rows(#"SELECT "path", "reason" FROM "_sqsync_held" ORDER BY "held_at""#).map {
+                    (try $0.string("path"), try $0.string("reason"))
+                },
+                conflicts: try count(#"SELECT count(*) FROM "_sqsync_conflicts""#, []), schemaVersion: try schemaVersion())
+        }
+    }
+}
+
+enum StatusSQL {
+    static let localChangesAfter = """
+        SELECT (SELECT count(*) FROM "_sqsync_rows" WHERE "site" = ?1 AND "seq" > ?2)
+             + (SELECT coalesce(sum(sqsync_cells_count("cells", "hlc", "site", ?1, ?2)), 0) FROM "_sqsync_rows" WHERE "cells" IS NOT NULL)
+        """
+
+    /// The same count through `_sqsync_changes`: entries whose current stamp is a change
+    /// it holds.
+    static let recentLocalChangesAfter = """
+        SELECT (SELECT count(*) FROM "_sqsync_changes" c JOIN "_sqsync_rows" r
+                  ON r."tid" = c."tid" AND r."pk" = c."pk" AND r."site" = c."site" AND r."seq" = c."seq"
+                WHERE c."site" = ?1 AND c."seq" > ?2)
+             + (SELECT coalesce(sum(sqsync_cells_at(e."cells", e."hlc", e."site", c."site", c."seq")), 0)
+                FROM "_sqsync_changes" c JOIN "_sqsync_rows" e ON e."tid" = c."tid" AND e."pk" = c."pk"
+                WHERE c."site" = ?1 AND c."seq" > ?2 AND e."cells" IS NOT NULL)
+        """
+
+    static let tombstonesNotAcknowledged = """
+        SELECT count(*) FROM "_sqsync_rows" r
+        WHERE r."cl" % 2 = 0
+          AND r."seq" > coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = ?1 AND a."site" = r."site"), 0)
+        """
+}

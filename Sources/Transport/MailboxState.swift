@@ -1,0 +1,132 @@
+import ChangeLog
+import Foundation
+import SQLiteDatabase
+
+/// What a replica remembers of one mailbox, in its own database (tables of metadata
+/// migrations 1, 2 and 7): the bundles it imported from there, the ones it uploaded, the
+/// acknowledgement files it verified, and the last sync there that found nothing to do.
+struct MailboxState {
+    let replica: Replica
+    /// The mailbox as the user named it (a folder, an `ssh://` address).
+    let mailbox: String
+    private var database: Database { replica.database }
+
+    init(_ replica: Replica, mailbox: String) {
+        self.replica = replica
+        self.mailbox = mailbox
+    }
+
+    // MARK: Bundles imported from any mailbox
+
+    /// Mailbox bundle names already imported, with the knowledge each carried.
+    func seenBundles() throws -> [String: Knowledge] {
+        var seen: [String: Knowledge] = [:]
+        for row in try database.rows(MailboxSQL.seenBundles) {
+            seen[try row.string("name")] = (try? Knowledge(parsing: try row.string("knowledge"))) ?? Knowledge()
+        }
+        return seen
+    }
+
+    func markSeen(bundle name: String, knowledge: Knowledge) throws {
+        try database.run(MailboxSQL.markSeen, .text(name), .text(knowledge.description))
+    }
+
+    /// Forgets names no longer in any mailbox listing, so the list stays small.
+    func forgetSeen(keeping names: Set<String>) throws {
+        for name in try seenBundles().keys where !names.contains(name) {
+            try database.run(MailboxSQL.forgetSeen, .text(name))
+        }
+    }
+
+    // MARK: Acknowledgement files
+
+    /// The acknowledgement files this mailbox last showed, by replica: file name and text.
+    func cachedAcknowledgements() throws -> [String: (file: String, text: String)] {
+        var cached: [String: (file: String, text: String)] = [:]
+        for row in try database.rows(MailboxSQL.cachedAcknowledgements, .text(mailbox)) {
+            cached[try row.string("replica")] = (try row.string("file"), try row.string("text"))
+        }
+        return cached
+    }
+
+    /// Remembers an acknowledgement file that was verified (or written) here.
+    func cacheAcknowledgement(replica knowledgeID: String, file: String, text: String) throws {
+        try database.run(MailboxSQL.cacheAcknowledgement, .text(mailbox), .text(knowledgeID), .text(file), .text(text))
+    }
+
+    // MARK: Uploads
+
+    /// Bundles this replica left in the mailbox's outbox: a file there with a matching name
+    /// that it did not upload (planted by whoever can write to the folder) is never kept.
+    func uploadedBundles() throws -> Set<String> {
+        Set(try database.rows(MailboxSQL.uploads, .text(mailbox)).map { try $0.string("file") })
+    }
+
+    /// Records the bundles this replica now keeps in the mailbox's outbox, forgetting the rest.
+    func rememberUploads(_ files: Set<String>) throws {
+        try database.inTransaction {
+            try database.run(MailboxSQL.forgetUploads, .text(mailbox))
+            for file in files { try database.run(MailboxSQL.rememberUpload, .text(mailbox), .text(file)) }
+        }
+    }
+
+    // MARK: Quiet syncs
+
+    /// Everything in this replica that a mailbox sync's outcome depends on, as text: what it
+    /// knows of each site and the keys pinned to them, its own clock, the bundles it holds
+    /// back, key moves, acknowledgement statements and the schema. Two syncs through the
+    /// same, unchanged mailbox that see the same text do the same thing.
+    func syncState() throws -> String {
+        try database.optionalString(MailboxSQL.syncState) ?? ""
+    }
+
+    /// The inputs of the last sync through the mailbox that found nothing to do, and the
+    /// wall clock (ms since 1970) when it saved them.
+    func lastQuietSync() throws -> (inputs: String, savedAt: Int64)? {
+        try database.row(MailboxSQL.lastQuietSync, .text(mailbox)).map { (try $0.string("inputs"), try $0.int64("saved_at")) }
+    }
+
+    /// Records the inputs of a sync through the mailbox that found nothing to do.
+    func rememberQuietSync(inputs: String, at savedAt: Int64) throws {
+        try database.run(MailboxSQL.rememberQuietSync, .text(mailbox), .text(inputs), .integer(savedAt))
+    }
+
+    /// Forgets the last quiet sync, before a sync that may do something.
+    func forgetQuietSync() throws {
+        try database.run(MailboxSQL.forgetQuietSync, .text(mailbox))
+    }
+}
+
+/// The SQL of mailbox state, in one place.
+enum MailboxSQL {
+    static let seenBundles = #"SELECT "name", "knowledge" FROM "_sqsync_seen_bundles""#
+    static let markSeen = #"INSERT OR REPLACE INTO "_sqsync_seen_bundles" ("name", "knowledge") VALUES (?, ?)"#
+    static let forgetSeen = #"DELETE FROM "_sqsync_seen_bundles" WHERE "name" = ?"#
+    static let cachedAcknowledgements = #"SELECT "replica", "file", "text" FROM "_sqsync_mailbox_acks" WHERE "mailbox" = ?"#
+    static let cacheAcknowledgement = """
+        INSERT OR REPLACE INTO "_sqsync_mailbox_acks" ("mailbox", "replica", "file", "text") VALUES (?, ?, ?, ?)
+        """
+    static let uploads = #"SELECT "file" FROM "_sqsync_mailbox_uploads" WHERE "mailbox" = ?"#
+    static let forgetUploads = #"DELETE FROM "_sqsync_mailbox_uploads" WHERE "mailbox" = ?"#
+    static let rememberUpload = #"INSERT INTO "_sqsync_mailbox_uploads" ("mailbox", "file") VALUES (?, ?)"#
+    static let lastQuietSync = #"SELECT "inputs", "saved_at" FROM "_sqsync_quiet_syncs" WHERE "mailbox" = ?"#
+    static let rememberQuietSync = """
+        INSERT OR REPLACE INTO "_sqsync_quiet_syncs" ("mailbox", "inputs", "saved_at") VALUES (?, ?, ?)
+        """
+    static let forgetQuietSync = #"DELETE FROM "_sqsync_quiet_syncs" WHERE "mailbox" = ?"#
+
+    /// One text for ``MailboxState/syncState()``; quote() keeps NULL apart from 'NULL'.
+    static let syncState = """
+        SELECT ifnull((SELECT group_concat("line", char(10)) FROM (
+                   SELECT quote("site") || ' ' || quote("knowledge_id") || ' ' || quote("name") || ' '
+                       || quote("known_seq") || ' ' || quote("forgotten_seq") || ' ' || quote("retired") || ' '
+                       || quote("signing_key") || ' ' || quote("schema_version") || ' '
+                       || quote("counters_folded") || ' ' || quote("counters_folded_at") AS "line"
+                   FROM "_sqsync_sites" ORDER BY "site")), '')
+            || char(10) || (SELECT quote("site") || ' ' || quote("seq") FROM "_sqsync_replica")
+            || char(10) || (SELECT count(*) FROM "_sqsync_held")
+            || char(10) || (SELECT count(*) || ' ' || total("counter") FROM "_sqsync_statements")
+            || char(10) || ifnull((SELECT group_concat("from_key" || ' ' || "to_key", char(10)) FROM "_sqsync_key_moves"), '')
+            || char(10) || (SELECT "schema_version" FROM pragma_schema_version())
+        """
+}
