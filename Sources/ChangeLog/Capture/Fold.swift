@@ -30,12 +30,8 @@ extension Replica {
     /// the order the app wrote them; an import follows the bundle, key order, into a table
     /// in the order the app wrote it. With SQLite's default 2,000 KiB most of those reads
     /// found their page gone from SQLite's cache and read it again from the file (through
-    /// the OS's cache).
-    /// `make bench` at 7ea08b3, 100k updates and deletes into a copy of the writer: 0.75× /
-    /// 0.96× the session extension's apply rate at SQLite's default cache, 0.60× / 0.70× with
-    /// this set to 0; the session apply given 16 MiB too speeds up more (sqsync 0.42× / 0.49×
-    /// of it; README, "Page cache"). The cache holds at most this much, and only what the
-    /// work read: a 1M-row import peaks at 52 MB of memory instead of 33.
+    /// the OS's cache (measured in docs/PERFORMANCE.md, "Page cache"). The cache holds at
+    /// most this much, and only what the work read.
     public static let bulkPageCacheKiB: Int64 = 16 * 1024
 
     /// Drops from `_sqsync_changes` what every live peer acknowledged, site by site, and
@@ -64,8 +60,8 @@ extension Replica {
     }
 
     /// Where a batched change's entry lies, in plain values: sorting these moves no
-    /// reference-counted key (sorting the changes themselves took a third of a fold's
-    /// instructions), and a prefix of the key settles most comparisons.
+    /// reference-counted key (sorting the changes themselves cost a third of a fold), and a
+    /// prefix of the key settles most comparisons.
     private struct EntryPosition {
         let tableID: Int64
         /// 1 for text, 2 for a BLOB, 3 for an integer, 0 for a key ``prefix`` does not order.
@@ -110,11 +106,8 @@ extension Replica {
     /// the log, and so do the notes (`_sqsync_changes` is in that order); the entries are
     /// written a batch at a time in the order they lie in, table and key, where the log's
     /// order (the app's, random keys) sent each write to a page of its own. Writes to
-    /// different rows are independent, and one row's keep their log order. `sqsync status`,
-    /// log order against batches of this size, two or three runs each: a 1M-row table's
-    /// 500k logged deletes 4.9 s → 3.0–3.2 s, its 1M logged inserts 8.8 s → 6.1–6.3 s; 100k
-    /// inserts, updates and deletes of one table 1.33–1.40 s → 1.10–1.21 s. A batch holds
-    /// about 10 MB.
+    /// different rows are independent, and one row's keep their log order (docs/PERFORMANCE.md,
+    /// "Fold"). A batch holds about 10 MB.
     static let foldBatch = 32_768
 
     private func foldCaptureLog() throws {

@@ -18,8 +18,8 @@ import SQLiteDatabase
 /// call, and a statement whose trigger calls any function may abort halfway, so inside a
 /// transaction SQLite opens a statement journal for each such statement and copies every page
 /// it touches there first (`sqlite3VdbeAddFunctionCall` marks it). For a delete by key that
-/// cost more than the rest of the trigger (callgrind: a tracked delete took 2.19× a plain one's
-/// instructions with the stamp, 1.63× without). A delete's clock decides no merge: the causal
+/// cost more than the rest of the trigger (docs/PERFORMANCE.md, "Capture"). A delete's clock
+/// decides no merge: the causal
 /// length settles a delete against inserts and updates, and only concurrent deletes of one life
 /// compare clocks, which end the same either way (docs/MERGE_RULES.md).
 /// The log statements read no other table: while sqsync applies a peer's changes it turns
@@ -106,8 +106,8 @@ struct TriggerSQL {
     /// The inserted row's key as logged. A one-column key may be NULL in a rowid table (an
     /// SQLite quirk); no peer could find such a row, so the write is refused in the same
     /// expression: `coalesce` evaluates `RAISE` only for NULL, and the trigger runs one
-    /// statement instead of two (version 9; 100k tracked inserts 1.48× → 1.43× plain in a C
-    /// loop). An abort undoes the whole statement, whatever the trigger wrote before it included.
+    /// statement instead of two (version 9). An abort undoes the whole statement, whatever the
+    /// trigger wrote before it included.
     private var insertedKey: String {
         guard table.primaryKey.count == 1 else { return keyExpression("NEW") }
         let message = quoteLiteral("sqsync: table \(table.name) cannot track a row whose primary key is NULL")
