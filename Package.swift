@@ -40,9 +40,13 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["SQLiteDatabase"], path: "Tests/TestSupport"),
         .testTarget(name: "SQLiteDatabaseTests", dependencies: ["SQLiteDatabase", "CSQLite"]),
         .testTarget(name: "ChangeLogTests", dependencies: ["ChangeLog", "SQLiteDatabase", "TestSupport"]),
-        .testTarget(name: "BundleTests", dependencies: ["Bundle", "ChangeLog", "SQLiteDatabase", "TestSupport"]),
+        .testTarget(
+            name: "BundleTests",
+            dependencies: [
+                "Bundle", "ChangeLog", "SQLiteDatabase", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            ]),
         .testTarget(
             name: "TransportTests", dependencies: ["Transport", "Bundle", "ChangeLog", "SQLiteDatabase", "TestSupport"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["sqsync", "ChangeLog", "SQLiteDatabase", "TestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["sqsync", "SQLiteDatabase", "TestSupport"]),
     ]
 )

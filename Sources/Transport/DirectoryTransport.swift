@@ -38,8 +38,10 @@ public final class DirectoryTransport: Transport {
         try entries(in: directory).filter(\.isDirectory).map(\.name)
     }
 
-    public func readFile(_ path: String, to localPath: String) throws {
+    public func readFile(_ path: String, to localPath: String, maxBytes: Int) throws {
         let input = try LocalFile(path: try resolved(path), flags: O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        let size = try input.size()
+        guard size <= maxBytes else { throw tooLarge(path, bytes: size, maxBytes: maxBytes) }
         try LocalFile.replace(localPath) { output in try input.copy(to: output) }
     }
 
@@ -328,6 +330,13 @@ final class LocalFile {
 
     func sync() throws {
         try POSIX.run("fsync", path, { fsync(descriptor) }, failed: { $0 != 0 })
+    }
+
+    /// The file's size, as the file system records it.
+    func size() throws -> Int {
+        var status = stat()
+        try POSIX.run("fstat", path, { fstat(descriptor, &status) }, failed: { $0 != 0 })
+        return Int(status.st_size)
     }
 
     /// Closes once; `close` is not retried on `EINTR`, because Linux has already released the

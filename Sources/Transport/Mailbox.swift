@@ -19,6 +19,8 @@ public struct SyncReport: Sendable {
     /// Files in the mailbox that were ignored (unsigned, forged or untrusted acknowledgements,
     /// junk in this replica's outbox): one line each, naming the file.
     public var warnings: [String] = []
+    /// Bundles that brought nothing new, one line each (a replayed older bundle).
+    public var notes: [String] = []
     /// The mailbox and the replica were as a sync that found nothing to do left them, so this
     /// sync stopped after comparing them.
     public var unchanged = false
@@ -54,6 +56,8 @@ public final class Mailbox {
     /// Acknowledgement files this sync verified or wrote, remembered in the replica only when
     /// the sync succeeds: a refused sync leaves the database as it was.
     private var verifiedAcknowledgements: [(replica: String, file: String, text: String)] = []
+    /// Files this sync left unread (larger than a mailbox file may be), one line each.
+    private var skipped: [String] = []
 
     public init(transport: Transport) {
         self.transport = transport
@@ -61,7 +65,7 @@ public final class Mailbox {
 
     public func sync(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {
         try KeyBinding.prepareToSign(replica: replica, key: key)
-        let trust = KeyBinding.trust(trust, following: [], replica: replica)
+        let trust = try KeyBinding.trust(trust, replica: replica)
         ScratchDirectory.clearLeftovers(beside: replica.path)
         // Taken before anything is listed, so a change made during this sync shows next time.
         let inputs = try quietSyncInputs(replica: replica, key: key, trust: trust)
@@ -104,6 +108,8 @@ public final class Mailbox {
         let scratch = try ScratchDirectory(beside: replica.path)
         var report = SyncReport()
         verifiedAcknowledgements = []
+        skipped = []
+        defer { report.warnings += skipped }
         let me = replica.knowledgeID
         try replica.fold()
         try transport.makeDirectories("\(Self.outbox)/\(me)")
@@ -130,8 +136,14 @@ public final class Mailbox {
             do {
                 let result = try BundleExchange.importBundle(
                     path: local, into: replica, trust: trust, learning: peers.mapValues(\.learned))
-                report.imported.append(result)
-                report.warnings += result.warnings
+                if result.outcome == .superseded {
+                    report.notes.append(
+                        "\(transport.displayName)/\(Self.outbox)/\(bundle.sender)/\(bundle.name): nothing new (an older bundle of \(displayText(result.senderName.isEmpty ? result.sender : result.senderName)) than one already taken)"
+                    )
+                } else if result.outcome != .ownBundle {
+                    report.imported.append(result)
+                }
+                report.warnings += result.warnings.map { naming($0, local, bundle) }
                 try state(replica).markSeen(bundle: bundle.name, knowledge: result.senderKnowledge)
             } catch let error as BundleError where error.kind != .io {
                 report.rejected.append((bundle.name, naming(error.description, local, bundle)))
@@ -162,7 +174,7 @@ public final class Mailbox {
                 mine.append(name)
                 continue
             }
-            if try isSignedBundle(path, of: me, beyond: knowledge[me], trust: trust, scratch: scratch) {
+            if try isSignedBundle(path, of: replica, beyond: knowledge[me], scratch: scratch) {
                 // A bundle in this replica's own outbox with changes it never made: another database
                 // writes under the same knowledge ID. Leave everything as it is and say so.
                 report.refused.append(
@@ -186,7 +198,8 @@ public final class Mailbox {
                 keep.insert(existing)
             } else {
                 let exported = try BundleExchange.export(
-                    replica: replica, since: base, key: key, to: scratch.path, intoDirectory: true, nameSuffix: fingerprint)
+                    replica: replica, since: base, key: key, to: scratch.path, intoDirectory: true, nameSuffix: fingerprint,
+                    readers: Set(readers.keys))
                 let name = URL(fileURLWithPath: exported.path).lastPathComponent
                 try transport.writeFile(from: exported.path, to: "\(Self.outbox)/\(me)/\(name)")
                 keep.insert(name)
@@ -211,10 +224,16 @@ public final class Mailbox {
 
     /// Copies a file out of the mailbox; false when another replica removed or replaced it
     /// since the listing (it wrote a newer one, which the next sync picks up).
-    private func fetch(_ folder: String, _ name: String, to local: String) throws -> Bool {
+    /// A file larger than `maxBytes` is not read: false, with a warning.
+    private func fetch(_ folder: String, _ name: String, to local: String, maxBytes: Int = BundleLimits.maxBundleBytes) throws
+        -> Bool
+    {
         do {
-            try transport.readFile("\(folder)/\(name)", to: local)
+            try transport.readFile("\(folder)/\(name)", to: local, maxBytes: maxBytes)
             return true
+        } catch let error as TransportError where error.kind == .tooLarge {
+            skipped.append(error.description)
+            return false
         } catch let error as TransportError where error.kind == .io {
             if try transport.listFiles(in: folder).contains(name) { throw error }
             return false
@@ -246,21 +265,22 @@ public final class Mailbox {
         return removed
     }
 
-    /// Whether a file in this replica's outbox is a bundle signed by a trusted key under this
-    /// replica's knowledge ID, with changes beyond `seq`: a copy of this database wrote it.
-    private func isSignedBundle(
-        _ path: String, of me: String, beyond seq: Int64, trust: AllowedSigners, scratch: ScratchDirectory
-    )
-        throws -> Bool
+    /// Whether a file in this replica's outbox is a bundle signed by this replica's own key
+    /// under its knowledge ID, with changes beyond `seq`: a copy of this database wrote it.
+    private func isSignedBundle(_ path: String, of replica: Replica, beyond seq: Int64, scratch: ScratchDirectory) throws
+        -> Bool
     {
+        let me = replica.knowledgeID
         let local = scratch.path + "/outbox-check.sqsb"
         defer { try? FileManager.default.removeItem(atPath: local) }
         let folder = RelativePath.parent(of: path), name = String(path.dropFirst(folder.count + 1))
         guard try fetch(folder, name, to: local) else { return false }
         do {
-            let reader = try BundleReader(path: local)
-            _ = try reader.verify(trust: trust)
-            return reader.header.sender == me && reader.header.senderSeq > seq
+            // Only this replica's own key can show a copy: a file signed by another key, whatever
+            // it claims, was planted.
+            let reader = try BundleReader(path: local, trust: nil)
+            let ownKey = try KeyBinding.currentKey(of: me, replica: replica)
+            return reader.envelope.sender.id == me && reader.signature.publicKey == ownKey && reader.envelope.senderSeq > seq
         } catch is BundleError {
             return false
         }
@@ -289,7 +309,7 @@ public final class Mailbox {
                 if acknowledgement.key == key.publicKey { unchanged = acknowledgement.acknowledgement }
             } else {
                 let local = scratch.path + "/" + previous
-                if try fetch(folder, previous, to: local),
+                if try fetch(folder, previous, to: local, maxBytes: MailboxAcknowledgement.maxBytes),
                     let text = try? String(contentsOfFile: local, encoding: .utf8),
                     let acknowledgement = try? MailboxAcknowledgement.verified(text, expectedReplica: me, trust: trust)
                 {
@@ -342,7 +362,7 @@ public final class Mailbox {
                 }
                 let local = scratch.path + "/" + name
                 defer { try? FileManager.default.removeItem(atPath: local) }
-                guard try fetch(folder, name, to: local) else { continue }
+                guard try fetch(folder, name, to: local, maxBytes: MailboxAcknowledgement.maxBytes) else { continue }
                 do {
                     let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: local)), as: UTF8.self)
                     let verified = try MailboxAcknowledgement.verified(text, expectedReplica: reader, trust: trust)

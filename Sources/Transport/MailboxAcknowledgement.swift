@@ -23,6 +23,8 @@ import Foundation
 ///     -----END SSH SIGNATURE-----
 struct MailboxAcknowledgement {
     static let magic = "sqsync-ack 1"
+    /// An acknowledgement file is a few lines per replica; a larger one is not read.
+    static let maxBytes = 1 << 20
     /// Bundles' namespace: `allowed_signers` lines limit sqsync keys to it. The signed text
     /// starts with ``magic``, never with a bundle's magic, so one cannot pass for the other.
     static let namespace = "sqsync"

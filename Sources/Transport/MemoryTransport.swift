@@ -36,9 +36,10 @@ public final class MemoryTransport: Transport {
         return directories.compactMap { child(of: folder, $0) }.sorted()
     }
 
-    public func readFile(_ path: String, to localPath: String) throws {
+    public func readFile(_ path: String, to localPath: String, maxBytes: Int) throws {
         let key = try normalized(path)
         guard let data = files[key] else { throw TransportError(.io, "\(displayName)\(key): no such file") }
+        guard data.count <= maxBytes else { throw tooLarge(path, bytes: data.count, maxBytes: maxBytes) }
         try LocalFile.replace(localPath) { output in
             try data.withUnsafeBytes { try output.write($0) }
         }

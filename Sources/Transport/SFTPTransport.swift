@@ -54,9 +54,12 @@ public final class SFTPTransport: Transport {
             .map(\.name)
     }
 
-    public func readFile(_ path: String, to localPath: String) throws {
+    public func readFile(_ path: String, to localPath: String, maxBytes: Int) throws {
         let source = try remote(path)
         let file = try SFTPFile(sftp, path: source, flags: O_RDONLY)
+        let size = try file.size()
+        guard size <= maxBytes else { throw tooLarge(path, bytes: size, maxBytes: maxBytes) }
+        var copied = 0
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: LocalFile.chunkSize, alignment: 16)
         defer { buffer.deallocate() }
         try LocalFile.replace(localPath) { output in
@@ -66,6 +69,9 @@ public final class SFTPTransport: Transport {
                     failed: { $0 < 0 }
                 ).value
                 if count == 0 { break }
+                copied += count
+                // A file that grew past the cap since its size was read is refused all the same.
+                guard copied <= maxBytes else { throw tooLarge(path, bytes: copied, maxBytes: maxBytes) }
                 try output.write(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             }
         }
@@ -216,6 +222,13 @@ final class SFTPFile {
 
     deinit {
         if isOpen { _ = session.ssh.bounded { sftp_close(handle) } }
+    }
+
+    /// The remote file's size, as the server reports it (0 when it does not say).
+    func size() throws -> Int {
+        let attributes = try session.check("sftp_fstat", path: path) { sftp_fstat(handle) }
+        defer { sftp_attributes_free(attributes) }
+        return Int(clamping: attributes.pointee.size)
     }
 
     /// Closes once, reporting the server's answer: for an upload, the last chance to hear of

@@ -18,7 +18,9 @@ public protocol Transport: AnyObject {
     func listDirectories(in directory: String) throws -> [String]
 
     /// Copies the whole file at `path` to the local file `localPath` (created or replaced).
-    func readFile(_ path: String, to localPath: String) throws
+    /// A file larger than `maxBytes` is refused (``TransportError/Kind/tooLarge``) before
+    /// any of it is copied.
+    func readFile(_ path: String, to localPath: String, maxBytes: Int) throws
 
     /// Publishes the local file `localPath` as `path`: written under a unique temporary name in
     /// the same folder, flushed to stable storage, then renamed. `path` must not exist yet
@@ -49,6 +51,19 @@ public protocol Transport: AnyObject {
 extension Transport {
     public func settledFolderStamps(in directory: String) throws -> [String: String]? { nil }
 
+    /// Copies the whole file, whatever its size.
+    public func readFile(_ path: String, to localPath: String) throws {
+        try readFile(path, to: localPath, maxBytes: .max)
+    }
+
+    /// The refusal of a file larger than `maxBytes`.
+    func tooLarge(_ path: String, bytes: Int, maxBytes: Int) -> TransportError {
+        TransportError(
+            .tooLarge,
+            "\(displayName)/\(path): \(bytes) bytes, more than the \(maxBytes) a file of the mailbox may be (SQSYNC_MAX_BUNDLE_BYTES); skipped without reading it"
+        )
+    }
+
     /// A new temporary name in `folder` for an upload (see ``uploadOwner``).
     func temporaryName(in folder: String) -> String {
         let owner = uploadOwner.isEmpty ? "" : uploadOwner + "-"
@@ -65,6 +80,8 @@ public struct TransportError: Error, CustomStringConvertible, Equatable {
         case authentication
         case timeout
         case connection
+        /// A mailbox file larger than the cap, refused before it was read.
+        case tooLarge
     }
 
     public var kind: Kind

@@ -246,7 +246,7 @@ final class CaptureTests: XCTestCase {
     func testExporterSnapshotSeesLocalWrites() throws {
         let replica = try sandbox.replica("embedded", schema: itemsSchema, track: ["items"])
         try replica.database.execute("INSERT INTO items VALUES ('a', 'apple', 1, NULL)")
-        let changes = try ChangeExporter.snapshot(of: replica, since: Knowledge()) { exporter in
+        let changes = try ChangeExporter.snapshot(of: replica, ownChangesAfter: 0) { exporter in
             var changes: [RowChange] = []
             try exporter.forEachChange { changes.append($0) }
             return changes

@@ -55,13 +55,13 @@ final class Sandbox {
 
 // MARK: - Exchange without files
 
-/// Reads what `receiver` lacks (or everything after `since`) out of `source`, in one snapshot.
-/// Local writes are numbered first, as `BundleExchange.export` does (the triggers leave them
-/// unnumbered).
+/// This replica's own changes after `since`'s entry for it (every one when absent), in one
+/// snapshot: what it signs as their origin. Local writes are folded first, as
+/// `BundleExchange.export` does.
 func changeSet(from source: Replica, since base: Knowledge) throws -> ChangeSet {
     try source.fold()
     return try source.readSnapshot {
-        let exporter = try ChangeExporter(replica: source, since: base)
+        let exporter = try ChangeExporter(replica: source, ownChangesAfter: base[source.knowledgeID])
         var changes: [RowChange] = []
         try exporter.forEachChange { changes.append($0) }
         return ChangeSet(header: exporter.header, changes: changes, receiver: nil)
@@ -74,20 +74,80 @@ func changeSet(from source: Replica, for receiver: Replica) throws -> ChangeSet 
     return set
 }
 
+/// What each replica merged of other replicas, by database path: a relay forwards those
+/// sets as they came, the way Bundle's segment store keeps signed segments.
+nonisolated(unsafe) private var merged: [String: [ChangeSet]] = [:]
+
+/// Every set `source` can give a replica that holds `knowledge`: its own changes after it,
+/// and the sets of other origins it merged that the receiver lacks.
+func changeSets(from source: Replica, for knowledge: Knowledge) throws -> [ChangeSet] {
+    let own = try changeSet(from: source, since: knowledge)
+    let relayed = merged[source.path, default: []].filter { $0.header.last > knowledge[$0.header.origin] }
+    return (own.header.last > own.header.base ? [own] : []) + relayed
+}
+
 /// Merges a change set into `replica` the way an import does: one transaction.
 @discardableResult
 func apply(_ set: ChangeSet, to replica: Replica) throws -> ApplySummary {
-    try replica.database.inTransaction {
+    let summary = try replica.database.inTransaction {
         let applier = try ChangeMerger(replica: replica, header: set.header)
         for change in set.changes { try applier.apply(change) }
         return try applier.finish()
     }
+    if summary.knowledgeAdvanced && set.header.origin != replica.knowledgeID {
+        merged[replica.path, default: []].append(set)
+    }
+    return summary
 }
 
-/// One exchange: what `destination` lacks of `source`, merged into `destination`.
+/// One exchange: what `destination` lacks of `source` (its own changes and what it relays),
+/// merged into `destination`; a set that met a life another set begins is merged again after.
 @discardableResult
 func sync(from source: Replica, to destination: Replica) throws -> ApplySummary {
-    try apply(changeSet(from: source, for: destination), to: destination)
+    var waiting = try changeSets(from: source, for: destination.knowledge())
+    var total = ApplySummary()
+    total.knowledgeAdvanced = true
+    while !waiting.isEmpty {
+        var later: [ChangeSet] = []
+        for set in waiting where set.header.last > (try destination.knowledge()[set.header.origin]) {
+            let summary = try apply(set, to: destination)
+            total.add(summary)
+            if !summary.knowledgeAdvanced { later.append(set) }
+        }
+        if later.count == waiting.count {
+            total.knowledgeAdvanced = false
+            break
+        }
+        waiting = later
+    }
+    // What the sender says of itself, as a bundle's signed envelope carries it.
+    try destination.database.inTransaction { try destination.recordSender(try report(of: source)) }
+    return total
+}
+
+/// What `replica` says of itself in a bundle it sends.
+func report(of replica: Replica) throws -> SenderReport {
+    try replica.fold()
+    let sites = try replica.database.valueRows(
+        #"SELECT "knowledge_id", "forgotten_seq" FROM "_sqsync_sites" WHERE "forgotten_seq" > 0"#)
+    let clock = try clock(of: replica)
+    return SenderReport(
+        knowledgeID: replica.knowledgeID, name: replica.name, seq: clock.seq, hlc: clock.hlc, knowledge: try replica.knowledge(),
+        forgotten: Knowledge(Dictionary(uniqueKeysWithValues: sites.map { ($0[0].stringValue!, $0[1].int64Value!) })))
+}
+
+extension ApplySummary {
+    mutating func add(_ other: ApplySummary) {
+        for (table, counts) in other.tables {
+            var sum = tables[table] ?? TableCounts()
+            sum.inserted += counts.inserted
+            sum.updated += counts.updated
+            sum.deleted += counts.deleted
+            sum.unchanged += counts.unchanged
+            sum.conflicts += counts.conflicts
+            tables[table] = sum
+        }
+    }
 }
 
 /// Both directions, `a` first.

@@ -103,7 +103,7 @@ final class FoldTests: XCTestCase {
         let exportedUnfolded = try changeSet(from: unfolded, since: Knowledge())
         let exportedFolded = try changeSet(from: original, since: Knowledge())
         XCTAssertEqual(exportedUnfolded.changes, exportedFolded.changes)
-        XCTAssertEqual(exportedUnfolded.header.knowledge, exportedFolded.header.knowledge)
+        XCTAssertEqual(exportedUnfolded.header.originKnowledge, exportedFolded.header.originKnowledge)
         XCTAssertFalse(exportedFolded.changes.isEmpty)
         XCTAssertEqual(try metadata(of: unfolded), try metadata(of: original))
         XCTAssertEqual(try unfolded.purge(dryRun: true).tombstones, try original.purge(dryRun: true).tombstones)
@@ -148,10 +148,10 @@ final class FoldTests: XCTestCase {
         let since = try peer.knowledge()
         for base in [Knowledge(), since] {
             let (byKey, byScan) = try replica.readSnapshot {
-                let keyed = try ChangeExporter(replica: replica, since: base, keyPathLimit: 1_000_000)
+                let keyed = try ChangeExporter(replica: replica, ownChangesAfter: base[replica.knowledgeID], keyPathLimit: 1_000_000)
                 var keyedChanges: [RowChange] = []
                 try keyed.forEachChange { keyedChanges.append($0) }
-                let scanned = try ChangeExporter(replica: replica, since: base, keyPathLimit: 0)
+                let scanned = try ChangeExporter(replica: replica, ownChangesAfter: base[replica.knowledgeID], keyPathLimit: 0)
                 var scannedChanges: [RowChange] = []
                 try scanned.forEachChange { scannedChanges.append($0) }
                 XCTAssertEqual(keyed.header, scanned.header)

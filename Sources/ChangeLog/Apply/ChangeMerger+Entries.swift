@@ -40,7 +40,6 @@ extension ChangeMerger {
             .integer(Int64(stamp.site)), .integer(stamp.seq),
         ])
         try statement.run()
-        try recordChange(tid: tid, key: key, stamp: stamp)
     }
 
     /// The entry of a live row just written, with the clocks of its columns that differ from
@@ -60,80 +59,6 @@ extension ChangeMerger {
             try statement.bind(keyValues, from: 7)
         }
         try statement.run()
-        try recordChange(tid: target.info.tid, key: key, stamp: stamp)
-        for cell in cells {
-            try recordChange(tid: target.info.tid, key: key, stamp: cell.stamp)
-        }
-    }
-
-    /// Notes the change in `_sqsync_changes`, so export and status find it by (site, seq),
-    /// unless every live peer already holds it: such a note would leave at the next fold
-    /// (``Replica/forgetAcknowledgedChanges()``), so it is left out and ``finish()`` records
-    /// that the table lacks those changes (`changes_from`). In a pair of replicas no note is
-    /// ever written for an import.
-    /// Bundles come in key order, so their sequence numbers do not: notes are written a batch
-    /// at a time in (site, seq) order, which keeps the B-tree's inserts close together.
-    func recordChange(tid: Int, key: SQLValue, stamp: LocalStamp) throws {
-        if stamp.seq <= heldByEveryPeer[stamp.site, default: 0] {
-            Self.raise(&notesLeftOut[stamp.site, default: 0], to: stamp.seq)
-            return
-        }
-        pendingChanges.append((stamp.site, stamp.seq, tid, key))
-        if pendingChanges.count >= Self.changeBatch { try writePendingChanges() }
-    }
-
-    static let changeBatch = 8192
-    static let notesPerStatement = 50
-    private static let recordNotesSQL = MergeSQL.insertRows(
-        "_sqsync_changes", columns: ["site", "seq", "tid", "pk"], count: notesPerStatement, orIgnore: true)
-
-    /// Through `inout`, a dictionary's entry is found once to be read and written.
-    private static func raise(_ value: inout Int64, to least: Int64) { value = max(value, least) }
-
-    /// Notes go in (site, seq) order, at the right edge of `_sqsync_changes`, and
-    /// ``notesPerStatement`` to a statement, whose cursor stays where the last one went.
-    func writePendingChanges() throws {
-        pendingChanges.sort { ($0.site, $0.seq) < ($1.site, $1.seq) }
-        let manyNotes = pendingChanges.count >= Self.notesPerStatement ? try database.statement(Self.recordNotesSQL) : nil
-        var start = 0
-        while start < pendingChanges.count {
-            var (statement, count) = (statements.recordChange, 1)
-            if let manyNotes, pendingChanges.count - start >= Self.notesPerStatement {
-                (statement, count) = (manyNotes, Self.notesPerStatement)
-            }
-            for (offset, change) in pendingChanges[start..<(start + count)].enumerated() {
-                try statement.bind(.integer(Int64(change.site)), at: offset * 4 + 1)
-                try statement.bind(.integer(change.seq), at: offset * 4 + 2)
-                try statement.bind(.integer(Int64(change.tid)), at: offset * 4 + 3)
-                try statement.bind(change.key, at: offset * 4 + 4)
-            }
-            try statement.run()
-            start += count
-        }
-        pendingChanges.removeAll(keepingCapacity: true)
-        for (site, seq) in notesLeftOut {
-            try database.run(MergeSQL.changesFromAtLeast, .integer(Int64(site)), .integer(seq))
-        }
-        notesLeftOut.removeAll()
-    }
-
-    /// Per site, the changes every live peer holds once this import is done: what each
-    /// acknowledged, the sender the bundle's knowledge.
-    static func heldByEveryPeer(replica: Replica, sender: Int, senderKnows: [Int: Int64]) throws -> [Int: Int64] {
-        var acknowledged: [Int: [Int: Int64]] = [:]
-        for row in try replica.database.rows(MergeSQL.livePeerAcknowledgements, .integer(Int64(replica.site))) {
-            let peer = try row.int("peer")
-            var sites = acknowledged[peer, default: [:]]
-            if let site = try row.optionalInt64("site") { sites[Int(site)] = try row.int64("seq") }
-            acknowledged[peer] = sites
-        }
-        guard acknowledged[sender] != nil else { return [:] }
-        for (site, seq) in senderKnows { acknowledged[sender]![site] = max(acknowledged[sender]![site] ?? 0, seq) }
-        var held: [Int: Int64] = [:]
-        for site in senderKnows.keys {
-            held[site] = acknowledged.values.map { $0[site] ?? 0 }.min() ?? 0
-        }
-        return held
     }
 
     /// Drops a row's counter entries: they belong to the life that ended.

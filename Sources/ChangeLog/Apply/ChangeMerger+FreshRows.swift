@@ -1,4 +1,3 @@
-import CSQLite
 import SQLiteDatabase
 
 /// Rows new here, inserted a batch at a time: on a first sync, or whenever a bundle brings
@@ -72,10 +71,6 @@ extension ChangeMerger {
             try entries.bind(.integer(row.checksum), at: first + 6)
         }
         try entries.run()
-        for row in batch {
-            try recordChange(tid: target.info.tid, key: row.key, stamp: row.stamp)
-            for cell in row.cells { try recordChange(tid: target.info.tid, key: row.key, stamp: cell.stamp) }
-        }
         target.counts.inserted += batch.count
     }
 }

@@ -27,7 +27,6 @@ extension ChangeMerger {
             let alreadyCounted = held.map { $0.folded == contribution.folded ? $0.total : .integer(0) } ?? .integer(0)
             let delta = CounterArithmetic.subtract(contribution.total, alreadyCounted)
             try writeCounterEntry(tid: tid, key: key, cid: column.cid, contribution: contribution, stamp: stamp)
-            try recordChange(tid: tid, key: key, stamp: stamp)
             if delta != .integer(0) {
                 try database.run(
                     MergeSQL.addToColumn(target.info.name, column: column.name, key: target.info.primaryKey),

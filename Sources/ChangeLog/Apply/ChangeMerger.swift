@@ -23,12 +23,13 @@ public struct ApplySummary: Sendable, Equatable {
     public init() {}
 }
 
-/// Merges one change set into a replica: causal length decides whether a row lives, and
-/// each column keeps the value with the greatest (hybrid logical clock, knowledge ID).
-/// The outcome does not depend on the order change sets arrive in.
+/// Merges one origin's change set into a replica: causal length decides whether a row
+/// lives, and each column keeps the value with the greatest (hybrid logical clock, knowledge
+/// ID). The outcome does not depend on the order change sets arrive in.
 ///
-/// The caller owns the transaction: create the applier, ``apply(_:)`` every row change,
-/// then ``finish()``, all inside one transaction, so a failure leaves nothing half-applied.
+/// The caller owns the transaction: create the merger, ``apply(_:)`` every row change, then
+/// ``finish()``, all inside one transaction, so a failure leaves nothing half-applied. The
+/// caller has checked the origin's signature: the merger takes every stamp as the origin's.
 public final class ChangeMerger {
     struct LocalStamp: Equatable {
         var hlc: Int64
@@ -39,41 +40,38 @@ public final class ChangeMerger {
     let replica: Replica
     let database: Database
     private let header: ChangeSetHeader
-    private let localSite: [Int]
+    /// The origin's local site number: every stamp of the set is its.
+    private let originSite: Int
     var siteIDs: [Int: String]
     private let knownBefore: [Int: Int64]
-    /// This replica's own sequence number when the import began.
+    /// This replica's own sequence number when the merge began.
     private let ownSeqBefore: Int64
+    /// What the origin held when it wrote the set, by local site.
     private let senderKnows: [Int: Int64]
     private let targets: [Target]
     let learning: LearningEvent.ByWriter
     var highestClock: Int64
     let statements: Statements
-    /// True while this import has the capture triggers off on its connection.
+    /// True while this merge has the capture triggers off on its connection.
     private(set) var triggersOff = false
-    /// `PRAGMA foreign_keys` when the import began: its actions (ON UPDATE CASCADE) run even
+    /// `PRAGMA foreign_keys` when the merge began: its actions (ON UPDATE CASCADE) run even
     /// with triggers off. `sqsync import` turns it off.
     let foreignKeysOn: Bool
     /// Rows new here, waiting to be inserted a batch at a time.
     var freshRows = FreshRows()
-    /// The log as the fold left it: rows after this one come from the import's own writes.
+    /// The log as the fold left it: rows after this one come from the merge's own writes.
     private var lastLocalLogRow: Int64 = 0
-    /// Changes applied but not yet noted in `_sqsync_changes` (``recordChange(tid:key:stamp:)``).
-    var pendingChanges: [(site: Int, seq: Int64, tid: Int, key: SQLValue)] = []
-    /// Per site, the changes every live peer will hold once this import is done: their notes
-    /// are left out (``recordChange(tid:key:stamp:)``).
-    var heldByEveryPeer: [Int: Int64] = [:]
-    /// Per site, the greatest seq whose note was left out.
-    var notesLeftOut: [Int: Int64] = [:]
     /// Which keys cannot have an entry yet, so their lookup is spared.
     var entryCeiling = EntryKeyCeiling()
+    /// A record changed a life this replica has not seen begin: the set is merged, but this
+    /// replica does not claim the origin's changes until the life arrives and the set comes again.
+    private var sawUnseenLife = false
 
-    /// The statements every row change runs, prepared once per import.
+    /// The statements every row change runs, prepared once per merge.
     struct Statements {
         let rowEntry: Statement
         let upsertRowEntry: Statement
         let updateRowEntry: Statement
-        let recordChange: Statement
         let deleteCounters: Statement
         let counterEntry: Statement
         let writeCounterEntry: Statement
@@ -87,33 +85,28 @@ public final class ChangeMerger {
             rowEntry = try database.statement(MergeSQL.rowEntry)
             upsertRowEntry = try database.statement(MergeSQL.upsertRowEntry)
             updateRowEntry = try database.statement(MergeSQL.updateRowEntry)
-            recordChange = try database.statement(FoldSQL.recordChange)
         }
     }
 
     /// Admits the change set (``Admission``: refused before anything is written when it may
     /// not be merged here), then prepares to merge it.
-    /// `checkingOwnBundle` admits this replica's own identity, for a trial that must change nothing.
     /// `learning`: when peers learned of this replica's changes (``LearningEvent``), if known.
-    public init(
-        replica: Replica, header: ChangeSetHeader, checkingOwnBundle: Bool = false, learning: LearningEvent.ByWriter = [:]
-    ) throws {
+    public init(replica: Replica, header: ChangeSetHeader, learning: LearningEvent.ByWriter = [:]) throws {
         self.replica = replica
         self.learning = learning
         self.database = replica.database
         self.header = header
-        let admission = try Admission(header: header, replica: replica, checkingOwnBundle: checkingOwnBundle)
+        let admission = try Admission(header: header, replica: replica)
         let database = replica.database
         targets = try admission.tables.map {
             try Target(info: $0.info, columns: $0.columns, key: $0.key, dropped: $0.dropped, database: database)
         }
-        localSite = admission.localSite
+        originSite = admission.originSite
         siteIDs = try replica.siteIDs()
         knownBefore = admission.knownBefore
         ownSeqBefore = admission.knowledgeBefore[replica.knowledgeID]
-        senderKnows = admission.senderKnows
-        highestClock = header.senderHLC
-        heldByEveryPeer = try Self.heldByEveryPeer(replica: replica, sender: localSite[0], senderKnows: senderKnows)
+        senderKnows = admission.originKnows
+        highestClock = header.createdHLC
         statements = try Statements(database)
         foreignKeysOn = try database.int64("PRAGMA foreign_keys") != 0
         try database.execute(MergeSQL.startApplying)
@@ -134,7 +127,7 @@ public final class ChangeMerger {
     // MARK: Stamps
 
     func local(_ stamp: Stamp) -> LocalStamp {
-        LocalStamp(hlc: stamp.hlc, site: localSite[stamp.site], seq: stamp.seq)
+        LocalStamp(hlc: stamp.hlc, site: originSite, seq: stamp.seq)
     }
 
     /// Later wins: greater clock, ties broken by knowledge ID.
@@ -194,16 +187,10 @@ public final class ChangeMerger {
         if entry == nil, try bufferFreshRow(change, target: target, key: key) { return }
         try flushFreshRows()
         if entry == nil, let rowStamp = change.rowStamp.map(local), knownHere(rowStamp) {
-            // A deletion purged here: nothing to do.
-            if change.isDelete {
-                target.counts.unchanged += 1
-                return
-            }
-            // This replica claims to hold that insert, yet has never seen the row.
-            throw ChangeLogError(
-                .staleReplica,
-                "\(replica.path): the bundle carries change \(rowStamp.seq) of \(siteIDs[rowStamp.site] ?? "?"), which this replica holds differently or has purged: the sender is a copied database or older than what was purged here; re-create it with `sqsync clone` of a current replica"
-            )
+            // A life this replica held and has since purged (its deletion acknowledged by
+            // every peer): a set that overlaps what it holds brings it again, to no effect.
+            target.counts.unchanged += 1
+            return
         }
         let localLength = entry?.cl ?? 0
         if change.causalLength < localLength {
@@ -211,8 +198,9 @@ public final class ChangeMerger {
             target.counts.unchanged += 1
         } else if change.causalLength > localLength {
             guard let rowStamp = change.rowStamp.map(local) else {
-                // Updates to a life this replica has not seen start; the bundle that carries
-                // the start will carry them again.
+                // Updates to a life this replica has not seen begin: the set comes again once
+                // the change that began it is here (``sawUnseenLife``).
+                sawUnseenLife = true
                 target.counts.unchanged += 1
                 return
             }
@@ -331,11 +319,11 @@ public final class ChangeMerger {
             }
             if theirs.site == ours.site {
                 // One replica's own history: its later change supersedes, nothing conflicts.
-                // A sequence number names one change, so the same number with another clock,
-                // or a later change this replica already claims to hold but does not, can
-                // only come from a copy of that replica.
-                let sameNumberOtherChange = theirs.seq == ours.seq && theirs.hlc != ours.hlc
-                if sameNumberOtherChange || (theirs.seq > ours.seq && knownHere(theirs)) {
+                // A sequence number names one change, so the same number with another clock
+                // can only come from a copy of that replica. (A later change this replica
+                // claims to hold may still be missing here: its origin left it out of a later
+                // set because another replica's write superseded it, which comes on its own.)
+                if theirs.seq == ours.seq && theirs.hlc != ours.hlc {
                     throw copiedReplica(theirs.site, seq: theirs.seq)
                 }
                 if theirs.seq > ours.seq { winners.append((incoming, column, theirs)) }
@@ -389,7 +377,6 @@ public final class ChangeMerger {
             } else {
                 clocks.append(clock)
             }
-            try recordChange(tid: tid, key: key, stamp: winner.stamp)
         }
         let statement = updatedChecksum == nil ? target.writeCellsAndChecksum : target.writeCellsAndNotedChecksum
         try statement.bind(key, at: 1)
@@ -405,40 +392,23 @@ public final class ChangeMerger {
 
     // MARK: Finishing
 
-    /// Advances knowledge and acknowledgements and pushes the clock past every value seen.
-    /// Knowledge only advances when this replica held everything the bundle assumed.
+    /// Advances this replica's knowledge of the origin (only of the origin: no one else's
+    /// changes are in the set) when it held the origin's changes through the set's base and
+    /// every record found its life, and pushes the clock past every value seen.
     public func finish() throws -> ApplySummary {
         try flushFreshRows()
-        try writePendingChanges()
-        var covered = true
-        for (index, site) in localSite.enumerated() where (knownBefore[site] ?? 0) < header.base[index] {
-            covered = false
-        }
-        if covered {
-            for (index, site) in localSite.enumerated() where site != replica.site {
-                try database.run(MergeSQL.advanceKnowledge, .integer(header.knowledge[index]), .integer(Int64(site)))
-                let before = knownBefore[site] ?? 0
-                if header.knowledge[index] > before {
-                    try database.run(
-                        MergeSQL.recordLearning, .integer(Int64(site)), .integer(before), .integer(header.knowledge[index]),
-                        .integer(ownSeqBefore))
-                }
-            }
+        let before = knownBefore[originSite] ?? 0
+        let covered = before >= header.base && !sawUnseenLife
+        if covered && header.last > before {
+            try database.run(MergeSQL.advanceKnowledge, .integer(header.last), .integer(Int64(originSite)))
+            try database.run(
+                MergeSQL.recordLearning, .integer(Int64(originSite)), .integer(before), .integer(header.last),
+                .integer(ownSeqBefore))
         }
         var summary = ApplySummary()
         for target in targets { summary.tables[target.info.name] = target.counts }
         summary.knowledgeAdvanced = covered
-        let sender = localSite[0]
-        var acknowledged: [Int: Int64] = [:]
-        for (index, site) in localSite.enumerated() { acknowledged[site] = header.knowledge[index] }
-        try replica.recordAcknowledgement(peer: sender, acknowledged)
-        // `header.acknowledgements` speak for replicas other than the sender, unsigned by them:
-        // only their signed statements count (Bundle's KeyBinding records those).
-        try database.run(MergeSQL.heardFrom, .integer(header.senderSeq), .integer(header.senderHLC), .integer(Int64(sender)))
-        if let version = header.schemaVersion {
-            try database.run(MergeSQL.schemaVersion, .integer(version), .integer(Int64(sender)))
-        }
-        try database.run(MergeSQL.observeClock, .integer(highestClock))
+        try replica.observeClock(highestClock)
         try database.execute(MergeSQL.stopApplying)
         try database.run(MergeSQL.forgetImportLogRows, .integer(lastLocalLogRow))
         if triggersOff {

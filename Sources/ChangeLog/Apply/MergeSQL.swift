@@ -18,8 +18,13 @@ enum MergeSQL {
 
     /// Sites whose deletions this replica purged, up to where.
     static let purgedSites = """
-        SELECT "site", "forgotten_seq", coalesce("name", "knowledge_id") AS "label" FROM "_sqsync_sites"
+        SELECT "knowledge_id", "forgotten_seq", coalesce("name", "knowledge_id") AS "label" FROM "_sqsync_sites"
         WHERE "forgotten_seq" > 0
+        """
+
+    /// What this replica held of a retired site when it was retired (NULL: not retired).
+    static let retiredAt = """
+        SELECT "retired_seq" FROM "_sqsync_sites" WHERE "site" = ? AND "retired" = 1
         """
 
     static let lastLogRow = #"SELECT coalesce(max("id"), 0) FROM "_sqsync_log""#

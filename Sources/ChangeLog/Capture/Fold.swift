@@ -200,8 +200,8 @@ extension Replica {
             // a peer could find; `doctor` reports the rows sqsync does not record.
             guard key != .null, let tableID = tid.int64Value else { continue }
             if targets[tableID] == nil { targets[tableID] = .some(try foldTarget(tid: tableID)) }
-            hlc = max(hlc + 1, log.int64(at: 5))
-            seq += 1
+            hlc = max(try Self.next(after: hlc, what: "clock"), log.int64(at: 5))
+            seq = try Self.next(after: seq, what: "sequence number")
             batch.append(
                 FoldedChange(
                     tid: tid, tableID: tableID, operation: operation, key: key, stored: stored, mask: log.int64(at: 4),
@@ -218,6 +218,16 @@ extension Replica {
             try database.run(FoldSQL.emptyLog, .integer(lastID))
         }
         try database.run(FoldSQL.advanceClock, .integer(seq), .integer(hlc))
+    }
+
+    /// `value + 1`, or a clear error where it would overflow: clocks are bounded where they
+    /// come in (``ClockBound``), so only a wall clock set to the end of time gets here.
+    private static func next(after value: Int64, what: String) throws -> Int64 {
+        let (next, overflow) = value.addingReportingOverflow(1)
+        guard !overflow else {
+            throw ChangeLogError(.notAReplica, "this replica's \(what) is at its largest value; no change can be numbered after it")
+        }
+        return next
     }
 
     /// How the fold writes one table's changes.

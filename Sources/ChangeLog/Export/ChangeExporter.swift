@@ -1,117 +1,112 @@
 import SQLiteDatabase
 
-/// Reads the changes a peer lacks out of a replica, row by row, without holding them all.
+/// Reads this replica's own changes after a sequence number out of its tables, row by row,
+/// without holding them all: what it signs as their origin (docs/BUNDLE_FORMAT.md, "Segments").
 ///
-/// Use ``snapshot(of:since:_:)``: it numbers pending local changes, then reads inside one
-/// transaction so that the header's knowledge and the rows describe the same moment.
+/// Each record carries only this replica's own versions: the life of a row it inserted or
+/// deleted in the range (an insert with every column: a column another replica wrote since is
+/// sent with its current value under the insert's stamp, as this replica's word for its
+/// insert), the columns and counter contributions it wrote in the range, and the row's causal
+/// length. Another replica's versions travel in that replica's own signed changes, which
+/// relays forward as they are.
+///
+/// Use ``snapshot(of:ownChangesAfter:_:)``: it folds pending local changes, then reads inside
+/// one transaction so that the header and the rows describe the same moment.
 public final class ChangeExporter {
     public let header: ChangeSetHeader
+    /// Every replica this one knows, itself first, as of the same moment: what a bundle's
+    /// envelope says of them.
+    public let sites: [SiteSummary]
     private let replica: Replica
     private let tables: [TableInfo]
-    private let siteIndex: [Int: Int]
-    private let baseBySite: [Int: Int64]
+    /// The changes after this one of this replica's own are sent.
+    private let base: Int64
     /// True when few changes are needed: rows are then found through `_sqsync_changes` and
     /// read by key, so the export costs what it sends, not the database size.
     private let byKey: Bool
     /// Above this many changed entries, one pass over each table costs less than lookups.
     static let keyPathLimit = 50_000
 
-    /// Numbers pending local changes, then calls `body` with an exporter inside one read
-    /// transaction. `base` is what the receiver already holds; empty exports every change.
+    /// Folds pending local changes, then calls `body` with an exporter inside one read
+    /// transaction. Changes numbered above `base` are read; 0 reads every own change.
     ///
-    /// Numbering commits before the read snapshot starts, so the app may write in between;
+    /// The fold commits before the read snapshot starts, so the app may write in between;
     /// an exporter that meets such an unnumbered change stops, and the export starts over.
     /// After a few tries it holds the write lock for the whole export, so it always ends.
-    public static func snapshot<T>(of replica: Replica, since base: Knowledge, _ body: (ChangeExporter) throws -> T) throws -> T {
+    public static func snapshot<T>(
+        of replica: Replica, ownChangesAfter base: Int64, _ body: (ChangeExporter) throws -> T
+    ) throws -> T {
         for _ in 0..<4 {
             try replica.fold()
             do {
-                return try replica.readSnapshot { try body(try ChangeExporter(replica: replica, since: base)) }
+                return try replica.readSnapshot { try body(try ChangeExporter(replica: replica, ownChangesAfter: base)) }
             } catch is UnnumberedChange {
                 continue
             }
         }
         return try replica.database.inTransaction(immediate: true) {
             try replica.fold()
-            return try body(try ChangeExporter(replica: replica, since: base))
+            return try body(try ChangeExporter(replica: replica, ownChangesAfter: base))
         }
     }
 
-    /// A change the triggers wrote after numbering: the snapshot must be taken again.
+    /// A change the triggers wrote after the fold: the snapshot must be taken again.
     struct UnnumberedChange: Error {}
 
-    /// Prefer ``snapshot(of:since:_:)``; this reads only changes already numbered, and must
+    /// Prefer ``snapshot(of:ownChangesAfter:_:)``; this reads only folded changes, and must
     /// run inside ``Replica/readSnapshot(_:)``.
-    public convenience init(replica: Replica, since base: Knowledge) throws {
-        try self.init(replica: replica, since: base, keyPathLimit: Self.keyPathLimit)
+    public convenience init(replica: Replica, ownChangesAfter base: Int64) throws {
+        try self.init(replica: replica, ownChangesAfter: base, keyPathLimit: Self.keyPathLimit)
     }
 
-    init(replica: Replica, since base: Knowledge, keyPathLimit: Int) throws {
+    init(replica: Replica, ownChangesAfter requestedBase: Int64, keyPathLimit: Int) throws {
         self.replica = replica
         let database = replica.database
-        var sites: [(site: Int, id: String, name: String, known: Int64, forgotten: Int64, changesFrom: Int64)] = []
-        for row in try database.rows(ExportSQL.sites) {
-            sites.append(
-                (
-                    try row.int("site"), try row.string("knowledge_id"), try row.optionalString("name") ?? "",
-                    try row.int64("known"), try row.int64("forgotten_seq"), try row.int64("changes_from")
-                ))
-        }
         // Writes made after the fold wait in the log: their values are in the tables already,
         // their stamps are not. Start over rather than send a new value with an old stamp.
         guard try database.int64(ExportSQL.logIsEmpty) == 1 else { throw UnnumberedChange() }
-        guard let clock = try database.row(#"SELECT "seq", "hlc" FROM "_sqsync_replica""#) else {
-            throw ChangeLogError(.notAReplica, "\(replica.path): sqsync metadata is damaged (no replica row)")
-        }
-        var siteIndex: [Int: Int] = [:]
+        sites = try database.records(SiteSummary.self, ExportSQL.sites)
+        guard let me = sites.first, me.knowledgeID == replica.knowledgeID,
+            let clock = try database.row(#"SELECT "seq", "hlc" FROM "_sqsync_replica""#)
+        else { throw ChangeLogError(.notAReplica, "\(replica.path): sqsync metadata is damaged (no replica row)") }
+        let last = try clock.int64("seq")
+        base = max(0, min(requestedBase, last))
         var baseBySite: [Int: Int64] = [:]
-        for (index, site) in sites.enumerated() {
-            siteIndex[site.site] = index
-            baseBySite[site.site] = min(base[site.id], site.known)
-        }
-        self.siteIndex = siteIndex
-        self.baseBySite = baseBySite
-
-        var acknowledgements: [Int: [Int64]] = [:]
-        for row in try database.rows(#"SELECT "peer", "site", "seq" FROM "_sqsync_acks""#) {
-            guard let peer = siteIndex[try row.int("peer")], let site = siteIndex[try row.int("site")] else { continue }
-            acknowledgements[peer, default: Array(repeating: 0, count: sites.count)][site] = try row.int64("seq")
-        }
-
+        for site in try database.rows(#"SELECT "site" FROM "_sqsync_sites""#) { baseBySite[try site.int("site")] = .max }
+        baseBySite[replica.site] = base
         try Self.loadBase(baseBySite, into: database)
-        let pending = sites.filter { $0.known > (baseBySite[$0.site] ?? 0) }
-        // `_sqsync_changes` holds every change after `changesFrom`: it answers only when the
-        // receiver holds at least that much of every site.
-        let recorded = pending.allSatisfy { (baseBySite[$0.site] ?? 0) >= $0.changesFrom }
+        let changesFrom = try database.int64(#"SELECT "changes_from" FROM "_sqsync_sites" WHERE "site" = ?"#, .integer(Int64(replica.site)))
+        // `_sqsync_changes` holds every change after `changes_from`: it answers only when the
+        // receiver holds at least that much.
         byKey =
-            try recorded
-            && Self.collectChangedKeys(pending.map { ($0.site, baseBySite[$0.site] ?? 0) }, limit: keyPathLimit, in: database)
+            try last > base && base >= changesFrom
+            && Self.collectChangedKeys([(replica.site, base)], limit: keyPathLimit, in: database)
         var touched: [TableInfo] = []
-        let changedTables = byKey ? Set(try database.rows(ExportSQL.changedTables).map { try $0.int64("tid") }) : []
-        for table in try replica.trackedTables() {
-            let changed =
-                byKey ? changedTables.contains(Int64(table.tid)) : try Self.hasChanges(table, base: baseBySite, in: database)
-            if changed { touched.append(table) }
+        if last > base {
+            let changedTables = byKey ? Set(try database.rows(ExportSQL.changedTables).map { try $0.int64("tid") }) : []
+            for table in try replica.trackedTables() {
+                let changed =
+                    byKey ? changedTables.contains(Int64(table.tid)) : try Self.hasChanges(table, base: baseBySite, in: database)
+                if changed { touched.append(table) }
+            }
         }
         self.tables = touched
-        var learned: [Int: LearningEvent] = [:]
-        for row in try database.rows(#"SELECT "site", "previous", "reached", "own_seq" FROM "_sqsync_learned""#) {
-            guard let index = siteIndex[try row.int("site")] else { continue }
-            learned[index] = LearningEvent(
+        var learned: [String: LearningEvent] = [:]
+        for row in try database.rows(ExportSQL.learned) {
+            learned[try row.string("knowledge_id")] = LearningEvent(
                 previous: try row.int64("previous"), reached: try row.int64("reached"), ownSeq: try row.int64("own_seq"))
         }
+        var knowledge: [String: Int64] = [:]
+        for site in sites { knowledge[site.knowledgeID] = site.known }
         header = ChangeSetHeader(
-            sites: sites.map(\.id), siteNames: sites.map(\.name), knowledge: sites.map(\.known),
-            base: sites.map { baseBySite[$0.site] ?? 0 }, forgotten: sites.map(\.forgotten), senderSeq: try clock.int64("seq"),
-            senderHLC: try clock.int64("hlc"),
-            acknowledgements: acknowledgements.sorted { $0.key < $1.key }.map { Acknowledgement(peer: $0.key, seqs: $0.value) },
+            origin: me.knowledgeID, originName: me.name, base: base, last: last, createdHLC: try clock.int64("hlc"),
+            originKnowledge: Knowledge(knowledge), learned: learned, schemaVersion: try replica.schemaVersion(),
             tables: touched.map { table in
                 TableSchema(
                     name: table.name, columns: table.columns.map(\.name),
                     primaryKey: table.primaryKey.map { key in table.columns.firstIndex { $0.cid == key.cid }! },
                     policies: table.columns.map(\.policy))
-            },
-            senderLearned: learned, schemaVersion: try replica.schemaVersion())
+            })
     }
 
     private static func loadBase(_ base: [Int: Int64], into database: Database) throws {
@@ -151,12 +146,14 @@ public final class ChangeExporter {
         return try database.int64(CounterSQL.tableHasCounterChanges, .integer(Int64(table.tid))) == 1
     }
 
-    private func stamp(hlc: Int64, site: Int64, seq: Int64) throws -> Stamp {
+    /// A stamp of this replica's, as records carry it: site 0, the origin.
+    private func ownStamp(hlc: Int64, seq: Int64) throws -> Stamp {
         guard seq > 0 else { throw UnnumberedChange() }
-        return Stamp(hlc: hlc, site: siteIndex[Int(site)] ?? 0, seq: seq)
+        return Stamp(hlc: hlc, site: 0, seq: seq)
     }
 
-    private func isNeeded(site: Int64, seq: Int64) -> Bool { seq > (baseBySite[Int(site)] ?? 0) }
+    /// One of this replica's own changes in the range.
+    private func isNeeded(site: Int64, seq: Int64) -> Bool { site == Int64(replica.site) && seq > base }
 
     /// Calls `body` with each row that has a change the receiver lacks: live rows table by
     /// table, parents before children, then deletions, children before parents, so an
@@ -199,8 +196,7 @@ public final class ChangeExporter {
                 try body(
                     RowChange(
                         table: tableIndex, key: key, causalLength: deleted.int64(at: 1),
-                        rowStamp: try stamp(hlc: deleted.int64(at: 2), site: deleted.int64(at: 3), seq: deleted.int64(at: 4)),
-                        columns: []))
+                        rowStamp: try ownStamp(hlc: deleted.int64(at: 2), seq: deleted.int64(at: 4)), columns: []))
             }
         }
     }
@@ -235,16 +231,14 @@ public final class ChangeExporter {
     private func emit(_ emitter: LiveRowEmitter, entry: Statement, values: [SQLValue], _ body: (RowChange) throws -> Void)
         throws
     {
-        let rowStamp = try stamp(hlc: entry.int64(at: 1), site: entry.int64(at: 2), seq: entry.int64(at: 3))
         let rowNeeded = isNeeded(site: entry.int64(at: 2), seq: entry.int64(at: 3))
+        // The row's own stamp travels only with a life this replica began in the range.
+        let rowStamp = rowNeeded ? try ownStamp(hlc: entry.int64(at: 1), seq: entry.int64(at: 3)) : nil
         var cellStamps: [Int: Stamp] = [:]
-        var cellNeeded: Set<Int> = []
         let row = RowClock(hlc: entry.int64(at: 1), site: Int(entry.int64(at: 2)))
         for clock in try replica.cellClocks(entry.value(at: 5), of: row) {
-            guard let column = emitter.columnIndex[clock.cid] else { continue }
-            let site = Int64(clock.site)
-            cellStamps[column] = try stamp(hlc: clock.hlc, site: site, seq: clock.seq)
-            if isNeeded(site: site, seq: clock.seq) { cellNeeded.insert(column) }
+            guard let column = emitter.columnIndex[clock.cid], isNeeded(site: Int64(clock.site), seq: clock.seq) else { continue }
+            cellStamps[column] = try ownStamp(hlc: clock.hlc, seq: clock.seq)
         }
         var counters: [CounterChange] = []
         var values = values
@@ -261,21 +255,40 @@ public final class ChangeExporter {
                     counters.append(
                         CounterChange(
                             column: column, total: total, folded: entries.int64(at: 3),
-                            stamp: try stamp(hlc: entries.int64(at: 4), site: site, seq: seq)))
+                            stamp: try ownStamp(hlc: entries.int64(at: 4), seq: seq)))
                 }
             }
         }
-        guard rowNeeded || !cellNeeded.isEmpty || !counters.isEmpty else { return }
+        guard rowStamp != nil || !cellStamps.isEmpty || !counters.isEmpty else { return }
         let columns = emitter.nonKey.compactMap { column -> ColumnChange? in
-            guard rowNeeded || cellNeeded.contains(column.offset) else { return nil }
-            return ColumnChange(
-                column: column.offset, value: values[column.offset], stamp: cellStamps[column.offset] ?? rowStamp)
+            // A life record carries every column; a column another replica wrote since goes
+            // with its current value under the insert's stamp.
+            guard let stamp = cellStamps[column.offset] ?? rowStamp else { return nil }
+            return ColumnChange(column: column.offset, value: values[column.offset], stamp: stamp)
         }
         try body(
             RowChange(
                 table: emitter.tableIndex, key: emitter.keyPositions.map { values[$0] },
-                causalLength: entry.int64(at: 0), rowStamp: rowNeeded ? rowStamp : nil, columns: columns,
-                counters: counters))
+                causalLength: entry.int64(at: 0), rowStamp: rowStamp, columns: columns, counters: counters))
+    }
+}
+
+/// A replica as this one knows it, for a bundle's envelope.
+public struct SiteSummary: Sendable, Equatable, RowDecodable {
+    public var knowledgeID: String
+    public var name: String
+    /// This replica's knowledge of it (its own sequence number, for this replica itself).
+    public var known: Int64
+    /// Its deletions purged here up to this sequence number.
+    public var forgotten: Int64
+    public var retired: Bool
+
+    public init(row: Row) throws {
+        knowledgeID = try row.string("knowledge_id")
+        name = try row.optionalString("name") ?? ""
+        known = try row.int64("known")
+        forgotten = try row.int64("forgotten_seq")
+        retired = try row.bool("retired")
     }
 }
 
@@ -283,10 +296,16 @@ public final class ChangeExporter {
 enum ExportSQL {
     /// Every site, this replica first, with its knowledge and purged-deletion mark.
     static let sites = """
-        SELECT s."site", s."knowledge_id", s."name",
-               CASE WHEN s."site" = r."site" THEN r."seq" ELSE s."known_seq" END AS "known", s."forgotten_seq", s."changes_from"
+        SELECT s."knowledge_id", s."name",
+               CASE WHEN s."site" = r."site" THEN r."seq" ELSE s."known_seq" END AS "known", s."forgotten_seq", s."retired"
         FROM "_sqsync_sites" s, "_sqsync_replica" r
         ORDER BY s."site" = r."site" DESC, s."site"
+        """
+
+    /// When this replica last learned of each replica's changes.
+    static let learned = """
+        SELECT s."knowledge_id", l."previous", l."reached", l."own_seq"
+        FROM "_sqsync_learned" l JOIN "_sqsync_sites" s ON s."site" = l."site"
         """
 
     static let createBaseTable = """

@@ -1,7 +1,8 @@
 import SQLiteDatabase
 
 /// When and where a change was made: its hybrid-logical-clock value, the replica that made
-/// it (an index into the change set's site list) and that replica's sequence number for it.
+/// it (0, the change set's origin: the only replica whose versions a set may carry) and that
+/// replica's sequence number for it.
 public struct Stamp: Sendable, Equatable {
     public var hlc: Int64
     public var site: Int
@@ -101,64 +102,46 @@ public struct TableSchema: Sendable, Equatable {
     public var hasPolicies: Bool { policies.contains { $0 != .lww } }
 }
 
-/// What a peer said it holds: for each site (index into the header's site list), the
-/// highest sequence number.
-public struct Acknowledgement: Sendable, Equatable {
-    public var peer: Int
-    public var seqs: [Int64]
-
-    public init(peer: Int, seqs: [Int64]) {
-        self.peer = peer
-        self.seqs = seqs
-    }
-}
-
-/// The part of a change set that comes before its rows.
+/// What one origin's change set says before its rows: whose changes they are, which of its
+/// sequence numbers they cover, and what the origin knew when it wrote them. Every stamp in
+/// the set's records is the origin's (site 0): only the origin's own signature makes a
+/// change count as its own (docs/BUNDLE_FORMAT.md, "Segments").
 public struct ChangeSetHeader: Sendable, Equatable {
-    /// Knowledge IDs; every site index in the change set points here. Index 0 is the sender.
-    public var sites: [String]
-    public var siteNames: [String]
-    /// The sender's knowledge when it wrote the change set, per site.
-    public var knowledge: [Int64]
-    /// What the receiver was assumed to hold already, per site; all zero for a full export.
-    public var base: [Int64]
-    /// Deletions the sender purged, per site: a receiver that knows less than this of a
-    /// site may still hold rows deleted there, and must re-clone instead.
-    public var forgotten: [Int64]
-    /// The sender's own clock when it wrote the change set.
-    public var senderSeq: Int64
-    public var senderHLC: Int64
-    public var acknowledgements: [Acknowledgement]
-    /// When the sender last learned of each replica's changes, by site index (format 2).
-    public var senderLearned: [Int: LearningEvent]
-    /// The sender's `PRAGMA user_version` (format 2); nil when the bundle does not say.
+    /// The knowledge ID of the replica whose changes these are.
+    public var origin: String
+    /// Its name, as the writer of the set knows it.
+    public var originName: String
+    /// The origin's changes the set covers: numbered after `base`, through `last`. A
+    /// receiver that held the origin's changes through `base` holds them through `last` once
+    /// it has merged the set.
+    public var base: Int64
+    public var last: Int64
+    /// The origin's clock when it wrote the set: past every stamp in it.
+    public var createdHLC: Int64
+    /// What the origin held when it wrote the set, by knowledge ID, itself included: a value
+    /// it overwrote without having seen it is a conflict (docs/MERGE_RULES.md).
+    public var originKnowledge: Knowledge
+    /// When the origin last learned of each replica's changes, by knowledge ID.
+    public var learned: [String: LearningEvent]
+    /// The origin's `PRAGMA user_version`, named when a set must be held for a migration.
     public var schemaVersion: Int64?
     public var tables: [TableSchema]
-    /// Signed statements (acknowledgements and key moves), each exactly as its replica signed
-    /// it: relays carry them unchanged, receivers believe only those that verify (Bundle's
-    /// `KeyBinding`).
-    public var statements: [[UInt8]] = []
 
     public init(
-        sites: [String], siteNames: [String], knowledge: [Int64], base: [Int64], forgotten: [Int64], senderSeq: Int64,
-        senderHLC: Int64, acknowledgements: [Acknowledgement], tables: [TableSchema],
-        senderLearned: [Int: LearningEvent] = [:], schemaVersion: Int64? = nil
+        origin: String, originName: String, base: Int64, last: Int64, createdHLC: Int64, originKnowledge: Knowledge,
+        learned: [String: LearningEvent] = [:], schemaVersion: Int64? = nil, tables: [TableSchema]
     ) {
-        self.senderLearned = senderLearned
-        self.schemaVersion = schemaVersion
-        self.sites = sites
-        self.siteNames = siteNames
-        self.knowledge = knowledge
+        self.origin = origin
+        self.originName = originName
         self.base = base
-        self.forgotten = forgotten
-        self.senderSeq = senderSeq
-        self.senderHLC = senderHLC
-        self.acknowledgements = acknowledgements
+        self.last = last
+        self.createdHLC = createdHLC
+        self.originKnowledge = originKnowledge
+        self.learned = learned
+        self.schemaVersion = schemaVersion
         self.tables = tables
     }
 
-    public var sender: String { sites[0] }
-    public var senderName: String { siteNames[0] }
-    /// The range of the sender's own changes this change set can carry.
-    public var senderRange: ClosedRange<Int64> { (base[0] + 1)...max(base[0] + 1, senderSeq) }
+    /// The origin's name when known, else its knowledge ID: for messages.
+    public var originLabel: String { originName.isEmpty ? origin : "\(originName) (\(origin))" }
 }

@@ -5,7 +5,13 @@ extension Replica {
     /// Copies this replica with SQLite's online backup, which is safe while apps write, and
     /// gives the copy a new knowledge ID. The copy keeps this replica's data and knowledge,
     /// and knows this replica as a peer.
-    public func clone(to destination: String, name newName: String?) throws -> Replica {
+    /// `knowledgeID`: the copy's ID, made by the caller from the copy's first key; a random
+    /// one when nil.
+    public func clone(to destination: String, name newName: String?, knowledgeID: String? = nil) throws -> Replica {
+        if let knowledgeID, try siteNumberIfKnown(knowledgeID) != nil {
+            throw ChangeLogError(
+                .identityClash, "\(destination): knowledge ID \(knowledgeID) is a replica this one knows already; give the clone its own key")
+        }
         guard !FileManager.default.fileExists(atPath: destination) else {
             throw ChangeLogError(.usage, "\(destination) already exists; clone writes a new file")
         }
@@ -17,7 +23,7 @@ extension Replica {
         defer { Self.removeDatabaseFiles(temporary) }
         Self.removeDatabaseFiles(temporary)
         try database.backup(toPath: temporary)
-        let newID = Self.newKnowledgeID()
+        let newID = knowledgeID ?? Self.newKnowledgeID()
         do {
             let (copy, _) = try Self.openDatabase(path: temporary, create: false)
             let cloneName = newName ?? URL(fileURLWithPath: destination).deletingPathExtension().lastPathComponent

@@ -381,6 +381,51 @@ enum MetadataSQL {
             CREATE INDEX "_sqsync_tombstones" ON "_sqsync_rows" ("tid", "pk", "site", "seq") WHERE "cl" % 2 = 0;
             """
         ),
+        (
+            13,
+            """
+            -- Origin-signed changes (docs/BUNDLE_FORMAT.md, format 3; docs/KEYS.md).
+            -- Every key a replica signs with, in order: its first (its identity's), then each one
+            -- a signed key move led to. A key signs that replica's changes numbered after
+            -- "after_seq", up to "until_seq" once it moved away (NULL while it is the current key;
+            -- 0 for a key moved away from before this version, which signs nothing). One key
+            -- speaks for one replica. "move" is the signed move that made it current.
+            CREATE TABLE "_sqsync_keys" (
+                "key" TEXT PRIMARY KEY,
+                "site" INTEGER NOT NULL,
+                "after_seq" INTEGER NOT NULL,
+                "until_seq" INTEGER,
+                "move" BLOB
+            );
+            CREATE INDEX "_sqsync_keys_of_site" ON "_sqsync_keys" ("site", "after_seq");
+            INSERT OR IGNORE INTO "_sqsync_keys" ("key", "site", "after_seq")
+                SELECT "signing_key", "site", 0 FROM "_sqsync_sites" WHERE "signing_key" IS NOT NULL;
+            INSERT OR IGNORE INTO "_sqsync_keys" ("key", "site", "after_seq", "until_seq")
+                SELECT m."from_key", s."site", 0, 0 FROM "_sqsync_key_moves" m
+                JOIN "_sqsync_sites" s ON s."knowledge_id" = m."replica";
+            -- Statements and moves signed in format 2's text form cannot travel in format 3.
+            DELETE FROM "_sqsync_statements";
+            DELETE FROM "_sqsync_key_moves";
+
+            -- What this replica held of a peer when it retired it: that peer's changes after
+            -- it are refused, whoever relays them.
+            ALTER TABLE "_sqsync_sites" ADD COLUMN "retired_seq" INTEGER;
+            UPDATE "_sqsync_sites" SET "retired_seq" = "known_seq" WHERE "retired" = 1;
+
+            -- Other replicas' signed change sets, kept as they came, byte for byte, to relay to a
+            -- peer that lacks them, until every live peer has acknowledged them (purge).
+            CREATE TABLE "_sqsync_segments" (
+                "id" INTEGER PRIMARY KEY,
+                "site" INTEGER NOT NULL,
+                "first" INTEGER NOT NULL,
+                "last" INTEGER NOT NULL,
+                "created_hlc" INTEGER NOT NULL,
+                "records" INTEGER NOT NULL,
+                "bytes" BLOB NOT NULL,
+                UNIQUE ("site", "first", "last")
+            );
+            """
+        ),
     ]
 
     /// Gives a table's "pk" column its metadata form. BLOB keys go out and come back, so no

@@ -20,6 +20,7 @@ extension Replica {
             try database.run(LifecycleSQL.rememberForgotten, .integer(Int64(site)))
             try database.run(LifecycleSQL.purgeTombstones, .integer(Int64(site)))
             let purged = database.changes
+            try database.run(LifecycleSQL.dropRelayedSegments, .integer(Int64(site)))
             try database.execute(LifecycleSQL.dropCellsOfDeadRows)
             let folded = try foldCounters()
             let holders = try status().peers.filter { $0.tombstonesHeldBack > 0 }.map(\.peer)
@@ -32,7 +33,11 @@ extension Replica {
         let peer = try peer(named: nameOrID)
         try database.inTransaction {
             let number = try siteNumber(for: peer.knowledgeID, name: nil)
-            try database.run(#"UPDATE "_sqsync_sites" SET "retired" = 1 WHERE "site" = ?"#, .integer(Int64(number)))
+            // Its changes up to what this replica holds of it stay good; later ones are refused,
+            // whoever relays them.
+            try database.run(
+                #"UPDATE "_sqsync_sites" SET "retired" = 1, "retired_seq" = "known_seq" WHERE "site" = ?"#,
+                .integer(Int64(number)))
             try database.run(#"DELETE FROM "_sqsync_acks" WHERE "peer" = ?"#, .integer(Int64(number)))
         }
         return peer
@@ -79,6 +84,14 @@ enum LifecycleSQL {
         UPDATE "_sqsync_sites" SET "forgotten_seq" = max("forgotten_seq", "latest"."seq")
         FROM (SELECT r."site", max(r."seq") AS "seq" FROM "_sqsync_rows" r WHERE \(purgeable) GROUP BY r."site") AS "latest"
         WHERE "latest"."site" = "_sqsync_sites"."site"
+        """
+
+    /// Relayed change sets every live peer (but this replica, ?1) has acknowledged.
+    static let dropRelayedSegments = """
+        DELETE FROM "_sqsync_segments" AS g WHERE NOT EXISTS (
+            SELECT 1 FROM "_sqsync_sites" p
+            WHERE p."site" != ?1 AND p."retired" = 0
+              AND coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = p."site" AND a."site" = g."site"), 0) < g."last")
         """
 
     static let purgeTombstones = """

@@ -109,7 +109,11 @@ public final class Replica {
 
     /// Creates sqsync's tables and a new identity, or opens the replica when it already
     /// exists (renaming it when `name` is given), so running `init` twice is harmless.
-    public static func initialize(path: String, name: String?) throws -> (replica: Replica, created: Bool) {
+    /// `knowledgeID`: the ID to take, made by the caller from the replica's first key (Bundle's
+    /// `ReplicaIdentity`); a random one when nil.
+    public static func initialize(path: String, name: String?, knowledgeID: String? = nil) throws -> (
+        replica: Replica, created: Bool
+    ) {
         let (database, note) = try openDatabase(path: path, create: true)
         if try isInitialized(database) {
             let replica = try Replica(database: database, checksumNote: note)
@@ -125,7 +129,7 @@ public final class Replica {
             try migrate(database)
             try database.run(
                 #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#,
-                .text(newKnowledgeID()), .text(replicaName))
+                .text(knowledgeID ?? newKnowledgeID()), .text(replicaName))
             try database.run(
                 #"INSERT INTO "_sqsync_replica" ("id", "site", "seq", "hlc", "capture_log", "trigger_version") SELECT 0, "site", 0, 0, 1, ? FROM "_sqsync_sites""#,
                 .integer(Int64(TriggerSQL.version)))

@@ -53,6 +53,11 @@ extension Replica {
         return Int(database.lastInsertRowID)
     }
 
+    /// The local number of a site, if this replica has heard of it.
+    func siteNumberIfKnown(_ knowledgeID: String) throws -> Int? {
+        try database.optionalInt64(#"SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?"#, .text(knowledgeID)).map { Int($0) }
+    }
+
     /// The name this replica knows a replica by (empty when unknown).
     public func siteName(of knowledgeID: String) throws -> String {
         try database.optionalString(#"SELECT "name" FROM "_sqsync_sites" WHERE "knowledge_id" = ?"#, .text(knowledgeID)) ?? ""

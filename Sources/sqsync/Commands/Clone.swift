@@ -1,11 +1,18 @@
 import ArgumentParser
+import Bundle
 import ChangeLog
 import Foundation
 
 extension SQSync {
     struct Clone: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Copy a live replica to a new file with a new identity (safe while apps write).")
+            abstract: "Copy a live replica to a new file with a new identity (safe while apps write).",
+            discussion: """
+                --key names the new replica's own key: its knowledge ID is made from it, so no other \
+                key can ever speak for it. Without a key of its own (none given, or the source's), \
+                the clone gets a random ID, bound to the first key it signs with. The source holds \
+                back purges for the clone until the clone syncs or is retired.
+                """)
 
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The replica to copy.") var source: String
@@ -14,11 +21,29 @@ extension SQSync {
 
         func run() throws {
             let replica = try Replica(path: source)
-            let copy = try replica.clone(to: destination, name: name)
+            var id: String?
+            if FileManager.default.fileExists(atPath: global.keyPath) {
+                let key = try global.signingKey()
+                let sourceKey = try KeyBinding.currentKey(of: replica.knowledgeID, replica: replica)
+                let keyID = ReplicaIdentity.knowledgeID(for: key.publicKey)
+                if key.publicKey == sourceKey || keyID == replica.knowledgeID {
+                    if global.key != nil {
+                        throw Failure.raise("\(global.keyPath) is \(source)'s own key; give the clone a key of its own (sqsync keygen)")
+                    }
+                } else {
+                    id = keyID
+                }
+            }
+            let copy = try replica.clone(to: destination, name: name, knowledgeID: id)
             if global.json {
-                global.emitJSON(["knowledge_id": copy.knowledgeID, "name": copy.name, "path": destination])
+                global.emitJSON([
+                    "knowledge_id": copy.knowledgeID, "name": displayText(copy.name), "path": destination,
+                    "key_bound": id != nil,
+                ])
             } else {
-                global.say("cloned \(source) to \(destination) as replica \(copy.name) (\(copy.knowledgeID))")
+                global.say(
+                    "cloned \(source) to \(destination) as replica \(displayText(copy.name)) (\(copy.knowledgeID))"
+                        + (id == nil ? "; it has no key of its own yet: its identity is bound to the first key it signs with" : ""))
             }
         }
     }

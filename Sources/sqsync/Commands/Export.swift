@@ -53,7 +53,7 @@ extension SQSync {
             if global.json {
                 global.emitJSON([
                     "path": result.path, "rows": result.rows, "bytes": result.bytes,
-                    "knowledge": Dictionary(uniqueKeysWithValues: zip(result.header.sites, result.header.knowledge)),
+                    "knowledge": Dictionary(uniqueKeysWithValues: result.envelope.sites.map { ($0.id, $0.knowledge) }),
                 ])
             } else {
                 global.say("wrote \(result.path): \(counted(result.rows, "row")) changed, \(counted(result.bytes, "byte"))")

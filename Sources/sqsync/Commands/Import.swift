@@ -110,10 +110,14 @@ extension SQSync {
                 global.say("held \(result.path): \(reason)")
             case .ownBundle:
                 global.say("nothing new in \(result.path): this replica wrote it")
+            case .superseded:
+                global.say(
+                    "nothing new in \(result.path): \(displayText(result.senderName.isEmpty ? result.sender : result.senderName)) sent a newer bundle since"
+                )
             case .applied:
                 let verb = dryRun ? "would apply" : "applied"
                 global.say(
-                    "\(verb) \(result.path) from \(result.senderName) (signed by \(result.signer)): \(counted(result.summary.changes, "row")) changed, \(counted(result.summary.conflicts, "conflict"))"
+                    "\(verb) \(result.path) from \(displayText(result.senderName)) (signed by \(displayText(result.signer))): \(counted(result.summary.changes, "row")) changed, \(counted(result.summary.conflicts, "conflict"))"
                 )
                 if dryRun {
                     for (table, counts) in result.summary.tables.sorted(by: { $0.key < $1.key }) {
@@ -140,6 +144,7 @@ extension SQSync {
                 switch result.outcome {
                 case .applied: object["status"] = dryRun ? "would_apply" : "applied"
                 case .ownBundle: object["status"] = "own"
+                case .superseded: object["status"] = "superseded"
                 case .held(let reason):
                     object["status"] = "held"
                     object["held"] = reason

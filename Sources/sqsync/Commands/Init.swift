@@ -1,24 +1,40 @@
 import ArgumentParser
+import Bundle
 import ChangeLog
+import Foundation
 
 extension SQSync {
     struct Init: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Create sqsync's tables and this replica's identity (harmless to run again).")
+            abstract: "Create sqsync's tables and this replica's identity (harmless to run again).",
+            discussion: """
+                With a key (--key, $SQSYNC_KEY, or ~/.config/sqsync/id_ed25519, when it exists), the \
+                replica's knowledge ID is made from that key, so no other key can ever speak for it; \
+                the replica then signs with that key (or keys it moves to with `keygen --rotate`). \
+                Without one it gets a random ID, bound to the first key it signs with. One key, one \
+                replica: give each database its own key.
+                """)
 
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The SQLite database file (created if missing).") var db: String
         @Option(name: .long, help: "A human name for this replica (default: the file name).") var name: String?
 
         func run() throws {
-            let (replica, created) = try Replica.initialize(path: db, name: name)
+            let key = FileManager.default.fileExists(atPath: global.keyPath) ? try global.signingKey() : nil
+            let id = key.map { ReplicaIdentity.knowledgeID(for: $0.publicKey) }
+            let (replica, created) = try Replica.initialize(path: db, name: name, knowledgeID: id)
             if global.json {
-                global.emitJSON(["knowledge_id": replica.knowledgeID, "name": replica.name, "created": created])
-            } else {
+                global.emitJSON([
+                    "knowledge_id": replica.knowledgeID, "name": displayText(replica.name), "created": created,
+                    "key_bound": ReplicaIdentity.isKeyBound(replica.knowledgeID),
+                ])
+            } else if created {
                 global.say(
-                    created
-                        ? "initialized \(db) as replica \(replica.name) (\(replica.knowledgeID))"
-                        : "\(db) is already replica \(replica.name) (\(replica.knowledgeID))")
+                    "initialized \(db) as replica \(displayText(replica.name)) (\(replica.knowledgeID))"
+                        + (key.map { ", its identity made from key \($0.publicKey.fingerprint)" }
+                            ?? "; no key at \(global.keyPath): its identity is bound to the first key it signs with"))
+            } else {
+                global.say("\(db) is already replica \(displayText(replica.name)) (\(replica.knowledgeID))")
             }
         }
     }

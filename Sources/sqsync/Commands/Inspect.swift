@@ -6,16 +6,32 @@ import Foundation
 extension SQSync {
     struct Inspect: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Show a bundle's header, counts, signer and verification; extract its payload and signature.")
+            abstract: "Show a bundle's verification, signer, header and counts; extract its payload and signature.",
+            discussion: """
+                The verification result comes first; text taken from the bundle (names) is shown \
+                with control characters escaped. Records are counted only in segments whose \
+                origin's signature checks.
+                """)
 
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The bundle file.") var file: String
-        @Option(name: .long, help: ArgumentHelp("Write the signed payload here.", valueName: "OUT")) var payload: String?
+        @Option(name: .long, help: ArgumentHelp("Write the signed payload (the envelope) here.", valueName: "OUT")) var payload:
+            String?
         @Option(name: .long, help: ArgumentHelp("Write the detached SSH signature here.", valueName: "OUT")) var signature:
             String?
 
         func run() throws {
-            let reader = try BundleReader(path: file)
+            let reader: BundleReader
+            do {
+                reader = try BundleReader(path: file, trust: nil)
+            } catch let error as BundleError {
+                if global.json {
+                    global.emitJSON(["path": file, "verified": false, "verification": error.description])
+                } else {
+                    global.printResult("verified   no: \(error.description)")
+                }
+                throw ExitCode(Failure.rejectedBundle)
+            }
             if let payload {
                 try? FileManager.default.removeItem(atPath: payload)
                 try reader.extractPayload(to: payload)
@@ -23,49 +39,59 @@ extension SQSync {
             if let signature {
                 try Data(reader.signature.armored.utf8).write(to: URL(fileURLWithPath: signature))
             }
+            let envelope = reader.envelope
+            let signer = reader.signature.publicKey
             let verification: (ok: Bool, text: String)
             do {
                 let trust = try global.trustedSigners()
-                verification = (true, "good signature by \(try reader.verify(trust: trust))")
+                let moves = envelope.moves.filter(\.isValid).map { ($0.from, $0.to) }
+                if let principal = trust.following(moves).principal(for: signer, namespace: "sqsync") {
+                    verification = (true, "good signature by \(displayText(principal))")
+                } else {
+                    verification = (false, "signed by \(signer.fingerprint), a key allowed_signers does not trust")
+                }
             } catch {
                 verification = (false, "\(error)")
             }
-            var counts: [String: [String: Int]] = [:]
-            // Records are inflated only once the signature holds: never for an unverified file.
-            if verification.ok {
-                try reader.forEachChange { change in
-                let table = reader.header.tables[change.table].name
-                let operation = change.isDelete ? "deletes" : (change.rowStamp != nil ? "inserts" : "updates")
-                counts[table, default: [:]][operation, default: 0] += 1
-                }
-            }
-            let header = reader.header
+            let segments = try BundleInspection.segments(of: reader)
+            let sender = envelope.sender
             if global.json {
                 global.emitJSON([
-                    "path": file, "format_version": Int(reader.version), "sender": header.sender, "sender_name": header.senderName,
-                    "created_ms": reader.createdAt, "bytes": reader.fileSize,
-                    "knowledge": Dictionary(uniqueKeysWithValues: zip(header.sites, header.knowledge)),
-                    "base": Dictionary(uniqueKeysWithValues: zip(header.sites, header.base)),
-                    "tables": counts, "signer_key": reader.signature.publicKey.fingerprint,
-                    "verified": verification.ok, "verification": verification.text,
+                    "path": file, "verified": verification.ok, "verification": verification.text,
+                    "signer_key": signer.fingerprint, "format_version": 3, "bytes": reader.fileSize,
+                    "sender": sender.id, "sender_name": sender.name, "created_ms": envelope.createdAt,
+                    "knowledge": Dictionary(uniqueKeysWithValues: envelope.sites.map { ($0.id, $0.knowledge) }),
+                    "base": Dictionary(uniqueKeysWithValues: envelope.sites.map { ($0.id, $0.base) }),
+                    "segments": segments.map { segment in
+                        [
+                            "origin": segment.origin, "origin_name": segment.originName, "first": segment.base + 1,
+                            "last": segment.last, "origin_signature": segment.signatureText, "tables": segment.counts,
+                        ] as [String: Any]
+                    },
                 ])
-            } else {
-                var lines = [
-                    "bundle     \(file) (format \(reader.version), \(counted(reader.fileSize, "byte")))",
-                    "sender     \(header.senderName) (\(header.sender)), seq \(header.senderSeq)",
-                    "created    \(Date(timeIntervalSince1970: Double(reader.createdAt) / 1000))",
-                    "knowledge  \(Knowledge(Dictionary(uniqueKeysWithValues: zip(header.sites, header.knowledge))))",
-                    "base       \(Knowledge(Dictionary(uniqueKeysWithValues: zip(header.sites, header.base))))",
-                ]
-                for (table, operations) in counts.sorted(by: { $0.key < $1.key }) {
+                if !verification.ok { throw ExitCode(Failure.rejectedBundle) }
+                return
+            }
+            var lines = [
+                "verified   \(verification.ok ? "yes" : "no"): \(verification.text)",
+                "signer     \(signer.fingerprint)",
+                "bundle     \(file) (format 3, \(counted(reader.fileSize, "byte")))",
+                "sender     \(displayText(sender.name)) (\(sender.id)), seq \(envelope.senderSeq)",
+                "created    \(Date(timeIntervalSince1970: Double(envelope.createdAt) / 1000))",
+                "knowledge  \(Knowledge(Dictionary(uniqueKeysWithValues: envelope.sites.map { ($0.id, $0.knowledge) })))",
+                "base       \(Knowledge(Dictionary(uniqueKeysWithValues: envelope.sites.map { ($0.id, $0.base) })))",
+            ]
+            for segment in segments {
+                lines.append(
+                    "changes    of \(displayText(segment.originName)) (\(segment.origin)) \(segment.base + 1)-\(segment.last): origin signature \(segment.signatureText)"
+                )
+                for (table, operations) in segment.counts.sorted(by: { $0.key < $1.key }) {
                     lines.append(
-                        "table      \(table): \(operations["inserts"] ?? 0) inserts, \(operations["updates"] ?? 0) updates, \(operations["deletes"] ?? 0) deletes"
+                        "table      \(displayText(table)): \(operations["inserts"] ?? 0) inserts, \(operations["updates"] ?? 0) updates, \(operations["deletes"] ?? 0) deletes"
                     )
                 }
-                lines.append("signer     \(reader.signature.publicKey.fingerprint)")
-                lines.append("verified   \(verification.ok ? "yes" : "no"): \(verification.text)")
-                global.printResult(lines.joined(separator: "\n"))
             }
+            global.printResult(lines.joined(separator: "\n"))
             if !verification.ok { throw ExitCode(Failure.rejectedBundle) }
         }
     }

@@ -14,8 +14,9 @@ struct HeldBundles {
         return url.deletingLastPathComponent().path + "/." + url.lastPathComponent + "-sqsync-held"
     }
 
+    /// The signed body digest names the bundle: the same bundle is held once.
     static func digestText(_ reader: BundleReader) throws -> String {
-        try (reader.verifiedDigest ?? reader.payloadDigest()).map { String(format: "%02x", $0) }.joined()
+        reader.envelope.bodyDigest.map { String(format: "%02x", $0) }.joined()
     }
 
     func hold(_ reader: BundleReader, reason: String) throws {
@@ -32,7 +33,7 @@ struct HeldBundles {
         }
         try replica.database.run(
             #"INSERT INTO "_sqsync_held" ("digest", "path", "sender", "reason") VALUES (?, ?, ?, ?) ON CONFLICT DO UPDATE SET "reason" = excluded."reason""#,
-            .text(digest), .text(copy), .text(reader.header.sender), .text(reason))
+            .text(digest), .text(copy), .text(reader.envelope.sender.id), .text(reason))
     }
 
     func release(digestOf reader: BundleReader) throws {

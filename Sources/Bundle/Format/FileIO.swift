@@ -21,15 +21,18 @@ enum POSIX {
 /// Not Sendable on purpose: one writer, one thread.
 final class HashingFileOutput {
     let path: String
-    private let descriptor: Int32
+    let descriptor: Int32
     private var buffer: [UInt8] = []
     private var hasher = SHA512()
+    /// Bytes flushed to the file; ``pending`` more wait in the buffer.
     private(set) var bytesWritten = 0
     var hashing = true
 
+    var pending: Int { buffer.count }
+
     init(creating path: String) throws {
         self.path = path
-        descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         if descriptor < 0 {
             throw BundleError(.io, "\(path): cannot create: \(String(cString: strerror(errno)))")
         }
@@ -99,6 +102,19 @@ final class HashingFileInput {
         buffer = [UInt8](repeating: 0, count: 1 << 18)
     }
 
+    /// Reads through a copy of an open descriptor (a file that has no name any more).
+    init(descriptor open: Int32, path: String, range: Range<Int>) throws {
+        self.path = path
+        descriptor = dup(open)
+        if descriptor < 0 {
+            throw BundleError(.io, "\(path): cannot read: \(String(cString: strerror(errno)))")
+        }
+        fileOffset = range.lowerBound
+        start = range.lowerBound
+        end = range.upperBound
+        buffer = [UInt8](repeating: 0, count: 1 << 18)
+    }
+
     deinit { close(descriptor) }
 
     var isAtEnd: Bool { position == filled && fileOffset >= end }
@@ -140,6 +156,19 @@ final class HashingFileInput {
             position += take
         }
         return result
+    }
+
+    /// Reads `count` bytes without keeping them: they are hashed all the same.
+    func skip(_ count: Int) throws {
+        var remaining = count
+        while remaining > 0 {
+            if position == filled {
+                guard try refill() else { throw BundleError(.corrupt, "\(path): the bundle ends in the middle of a record") }
+            }
+            let take = min(remaining, filled - position)
+            position += take
+            remaining -= take
+        }
     }
 
     /// Reads to the end of the range, for a pass that only hashes.

@@ -1,19 +1,20 @@
 import ChangeLog
+import Foundation
 import SQLiteDatabase
 
 /// The primitives of docs/BUNDLE_FORMAT.md: LEB128 varints, zigzag, strings, tagged values.
 enum BundleCodec {
     static let magic: [UInt8] = Array("SQSYNCB".utf8) + [0]
-    /// The version this sqsync writes: records in deflate blocks.
-    static let version: UInt8 = 2
-    /// Version 1 (records stored as they are) is still read, so a site that upgrades first
-    /// keeps importing bundles from sites that have not yet.
-    static let readableVersions: ClosedRange<UInt8> = 1...2
+    /// The version this sqsync writes and reads: changes signed by their origin, in segments
+    /// a relay forwards as they are (docs/BUNDLE_FORMAT.md).
+    static let version: UInt8 = 3
     static let trailerMagic: [UInt8] = Array("SQSYNC-SIG\n".utf8)
+    /// Every signature sqsync makes or checks is an SSHSIG one in this namespace, the one
+    /// `allowed_signers` names; each signed message starts with its own tag, so one kind can
+    /// never be taken for another.
     static let signatureNamespace = "sqsync"
-    /// Columns that merge other than last-writer-wins: the header lists their policies and
-    /// row records may carry counter contributions. Written only when a table has such a
-    /// column, so bundles without them stay readable by earlier versions.
+    /// Columns that merge other than last-writer-wins: the segment lists their policies and
+    /// row records may carry counter contributions.
     static let mergePolicies = "merge-policies"
     static let knownCapabilities: Set<String> = [mergePolicies]
     static let endRecord: UInt8 = 0
@@ -60,6 +61,12 @@ enum BundleCodec {
         Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
     }
 
+    /// A knowledge ID (a UUID) in its 16 bytes.
+    static func appendID(_ id: String, to bytes: inout [UInt8]) throws {
+        guard let uuid = UUID(uuidString: id) else { throw BundleError(.io, "knowledge ID \(id.debugDescription) is not a UUID") }
+        withUnsafeBytes(of: uuid.uuid) { bytes.append(contentsOf: $0) }
+    }
+
     static func appendString(_ text: String, to bytes: inout [UInt8]) {
         let utf8 = Array(text.utf8)
         appendVarint(utf8.count, to: &bytes)
@@ -100,6 +107,12 @@ extension BundleCodec {
         if ascii { return String(decoding: bytes, as: UTF8.self) }
         return String(validating: bytes, as: UTF8.self)
     }
+}
+
+/// A value longer than the cap (``BundleLimits/maxValueBytes``), caught where the value's
+/// table and column are known.
+struct ValueTooLarge: Error {
+    let bytes: UInt64
 }
 
 /// Decodes the primitives from any byte source, refusing anything malformed.
@@ -187,8 +200,15 @@ extension ByteSource {
         return bits
     }
 
-    func readString() throws -> String {
-        guard let text = try readText(try readCount()) else { throw corrupt("text that is not UTF-8") }
+    /// A knowledge ID from its 16 bytes, as sqsync writes it: lowercase.
+    func readID() throws -> String {
+        let bytes = try readBytes(16)
+        let uuid = bytes.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }
+        return UUID(uuid: uuid).uuidString.lowercased()
+    }
+
+    func readString(limit: Int = 1 << 31) throws -> String {
+        guard let text = try readText(try readCount(limit: limit)) else { throw corrupt("text that is not UTF-8") }
         return text
     }
 
@@ -198,14 +218,20 @@ extension ByteSource {
         return Int(value)
     }
 
-    func readValue() throws -> SQLValue {
+    /// A tagged value; a TEXT or BLOB longer than `maxBytes` throws ``ValueTooLarge`` before
+    /// any of it is read, for the caller to name where it stood.
+    func readValue(maxBytes: Int = BundleLimits.maxValueBytes) throws -> SQLValue {
         guard let tag = BundleCodec.ValueTag(rawValue: try readByte()) else { throw corrupt("unknown value type") }
         switch tag {
         case .null: return .null
         case .integer: return .integer(try readZigzag())
         case .real: return .real(Double(bitPattern: try readFixed64()))
-        case .text: return .text(try readString())
-        case .blob: return .blob(try readBytes(try readCount()))
+        case .text, .blob:
+            let length = try readVarint()
+            guard length <= UInt64(maxBytes) else { throw ValueTooLarge(bytes: length) }
+            if tag == .blob { return .blob(try readBytes(Int(length))) }
+            guard let text = try readText(Int(length)) else { throw corrupt("text that is not UTF-8") }
+            return .text(text)
         }
     }
 }

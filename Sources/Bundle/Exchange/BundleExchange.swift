@@ -1,0 +1,329 @@
+import ChangeLog
+import Foundation
+import SQLiteDatabase
+
+/// What an export wrote.
+public struct ExportResult: Sendable {
+    public var path: String
+    public var envelope: BundleEnvelope
+    /// Row records in the bundle, of every origin.
+    public var rows: Int
+    public var bytes: Int
+}
+
+/// What an import did with one bundle.
+public struct ImportResult: Sendable {
+    public enum Outcome: Sendable, Equatable {
+        case applied
+        /// Verified, but waiting for a schema migration; kept beside the database.
+        case held(reason: String)
+        /// Written by this very replica: nothing in it is new here.
+        case ownBundle
+        /// Older than a bundle already taken from the same sender (a replayed file): nothing
+        /// in it is new here.
+        case superseded
+    }
+
+    public var path: String
+    public var sender: String
+    public var senderName: String
+    public var signer: String
+    /// What the sender held when it wrote the bundle.
+    public var senderKnowledge: Knowledge
+    public var outcome: Outcome
+    public var summary: ApplySummary
+    /// What was ignored on the way, one line each.
+    public var warnings: [String] = []
+}
+
+/// Export and import of whole bundles: the glue between a replica and the file format.
+public enum BundleExchange {
+    /// Writes one signed bundle with what a receiver that holds `base` lacks: this replica's
+    /// own changes after `base`, signed as their origin, and the segments of other replicas it
+    /// keeps for relaying beyond `base`. `destination` is a file path, or a folder when
+    /// `intoDirectory` is true; then the file is named after the sender and its sequence
+    /// range (docs/BUNDLE_FORMAT.md). `readers`: replicas that read the mailbox the bundle
+    /// goes to, which leave their own changes and statements there: they are not relayed.
+    /// A known `receiver` (knowledge ID) is spared its own statement.
+    public static func export(
+        replica: Replica, since base: Knowledge, key: SigningKey, to destination: String, intoDirectory: Bool,
+        nameSuffix: String? = nil, receiver: String? = nil, readers: Set<String> = [], progress: ((Int) -> Void)? = nil
+    ) throws -> ExportResult {
+        try KeyBinding.prepareToSign(replica: replica, key: key)
+        let me = replica.knowledgeID
+        var leaving = readers.subtracting([me])
+        if let receiver { leaving.insert(receiver) }
+        return try ChangeExporter.snapshot(of: replica, ownChangesAfter: base[me]) { exporter in
+            let header = exporter.header
+            let sites = exporter.sites
+            let path = intoDirectory ? destination + "/" + fileName(sender: me, base: header.base, last: header.last, suffix: nameSuffix) : destination
+            let writer = try BundleWriter(destination: path)
+            if header.last > header.base {
+                try writer.writeSegment(header, site: 0, key: key, progress: progress) { emit in try exporter.forEachChange(emit) }
+            }
+            var origins = [me]
+            let store = SegmentStore(replica)
+            var relayed: [(site: Int, segment: SegmentStore.Stored)] = []
+            for (index, site) in sites.enumerated() where index > 0 && !site.retired && !leaving.contains(site.knowledgeID) {
+                for segment in try store.segments(of: site.knowledgeID, after: min(base[site.knowledgeID], site.known)) {
+                    relayed.append((index, segment))
+                }
+            }
+            // Oldest first: a change set comes after those its origin had seen when it wrote it.
+            for (site, segment) in relayed.sorted(by: { $0.segment.createdHLC < $1.segment.createdHLC }) {
+                try writer.copySegment(
+                    site: site, base: segment.base, last: segment.last, records: segment.records, length: segment.length
+                ) {
+                    try store.read(segment, to: $0)
+                }
+                origins.append(segment.origin)
+            }
+            let statements = try KeyBinding.carriedStatements(of: replica, except: leaving)
+            let keys = try KeyBinding.carriedKeys(of: replica, for: Array(Set(origins + statements.map(\.replica))).sorted())
+            let index = Dictionary(uniqueKeysWithValues: sites.enumerated().map { ($0.element.knowledgeID, $0.offset) })
+            var envelope = BundleEnvelope(
+                bodyLength: 0, bodyDigest: [], createdAt: ClockBound.now,
+                sites: sites.map {
+                    .init(id: $0.knowledgeID, name: $0.name, knowledge: $0.known, base: min(base[$0.knowledgeID], $0.known),
+                          forgotten: $0.forgotten)
+                },
+                senderSeq: header.last, senderHLC: header.createdHLC, schemaVersion: header.schemaVersion)
+            envelope.identities = keys.identities.compactMap { id, key in index[id].map { .init(site: $0, key: key) } }
+            envelope.moves = keys.moves.filter { index[$0.replica] != nil }
+            envelope.acknowledgements = statements.filter { statement in
+                statement.knowledge.seqs.keys.allSatisfy { index[$0] != nil } && index[statement.replica] != nil
+            }
+            let (bytes, finished) = try writer.finish(envelope: envelope, signingKey: key)
+            return ExportResult(path: path, envelope: finished, rows: writer.recordCount, bytes: bytes)
+        }
+    }
+
+    /// `<sender>_<first>-<last>_<suffix>.sqsb`: valid on FAT32 and exFAT. `first` is the first
+    /// of the sender's own changes the bundle may carry and `last` the sender's own sequence
+    /// number when it wrote it, so a bundle with none of its own changes reads `6-5`: a name
+    /// never claims a change its sender had not made. The suffix is random unless given, so
+    /// two exports never collide.
+    public static func fileName(sender: String, base: Int64, last: Int64, suffix: String? = nil) -> String {
+        let suffix = suffix ?? String(format: "%08x", UInt32.random(in: 0...UInt32.max))
+        return "\(sender)_\(base + 1)-\(last)_\(suffix).sqsb"
+    }
+
+    /// The sender's own sequence number a bundle file name announces (`last`), if it is one of ours.
+    public static func senderSeq(ofFileName name: String) -> Int64? {
+        let parts = name.split(separator: "_")
+        guard parts.count == 3 else { return nil }
+        let bounds = parts[1].split(separator: "-").compactMap { Int64($0) }
+        guard bounds.count == 2, bounds[0] <= bounds[1] + 1 else { return nil }
+        return bounds[1]
+    }
+
+    public static func isBundleFileName(_ name: String) -> Bool {
+        name.hasSuffix(".sqsb") && !name.hasPrefix(".")
+    }
+
+    /// Verifies a bundle completely, then merges each origin's segment in one transaction.
+    /// Nothing in the file is read before the sender's signature over its envelope checks;
+    /// no segment before its origin's signature does. A schema the replica lacks holds the
+    /// bundle (copied beside the database) instead of failing. A bundle of this replica's
+    /// own knowledge ID, signed by its own key, is ``ImportResult/Outcome/ownBundle``, unless
+    /// it claims changes this replica never made: another database writes under its ID.
+    public static func importBundle(
+        path: String, into replica: Replica, trust: AllowedSigners, dryRun: Bool = false,
+        learning: LearningEvent.ByWriter = [:], progress: ((Int) -> Void)? = nil
+    ) throws -> ImportResult {
+        let trusted = try KeyBinding.trust(trust, replica: replica)
+        let reader = try BundleReader(path: path, trust: trusted)
+        let envelope = reader.envelope
+        let sender = envelope.sender
+        let signer = reader.signature.publicKey
+        var result = ImportResult(
+            path: path, sender: sender.id, senderName: sender.name, signer: reader.principal ?? "",
+            senderKnowledge: envelope.senderReport.knowledge, outcome: .applied, summary: ApplySummary())
+        if sender.id == replica.knowledgeID {
+            try checkOwnBundle(envelope, signer: signer, path: path, replica: replica)
+            result.outcome = .ownBundle
+            return result
+        }
+        if let ahead = ClockBound.excess(of: envelope.senderHLC) {
+            throw clockAhead(path, who: KeyBinding.label(sender.name, sender.id), by: ahead)
+        }
+        // Foreign keys stay unenforced while merging, so a bundle never gets stuck on one;
+        // orphans are reported by `conflicts` and `doctor` instead.
+        let enforcedForeignKeys = try replica.database.int64("PRAGMA foreign_keys") == 1
+        if enforcedForeignKeys { try replica.database.execute("PRAGMA foreign_keys = OFF") }
+        defer { if enforcedForeignKeys { try? replica.database.execute("PRAGMA foreign_keys = ON") } }
+        do {
+            try replica.database.withPageCache(ofAtLeast: Replica.bulkPageCacheKiB) {
+                try replica.database.inTransaction(commit: !dryRun) {
+                    guard try replica.admitSender(envelope.senderReport, path: path) == .admitted else {
+                        result.outcome = .superseded
+                        return
+                    }
+                    // Every replica the sender knows is one this replica now knows: a segment
+                    // one of them lacks is kept to relay to it.
+                    for site in envelope.sites { _ = try replica.siteNumber(for: site.id, name: site.name) }
+                    try KeyBinding.admitKeys(envelope, path: path, replica: replica)
+                    try KeyBinding.checkSender(envelope, signer: signer, path: path, replica: replica)
+                    result.warnings += try KeyBinding.admitAcknowledgements(envelope, path: path, replica: replica, trust: trusted)
+                    result.summary = try mergeSegments(
+                        of: reader, into: replica, trust: trusted, learning: learning, progress: progress)
+                    try replica.recordSender(envelope.senderReport)
+                    try replica.observeClock(envelope.senderHLC)
+                }
+            }
+        } catch let error as ChangeLogError where error.kind == .schemaMismatch {
+            result.outcome = .held(reason: error.description)
+            if !dryRun { try HeldBundles(replica: replica).hold(reader, reason: error.description) }
+            return result
+        }
+        if !dryRun && result.outcome == .applied { try HeldBundles(replica: replica).release(digestOf: reader) }
+        return result
+    }
+
+    /// Merges every segment whose origin's changes are new here; a segment that met a row
+    /// whose life began in another segment of the bundle is merged again once the others
+    /// are. Segments of this replica's own, and ones that bring nothing new, are skipped.
+    private static func mergeSegments(
+        of reader: BundleReader, into replica: Replica, trust: AllowedSigners, learning: LearningEvent.ByWriter,
+        progress: ((Int) -> Void)?
+    ) throws -> ApplySummary {
+        let envelope = reader.envelope
+        let path = reader.path
+        let me = replica.knowledgeID
+        var summary = ApplySummary()
+        summary.knowledgeAdvanced = true
+        var applied = 0
+        var waiting = Set(envelope.segments.indices)
+        while !waiting.isEmpty {
+            var advanced: Set<Int> = []
+            var index = 0
+            try reader.readSegments(checkOrigin: { entry, signer in
+                try KeyBinding.checkOrigin(entry, signer: signer, envelope: envelope, path: path, replica: replica, trust: trust)
+                return true
+            }) { segment in
+                defer { index += 1 }
+                let changes = segment.header.changes
+                guard waiting.contains(index) else { return }
+                if changes.origin == me {
+                    try checkOwnSegment(changes, path: path, replica: replica)
+                    advanced.insert(index)
+                    return
+                }
+                guard changes.last > (try replica.knowledge()[changes.origin]) else {
+                    advanced.insert(index)
+                    return
+                }
+                if let ahead = ClockBound.excess(of: changes.createdHLC) {
+                    throw clockAhead(path, who: changes.originLabel, by: ahead)
+                }
+                let merger = try ChangeMerger(
+                    replica: replica, header: changes,
+                    learning: learning.merging(changes.learningByOrigin) { mailbox, signed in
+                        mailbox.merging(signed) { _, signedByOrigin in signedByOrigin }
+                    })
+                try segment.forEachChange { change in
+                    try merger.apply(change)
+                    applied += 1
+                    if applied % 10_000 == 0 { progress?(applied) }
+                }
+                let merged = try merger.finish()
+                summary.add(merged)
+                if merged.knowledgeAdvanced {
+                    advanced.insert(index)
+                    let store = SegmentStore(replica)
+                    if try store.isNeeded(origin: changes.origin, last: changes.last, sender: envelope.sender.id) {
+                        try store.keep(
+                            origin: changes.origin, base: changes.base, last: changes.last, createdHLC: changes.createdHLC,
+                            records: segment.header.recordCount, length: segment.entry.length
+                        ) { consumer in try reader.copySegment(segment.entry, to: consumer) }
+                    }
+                }
+            }
+            guard !advanced.isEmpty else { break }
+            waiting.subtract(advanced)
+        }
+        if !waiting.isEmpty { summary.knowledgeAdvanced = false }
+        return summary
+    }
+
+    /// A bundle under this replica's own knowledge ID must be signed by its own key and claim
+    /// no change it never made: otherwise another database writes under its ID with its key.
+    private static func checkOwnBundle(_ envelope: BundleEnvelope, signer: SSHPublicKey, path: String, replica: Replica) throws {
+        guard try KeyPins(replica).currentKey(of: replica.knowledgeID) == signer else {
+            throw BundleError(
+                .untrusted,
+                "\(path): the bundle claims to come from this replica (\(replica.knowledgeID)) but is signed by key \(signer.fingerprint), not this replica's; refusing it"
+            )
+        }
+        if envelope.senderSeq > (try replica.knowledge()[replica.knowledgeID]) {
+            throw copiedIdentity(path, replica: replica, "it carries changes up to \(envelope.senderSeq); this replica made \(try replica.knowledge()[replica.knowledgeID])")
+        }
+    }
+
+    /// A segment of this replica's own changes, relayed back: signed by one of its keys
+    /// (checked), it may claim no change beyond what this replica made.
+    private static func checkOwnSegment(_ changes: ChangeSetHeader, path: String, replica: Replica) throws {
+        if changes.last > (try replica.knowledge()[replica.knowledgeID]) {
+            throw copiedIdentity(path, replica: replica, "its own signed changes go up to \(changes.last)")
+        }
+    }
+
+    private static func copiedIdentity(_ path: String, replica: Replica, _ detail: String) -> ChangeLogError {
+        ChangeLogError(
+            .identityClash,
+            "\(path): another database signs as this replica (\(replica.knowledgeID)) with its key: \(detail). One was copied instead of cloned; keep one and make the others with `sqsync clone`"
+        )
+    }
+
+    static func clockAhead(_ path: String, who: String, by milliseconds: Int64) -> BundleError {
+        BundleError(
+            .untrusted,
+            "\(path): the changes of \(who) are stamped \(ClockBound.describe(milliseconds)) ahead of this machine's clock, more than the \(ClockBound.describe(ClockBound.milliseconds)) allowed (\(ClockBound.environmentVariable)); refusing the bundle"
+        )
+    }
+
+    /// Imports every bundle a replica holds, in case a migration now lets them apply.
+    public static func retryHeld(replica: Replica, trust: AllowedSigners) throws -> [ImportResult] {
+        var results: [ImportResult] = []
+        let heldBundles = HeldBundles(replica: replica)
+        for held in try heldBundles.all() {
+            do {
+                let result = try importBundle(path: held.path, into: replica, trust: trust)
+                if result.outcome != .held(reason: "") && !isHeld(result) { results.append(result) }
+            } catch let error as BundleError {
+                // Gone or no longer trusted: it can never apply, so it must not block the rest.
+                try heldBundles.forget(path: held.path, because: error.description)
+            } catch let error as ChangeLogError where [.retiredPeer, .identityClash, .staleReplica].contains(error.kind) {
+                try heldBundles.forget(path: held.path, because: error.description)
+            }
+        }
+        return results
+    }
+
+    private static func isHeld(_ result: ImportResult) -> Bool {
+        if case .held = result.outcome { return true }
+        return false
+    }
+}
+
+extension ChangeSetHeader {
+    /// The origin's learning events, as the merger takes them.
+    var learningByOrigin: LearningEvent.ByWriter {
+        learned.isEmpty ? [:] : [origin: learned]
+    }
+}
+
+extension ApplySummary {
+    /// Adds another segment's counts.
+    mutating func add(_ other: ApplySummary) {
+        for (table, counts) in other.tables {
+            var sum = tables[table] ?? TableCounts()
+            sum.inserted += counts.inserted
+            sum.updated += counts.updated
+            sum.deleted += counts.deleted
+            sum.unchanged += counts.unchanged
+            sum.conflicts += counts.conflicts
+            tables[table] = sum
+        }
+    }
+}

@@ -1,0 +1,232 @@
+import ChangeLog
+import Crypto
+import Foundation
+import SQLiteDatabase
+
+/// Opens a bundle file and checks it before anything in it is read as data
+/// (docs/BUNDLE_FORMAT.md, "Reading"): the trailer's two lengths, bounded; the sender's
+/// SSHSIG signature over the envelope, and whether its key is trusted; then the envelope; then
+/// the SHA-512 of everything before it, in one streaming pass. Segments are read afterwards,
+/// each only once its origin's signature checks, and each chunk only once its hash does.
+/// Memory stays bounded whatever the file declares. Not Sendable on purpose.
+public final class BundleReader {
+    public let path: String
+    public let fileSize: Int
+    /// The sender's signature over the envelope.
+    public let signature: SSHSignature
+    /// The signer's principal in `allowed_signers`; nil when opened without a trust file.
+    public let principal: String?
+    public let envelope: BundleEnvelope
+    /// Where the envelope starts: the signed payload is the envelope itself.
+    private let envelopeOffset: Int
+    private let envelopeLength: Int
+
+    /// Opens `path`. With `trust`, a signer it does not trust is refused before the envelope
+    /// is read; without it (`inspect`), the signature is still checked.
+    public init(path: String, trust: AllowedSigners?) throws {
+        self.path = path
+        var status = stat()
+        guard stat(path, &status) == 0 else {
+            throw BundleError(.io, "\(path): cannot read: \(String(cString: strerror(errno)))")
+        }
+        guard status.st_mode & S_IFMT == S_IFREG else { throw BundleError(.io, "\(path): not a regular file") }
+        fileSize = Int(status.st_size)
+        let preamble = BundleCodec.magic.count + 1
+        let trailer = 8 + BundleCodec.trailerMagic.count
+        guard fileSize >= preamble + trailer,
+            try Self.read(path, 0..<BundleCodec.magic.count) == BundleCodec.magic
+        else { throw BundleError(.corrupt, "\(path): not a bundle") }
+        let version = try Self.read(path, BundleCodec.magic.count..<preamble)[0]
+        guard version == BundleCodec.version else {
+            throw BundleError(
+                .corrupt,
+                version < BundleCodec.version
+                    ? "\(path): bundle format version \(version) comes from an older sqsync, whose changes are not signed by the replica that made them; upgrade sqsync where it was written"
+                    : "\(path): bundle format version \(version) is newer than this sqsync reads (version \(BundleCodec.version)); upgrade sqsync"
+            )
+        }
+        let tail = try Self.read(path, (fileSize - trailer)..<fileSize)
+        guard Array(tail.suffix(BundleCodec.trailerMagic.count)) == BundleCodec.trailerMagic else {
+            throw BundleError(.corrupt, "\(path): not a complete bundle (no signature at its end: truncated, or bytes appended)")
+        }
+        let envelopeLength = tail[0..<4].reduce(0) { $0 << 8 | Int($1) }
+        let signatureLength = tail[4..<8].reduce(0) { $0 << 8 | Int($1) }
+        guard signatureLength > 0, signatureLength <= BundleLimits.maxSignatureBytes, envelopeLength > 0,
+            envelopeLength <= BundleLimits.maxEnvelopeBytes,
+            envelopeLength + signatureLength <= fileSize - preamble - trailer
+        else {
+            throw BundleError(.corrupt, "\(path): damaged bundle (lengths at its end out of range)")
+        }
+        envelopeOffset = fileSize - trailer - signatureLength - envelopeLength
+        self.envelopeLength = envelopeLength
+        do {
+            signature = try SSHSignature(blob: try Self.read(path, (fileSize - trailer - signatureLength)..<(fileSize - trailer)))
+        } catch let error as KeyFormatError {
+            throw BundleError(.corrupt, "\(path): damaged signature (\(displayText(error.description)))")
+        }
+        guard signature.namespace == BundleCodec.signatureNamespace else {
+            throw BundleError(
+                .untrusted, "\(path): signed for namespace \(displayText(signature.namespace).debugDescription), not \"sqsync\"")
+        }
+        let trusted = trust?.principal(for: signature.publicKey, namespace: BundleCodec.signatureNamespace)
+        let untrusted = BundleError(
+            .untrusted,
+            "\(path): signed by an untrusted key \(signature.publicKey.fingerprint); add the signer's line to allowed_signers to trust it"
+        )
+        // An untrusted signer may still be one a trusted key moved to, which only the envelope
+        // says: read it (bounded) only once the signature over it verifies.
+        if trust != nil && trusted == nil && envelopeLength > BundleLimits.maxUntrustedEnvelopeBytes { throw untrusted }
+        let envelopeBytes = try Self.read(path, envelopeOffset..<(envelopeOffset + envelopeLength))
+        guard signature.isValid(messageDigest: SHA512.hash(data: envelopeBytes), namespace: BundleCodec.signatureNamespace)
+        else {
+            throw trust != nil && trusted == nil
+                ? untrusted : BundleError(.untrusted, "\(path): bad signature: the bundle was altered after it was signed")
+        }
+        envelope = try BundleEnvelope.decode(envelopeBytes, path: path)
+        if let trust {
+            let moves = envelope.moves.filter(\.isValid).map { ($0.from, $0.to) }
+            guard
+                let principal = trusted
+                    ?? trust.following(moves).principal(for: signature.publicKey, namespace: BundleCodec.signatureNamespace)
+            else { throw untrusted }
+            self.principal = principal
+        } else {
+            principal = nil
+        }
+        guard envelope.bodyLength == envelopeOffset else {
+            throw BundleError(.untrusted, "\(path): the bundle's body is not the length its signed envelope gives")
+        }
+        let body = try HashingFileInput(path: path, range: 0..<envelopeOffset)
+        try body.drain()
+        guard Array(body.digest()) == envelope.bodyDigest else {
+            throw BundleError(.untrusted, "\(path): bad signature: the bundle was altered after it was signed")
+        }
+    }
+
+    private static func read(_ path: String, _ range: Range<Int>) throws -> [UInt8] {
+        try HashingFileInput(path: path, range: range).readBytes(range.count)
+    }
+
+    /// The signed payload (the envelope), streamed to `destination` for `ssh-keygen -Y verify`.
+    public func extractPayload(to destination: String) throws {
+        let output = try HashingFileOutput(creating: destination)
+        try output.write(try Self.read(path, envelopeOffset..<(envelopeOffset + envelopeLength)))
+        try output.sync()
+    }
+
+    /// Reads every segment in order. For each, `visit` gets a ``Segment`` whose header is
+    /// decoded only once `checkOrigin` accepts the key that signed it (it throws to refuse
+    /// the bundle, or returns false to pass over the segment unread) and the signature
+    /// verifies. At the end, the body must still hash to what the envelope says: a file
+    /// changed under the reader fails, and the caller's transaction rolls back.
+    public func readSegments(
+        checkOrigin: (_ entry: BundleEnvelope.SegmentEntry, _ signer: SSHPublicKey) throws -> Bool,
+        _ visit: (Segment) throws -> Void
+    ) throws {
+        let body = try HashingFileInput(path: path, range: 0..<envelopeOffset)
+        _ = try body.readBytes(BundleCodec.magic.count + 1)
+        for entry in envelope.segments {
+            let start = body.consumed
+            guard let segment = try Segment(entry: entry, envelope: envelope, input: body, path: path, checkOrigin: checkOrigin)
+            else {
+                try body.skip(entry.length - (body.consumed - start))
+                continue
+            }
+            try visit(segment)
+            try segment.skipRest()
+        }
+        guard body.isAtEnd, Array(body.digest()) == envelope.bodyDigest else {
+            throw BundleError(.untrusted, "\(path): the file changed while it was being imported")
+        }
+    }
+
+    /// Streams one segment's bytes as they stand in the file, for a relay to keep them.
+    public func copySegment(_ entry: BundleEnvelope.SegmentEntry, to consumer: ([UInt8]) throws -> Void) throws {
+        let input = try HashingFileInput(path: path, range: entry.offset..<(entry.offset + entry.length))
+        var remaining = entry.length
+        while remaining > 0 {
+            let part = try input.readBytes(min(remaining, 1 << 18))
+            try consumer(part)
+            remaining -= part.count
+        }
+    }
+
+    /// One origin's segment, its header checked and decoded; its records are read on demand.
+    public final class Segment {
+        public let entry: BundleEnvelope.SegmentEntry
+        public let header: SegmentHeader
+        public let signer: SSHPublicKey
+        private let input: HashingFileInput
+        private let path: String
+        private var consumed: Int
+        private var recordsRead = false
+
+        init?(
+            entry: BundleEnvelope.SegmentEntry, envelope: BundleEnvelope, input: HashingFileInput, path: String,
+            checkOrigin: (BundleEnvelope.SegmentEntry, SSHPublicKey) throws -> Bool
+        ) throws {
+            self.entry = entry
+            self.input = input
+            self.path = path
+            let start = input.consumed
+            let headerLength = try input.readCount(limit: min(BundleLimits.maxSegmentHeaderBytes, entry.length))
+            guard headerLength + 96 <= entry.length else { throw input.corrupt("a segment shorter than its header") }
+            let headerBytes = try input.readBytes(headerLength)
+            let signer: SSHPublicKey
+            do {
+                signer = try SSHPublicKey(rawRepresentation: try input.readBytes(32))
+            } catch let error as KeyFormatError {
+                throw BundleError(.corrupt, "\(path): damaged bundle (\(error.description))")
+            }
+            let signature = try input.readBytes(64)
+            guard try checkOrigin(entry, signer) else { return nil }
+            guard SignedMessage.isValid(signature, of: headerBytes, by: signer) else {
+                throw BundleError(
+                    .untrusted,
+                    "\(path): the changes of \(displayText(envelope.sites[entry.site].name.isEmpty ? envelope.sites[entry.site].id : envelope.sites[entry.site].name)) do not carry a valid signature of theirs; refusing the bundle"
+                )
+            }
+            header = try SegmentHeader.decode(headerBytes, path: path)
+            self.signer = signer
+            let changes = header.changes
+            guard changes.origin == envelope.sites[entry.site].id, changes.base == entry.base, changes.last == entry.last else {
+                throw BundleError(.untrusted, "\(path): a segment is not the one its envelope lists; refusing the bundle")
+            }
+            consumed = input.consumed - start
+            guard consumed + header.chunks.reduce(0, { $0 + $1.compressedLength }) == entry.length else {
+                throw input.corrupt("a segment whose chunks do not fill it")
+            }
+        }
+
+        /// Streams every row change in order, each chunk checked against the signed header
+        /// before it is inflated.
+        public func forEachChange(_ body: (RowChange) throws -> Void) throws {
+            precondition(!recordsRead, "a segment's records are read once")
+            recordsRead = true
+            var decoder = RecordDecoder(header: header.changes, path: path)
+            let chunk = ChunkSource(path: path)
+            for expected in header.chunks {
+                let compressed = try input.readBytes(expected.compressedLength)
+                consumed += compressed.count
+                guard Array(SHA256.hash(data: compressed)) == expected.digest else {
+                    throw BundleError(
+                        .untrusted,
+                        "\(path): the changes of \(displayText(header.changes.originLabel)) were altered after their origin signed them; refusing the bundle"
+                    )
+                }
+                try chunk.load(compressed, rawLength: expected.rawLength)
+                for _ in 0..<expected.records {
+                    try body(try decoder.decode(first: try chunk.readByte(), from: chunk))
+                }
+                guard chunk.isAtEnd else { throw chunk.corrupt("bytes after the last record of a chunk") }
+            }
+        }
+
+        /// Reads past what is left of the segment, so the body's hash covers it.
+        func skipRest() throws {
+            let rest = entry.length - consumed
+            if rest > 0 { try input.skip(rest) }
+            consumed = entry.length
+        }
+    }
+}

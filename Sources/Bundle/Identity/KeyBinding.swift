@@ -1,0 +1,356 @@
+import ChangeLog
+import Foundation
+
+/// Which key speaks for which replica (docs/KEYS.md).
+///
+/// `allowed_signers` says which keys may sign at all; it does not say for which replica. A
+/// replica's knowledge ID is made from its first key (``ReplicaIdentity``), so any receiver
+/// checks who may speak for it by hashing that key; each later key comes from a move the
+/// previous key signed, naming the change after which the new key signs; a key that moved
+/// away signs nothing past that change; one key belongs to one replica; and two different
+/// moves from one key are refused, loudly. A replica made without a key (by an earlier sqsync,
+/// or `init`/`clone` without one) is bound to the first key seen signing for it.
+public enum KeyBinding {
+    // MARK: This replica's own key
+
+    /// Before this replica signs anything: `key` must be its current key, bound at its
+    /// first signature (a key-bound ID only to the key it was made from), not a key of
+    /// another replica (a clone still using its source's key), nor one it moved away from.
+    /// Then signs a fresh acknowledgement statement when its knowledge changed since the last.
+    public static func prepareToSign(replica: Replica, key: SigningKey) throws {
+        try replica.fold()
+        try replica.database.inTransaction {
+            let pins = KeyPins(replica)
+            let me = replica.knowledgeID
+            let chain = try pins.chain(of: me)
+            if chain.isEmpty {
+                if ReplicaIdentity.isKeyBound(me) && !ReplicaIdentity.isBound(me, to: key.publicKey) {
+                    throw ChangeLogError(
+                        .identityClash,
+                        "\(replica.path): this replica's knowledge ID \(me) was made from another key than \(key.publicKey.fingerprint); sign with the key it was made with"
+                    )
+                }
+                if let other = try pins.owner(of: key.publicKey) {
+                    throw ChangeLogError(
+                        .identityClash,
+                        "\(replica.path): key \(key.publicKey.fingerprint) is bound to replica \(label(other.name, other.id)); give this replica its own key (sqsync keygen) and add its line to allowed_signers on its peers"
+                    )
+                }
+                try pins.bindFirst(key.publicKey, to: me, name: nil)
+            } else if let mine = chain.first(where: { $0.key == key.publicKey }) {
+                if let until = mine.untilSeq {
+                    let next = chain.first { $0.afterSeq >= until && $0.key != key.publicKey }?.key.fingerprint ?? "a newer key"
+                    throw ChangeLogError(
+                        .identityClash,
+                        "\(replica.path): key \(key.publicKey.fingerprint) was rotated away from (to \(next)); sign with the new key")
+                }
+            } else {
+                let current = chain.last?.key.fingerprint ?? "?"
+                throw ChangeLogError(
+                    .identityClash,
+                    "\(replica.path): this replica signs with key \(current), not \(key.publicKey.fingerprint); give --key its own key, or move it with `sqsync keygen --rotate \(replica.path)`"
+                )
+            }
+            try signOwnStatement(replica: replica, key: key)
+        }
+    }
+
+    /// Signs this replica's acknowledgement statement anew when what it holds, or its counter
+    /// fold, changed since the one it holds.
+    private static func signOwnStatement(replica: Replica, key: SigningKey) throws {
+        let pins = KeyPins(replica)
+        let knowledge = try replica.knowledge()
+        let folded = try replica.countersFolded()
+        let stored = try pins.acknowledgementStatements()[replica.knowledgeID]
+        if let stored, stored.knowledge == knowledge, stored.countersFolded == folded, stored.isSigned(by: key.publicKey) {
+            return
+        }
+        try pins.store(
+            try AcknowledgementStatement.sign(
+                replica: replica.knowledgeID, counter: (stored?.counter ?? 0) + 1, countersFolded: folded,
+                knowledge: knowledge, key: key))
+    }
+
+    /// Moves this replica to a new key from its next change on: the move is signed by the
+    /// old key (bundles carry it, so peers follow), and only `newKey` signs afterwards.
+    public static func rotate(replica: Replica, from oldKey: SigningKey, to newKey: SigningKey) throws {
+        try prepareToSign(replica: replica, key: oldKey)
+        try replica.database.inTransaction {
+            let pins = KeyPins(replica)
+            if let other = try pins.owner(of: newKey.publicKey) {
+                throw ChangeLogError(
+                    .identityClash,
+                    "\(replica.path): key \(newKey.publicKey.fingerprint) already belongs to replica \(label(other.name, other.id)); make a new one")
+            }
+            let move = try KeyMove.sign(
+                replica: replica.knowledgeID, from: oldKey, to: newKey.publicKey, afterSeq: try replica.knowledge()[replica.knowledgeID])
+            try pins.record(move)
+        }
+        try prepareToSign(replica: replica, key: newKey)
+    }
+
+    /// The key a replica signs with now, as this replica knows it.
+    public static func currentKey(of knowledgeID: String, replica: Replica) throws -> SSHPublicKey? {
+        try KeyPins(replica).currentKey(of: knowledgeID)
+    }
+
+    // MARK: What bundles carry about keys
+
+    /// The identities (first keys) of the given replicas and every move held, for a bundle.
+    static func carriedKeys(of replica: Replica, for ids: [String]) throws -> (identities: [(String, SSHPublicKey)], moves: [KeyMove]) {
+        let pins = KeyPins(replica)
+        var identities: [(String, SSHPublicKey)] = []
+        for id in ids {
+            if let first = try pins.chain(of: id).first(where: { $0.move == nil }) { identities.append((id, first.key)) }
+        }
+        return (identities, try pins.moves())
+    }
+
+    /// `trust` plus every key a recorded move leads to from a trusted key, under the old
+    /// key's principal: a moved-to key is trusted as long as the key it came from is, so
+    /// removing that one from allowed_signers revokes both.
+    public static func trust(_ trust: AllowedSigners, replica: Replica) throws -> AllowedSigners {
+        trust.following(try KeyPins(replica).moves().map { ($0.from, $0.to) })
+    }
+
+    // MARK: Keys and statements from others
+
+    /// Checks the identities and key moves an envelope carries, and records what they prove.
+    /// A key that claims a key-bound knowledge ID it was not made from, a move not signed by
+    /// a key of its replica, and a second, different move from one key are forgeries: the
+    /// bundle is refused.
+    static func admitKeys(_ envelope: BundleEnvelope, path: String, replica: Replica) throws {
+        let pins = KeyPins(replica)
+        for identity in envelope.identities {
+            let id = envelope.sites[identity.site].id
+            guard id != replica.knowledgeID else { continue }
+            let chain = try pins.chain(of: id)
+            if ReplicaIdentity.isKeyBound(id) {
+                guard ReplicaIdentity.isBound(id, to: identity.key) else {
+                    throw BundleError(
+                        .untrusted,
+                        "\(path): the bundle says key \(identity.key.fingerprint) is the identity of \(siteLabel(envelope, identity.site)), whose knowledge ID was made from another key: a forgery; refusing it"
+                    )
+                }
+                if chain.isEmpty { try bind(identity.key, to: id, name: envelope.sites[identity.site].name, path: path, pins: pins) }
+            } else if chain.isEmpty {
+                try bind(identity.key, to: id, name: envelope.sites[identity.site].name, path: path, pins: pins)
+            }
+        }
+        for move in envelope.moves.sorted(by: { $0.afterSeq < $1.afterSeq }) where move.replica != replica.knowledgeID {
+            guard move.isValid else {
+                throw BundleError(.untrusted, "\(path): a key move of \(displayText(move.replica)) does not verify; refusing the bundle")
+            }
+            let chain = try pins.chain(of: move.replica)
+            guard !chain.isEmpty else { continue }
+            guard let from = chain.first(where: { $0.key == move.from }) else {
+                throw BundleError(
+                    .untrusted,
+                    "\(path): a key move of \(try replica.siteLabelForMessages(move.replica)) is signed by key \(move.from.fingerprint), which is not that replica's; refusing the bundle"
+                )
+            }
+            if let until = from.untilSeq {
+                let next = chain.first { $0.move?.from == move.from }
+                if next?.key == move.to && until == move.afterSeq { continue }
+                throw BundleError(
+                    .untrusted,
+                    "\(path): key \(move.from.fingerprint) of \(try replica.siteLabelForMessages(move.replica)) signed two different moves (to \(next?.key.fingerprint ?? "none") after change \(until), and to \(move.to.fingerprint) after change \(move.afterSeq)): its key was stolen or copied; retire that replica (`sqsync peers retire`) and give its site a new key and a fresh clone"
+                )
+            }
+            guard move.afterSeq >= from.afterSeq else {
+                throw BundleError(.untrusted, "\(path): a key move of \(displayText(move.replica)) goes back before the key it leaves; refusing the bundle")
+            }
+            if let other = try pins.owner(of: move.to) {
+                throw BundleError(
+                    .untrusted,
+                    "\(path): a key move gives \(try replica.siteLabelForMessages(move.replica)) key \(move.to.fingerprint), which belongs to replica \(label(other.name, other.id)); refusing the bundle"
+                )
+            }
+            try pins.record(move)
+        }
+    }
+
+    private static func bind(_ key: SSHPublicKey, to id: String, name: String, path: String, pins: KeyPins) throws {
+        if let other = try pins.owner(of: key) {
+            throw BundleError(
+                .untrusted,
+                "\(path): the bundle gives key \(key.fingerprint) to \(label(name, id)), but it belongs to replica \(label(other.name, other.id)); refusing it"
+            )
+        }
+        try pins.bindFirst(key, to: id, name: name.isEmpty ? nil : name)
+    }
+
+    /// The sender's signature must be its current key's. A sender of a key-bound ID is
+    /// bound here by its first signature only if the ID was made from that key.
+    static func checkSender(_ envelope: BundleEnvelope, signer: SSHPublicKey, path: String, replica: Replica) throws {
+        let sender = envelope.sender
+        let pins = KeyPins(replica)
+        let chain = try pins.chain(of: sender.id)
+        let claim = "\(path): the bundle claims to come from \(label(sender.name, sender.id))"
+        guard !chain.isEmpty else {
+            if ReplicaIdentity.isKeyBound(sender.id) && !ReplicaIdentity.isBound(sender.id, to: signer) {
+                throw BundleError(
+                    .untrusted, "\(claim), whose knowledge ID was not made from the key that signed it (\(signer.fingerprint)); refusing it")
+            }
+            try bind(signer, to: sender.id, name: sender.name, path: path, pins: pins)
+            return
+        }
+        guard let key = chain.first(where: { $0.key == signer }) else {
+            let current = chain.last { $0.untilSeq == nil }?.key.fingerprint ?? "?"
+            throw BundleError(
+                .untrusted, "\(claim), which signs with key \(current), but it is signed by key \(signer.fingerprint); refusing it")
+        }
+        if let until = key.untilSeq {
+            throw BundleError(
+                .untrusted,
+                "\(claim), but it is signed by key \(signer.fingerprint), which that replica moved away from after its change \(until); refusing it"
+            )
+        }
+    }
+
+    /// The key that signed a segment must be its origin's, and one that had not moved away
+    /// before the segment's last change; it must be trusted, or reached by a move from a
+    /// trusted key.
+    static func checkOrigin(
+        _ entry: BundleEnvelope.SegmentEntry, signer: SSHPublicKey, envelope: BundleEnvelope, path: String, replica: Replica,
+        trust: AllowedSigners
+    ) throws {
+        let origin = envelope.sites[entry.site]
+        let chain = try KeyPins(replica).chain(of: origin.id)
+        let whose = "\(path): the changes of \(label(origin.name, origin.id))"
+        guard let key = chain.first(where: { $0.key == signer }) else {
+            if chain.isEmpty {
+                throw BundleError(.untrusted, "\(whose) come without a key this replica can check them against; refusing the bundle")
+            }
+            throw BundleError(
+                .untrusted,
+                "\(whose) are signed by key \(signer.fingerprint), which is not that replica's key: a relay cannot speak for another replica; refusing the bundle"
+            )
+        }
+        if let until = key.untilSeq, entry.last > until {
+            throw BundleError(
+                .untrusted,
+                "\(whose) up to \(entry.last) are signed by key \(signer.fingerprint), which that replica moved away from after change \(until); refusing the bundle"
+            )
+        }
+        guard trust.principal(for: signer, namespace: BundleCodec.signatureNamespace) != nil else {
+            throw BundleError(
+                .untrusted,
+                "\(whose) are signed by key \(signer.fingerprint), which allowed_signers does not trust; refusing the bundle")
+        }
+    }
+
+    /// Believes the acknowledgement statements signed by their replica's current key (and
+    /// trusted), keeps the newest of each for relaying, and records what they say as that
+    /// replica's acknowledgement. Returns one line per statement not believed.
+    static func admitAcknowledgements(
+        _ envelope: BundleEnvelope, path: String, replica: Replica, trust: AllowedSigners
+    ) throws -> [String] {
+        let pins = KeyPins(replica)
+        let retired = try replica.retiredPeerIDs()
+        var ignored = 0
+        for statement in envelope.acknowledgements where statement.replica != replica.knowledgeID {
+            guard !retired.contains(statement.replica) else { continue }
+            guard let key = try pins.currentKey(of: statement.replica), statement.isSigned(by: key),
+                trust.principal(for: key, namespace: BundleCodec.signatureNamespace) != nil
+            else {
+                ignored += 1
+                continue
+            }
+            try pins.store(statement)
+            let name = envelope.sites.first { $0.id == statement.replica }?.name ?? ""
+            try replica.recordAcknowledgement(
+                of: statement.replica, name: name, knowledge: statement.knowledge.clamped(own: replica))
+            if statement.countersFolded > 0 {
+                try replica.recordCountersFolded(
+                    of: statement.replica, folded: statement.countersFolded, at: statement.knowledge[statement.replica])
+            }
+        }
+        return ignored == 0 ? [] : ["\(path): ignored \(ignored) statement(s) not signed by their replica's key"]
+    }
+
+    /// The statements an export carries: every replica's latest (this one's included, so
+    /// that relays can pass it on), but the receiver's own and those of `leaving` (replicas
+    /// that read the same mailbox and say it there themselves); none of retired replicas.
+    static func carriedStatements(of replica: Replica, except leaving: Set<String>) throws -> [AcknowledgementStatement] {
+        let retired = try replica.retiredPeerIDs()
+        return try KeyPins(replica).acknowledgementStatements().values
+            .filter { !leaving.contains($0.replica) && !retired.contains($0.replica) }
+            .sorted { $0.replica < $1.replica }
+    }
+
+    /// For a mailbox acknowledgement file of `knowledgeID`, signed by `key` (already
+    /// verified against allowed_signers): nil when that is the replica's current key (bound
+    /// now, by the rules of a first signature, if it had none), else why it is not believed.
+    public static func checkAcknowledgementFile(
+        of knowledgeID: String, name: String, signedBy key: SSHPublicKey, replica: Replica
+    ) throws -> String? {
+        let pins = KeyPins(replica)
+        let chain = try pins.chain(of: knowledgeID)
+        if chain.isEmpty {
+            if ReplicaIdentity.isKeyBound(knowledgeID) && !ReplicaIdentity.isBound(knowledgeID, to: key) {
+                return "signed by key \(key.fingerprint), from which \(label(name, knowledgeID))'s knowledge ID was not made"
+            }
+            if let other = try pins.owner(of: key) {
+                return "its key \(key.fingerprint) is bound to replica \(label(other.name, other.id))"
+            }
+            try pins.bindFirst(key, to: knowledgeID, name: name.isEmpty ? nil : name)
+            return nil
+        }
+        let current = chain.last { $0.untilSeq == nil }?.key
+        return current == key
+            ? nil
+            : "signed by key \(key.fingerprint), but \(label(name, knowledgeID)) signs with key \(current?.fingerprint ?? "?")"
+    }
+
+    /// The fingerprint of a stored key line, as `ssh-keygen -l` shows it.
+    public static func fingerprint(_ line: String) -> String {
+        (try? SSHPublicKey(openSSHLine: line))?.fingerprint ?? displayText(line)
+    }
+
+    static func label(_ name: String, _ id: String) -> String {
+        displayText(name.isEmpty ? id : "\(name) (\(id))")
+    }
+
+    private static func siteLabel(_ envelope: BundleEnvelope, _ site: Int) -> String {
+        label(envelope.sites[site].name, envelope.sites[site].id)
+    }
+}
+
+extension Replica {
+    /// A replica's name and knowledge ID as this one knows them, for messages.
+    func siteLabelForMessages(_ knowledgeID: String) throws -> String {
+        KeyBinding.label(try siteName(of: knowledgeID), knowledgeID)
+    }
+}
+
+extension Knowledge {
+    /// What a statement says of `replica` itself can be no more than it made.
+    func clamped(own replica: Replica) throws -> Knowledge {
+        var seqs = self.seqs
+        let own = try replica.knowledge()[replica.knowledgeID]
+        if let said = seqs[replica.knowledgeID], said > own { seqs[replica.knowledgeID] = own }
+        return Knowledge(seqs)
+    }
+}
+
+extension AllowedSigners {
+    /// This file plus the new key of every move whose old key it trusts, under the old
+    /// key's entry (principal, namespaces, validity), following chains of moves.
+    public func following(_ moves: [(from: SSHPublicKey, to: SSHPublicKey)]) -> AllowedSigners {
+        var result = self
+        var added = true
+        while added {
+            added = false
+            for move in moves where !result.entries.contains(where: { $0.key == move.to }) {
+                for entry in result.entries where entry.key == move.from {
+                    var inherited = entry
+                    inherited.key = move.to
+                    result.entries.append(inherited)
+                    added = true
+                }
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,109 @@
+import ChangeLog
+import SQLiteDatabase
+
+/// The keys a replica knows other replicas (and itself) to sign with, kept in its own
+/// database (`_sqsync_keys`, metadata migration 13), with the acknowledgement statements it
+/// relays. Deciding what to believe is ``KeyBinding``'s job; this is storage.
+struct KeyPins {
+    /// One key of a replica's chain: it signs that replica's changes up to `untilSeq`
+    /// (nil while it is the current key).
+    struct ChainKey: Equatable {
+        var key: SSHPublicKey
+        var afterSeq: Int64
+        var untilSeq: Int64?
+        /// The signed move that made it current; nil for a replica's first key.
+        var move: KeyMove?
+    }
+
+    let replica: Replica
+    private var database: Database { replica.database }
+
+    init(_ replica: Replica) { self.replica = replica }
+
+    /// A replica's keys, first to current.
+    func chain(of knowledgeID: String) throws -> [ChainKey] {
+        try database.rows(KeyPinSQL.chain, .text(knowledgeID)).map { row in
+            ChainKey(
+                key: try SSHPublicKey(openSSHLine: try row.string("key")), afterSeq: try row.int64("after_seq"),
+                untilSeq: try row.optionalInt64("until_seq"),
+                move: try row.value("move").blobValue.map { try KeyMove(stored: $0) })
+        }
+    }
+
+    /// The key a replica signs with now.
+    func currentKey(of knowledgeID: String) throws -> SSHPublicKey? {
+        try chain(of: knowledgeID).last { $0.untilSeq == nil }?.key
+    }
+
+    /// The replica a key belongs to, if any.
+    func owner(of key: SSHPublicKey) throws -> (id: String, name: String)? {
+        try database.row(KeyPinSQL.owner, .text(key.openSSHLine)).map {
+            (try $0.string("knowledge_id"), try $0.optionalString("name") ?? "")
+        }
+    }
+
+    /// Records a replica's first key, registering the replica when first heard of.
+    func bindFirst(_ key: SSHPublicKey, to knowledgeID: String, name: String?) throws {
+        let site = try replica.siteNumber(for: knowledgeID, name: name)
+        try database.run(KeyPinSQL.insert, .text(key.openSSHLine), .integer(Int64(site)), .integer(0), .null)
+        try database.run(KeyPinSQL.setCurrent, .text(key.openSSHLine), .integer(Int64(site)))
+    }
+
+    /// Records a verified move: the old key signs up to its `afterSeq`, the new one after it.
+    func record(_ move: KeyMove) throws {
+        let site = try replica.siteNumber(for: move.replica, name: nil)
+        try database.run(KeyPinSQL.endKey, .integer(move.afterSeq), .text(move.from.openSSHLine))
+        try database.run(
+            KeyPinSQL.insert, .text(move.to.openSSHLine), .integer(Int64(site)), .integer(move.afterSeq), .blob(try move.stored()))
+        try database.run(KeyPinSQL.setCurrent, .text(move.to.openSSHLine), .integer(Int64(site)))
+    }
+
+    /// Every move held, of replicas not retired, for bundles to carry.
+    func moves() throws -> [KeyMove] {
+        try database.rows(KeyPinSQL.moves).map { try KeyMove(stored: try $0.blob("move")) }
+    }
+
+    /// The stored acknowledgement statement of every replica.
+    func acknowledgementStatements() throws -> [String: AcknowledgementStatement] {
+        var statements: [String: AcknowledgementStatement] = [:]
+        for row in try database.rows(KeyPinSQL.statements) {
+            if let statement = try? AcknowledgementStatement(stored: try row.blob("statement")) {
+                statements[try row.string("replica")] = statement
+            }
+        }
+        return statements
+    }
+
+    /// Keeps a replica's statement when it is newer than the one held.
+    func store(_ statement: AcknowledgementStatement) throws {
+        try database.run(
+            KeyPinSQL.storeStatement, .text(statement.replica), .integer(statement.counter), .blob(try statement.stored()))
+    }
+}
+
+/// The SQL of key chains and statements (tables of metadata migrations 4 and 13).
+enum KeyPinSQL {
+    static let chain = """
+        SELECT k."key", k."after_seq", k."until_seq", k."move" FROM "_sqsync_keys" k
+        JOIN "_sqsync_sites" s ON s."site" = k."site" WHERE s."knowledge_id" = ?
+        ORDER BY k."until_seq" IS NULL, k."after_seq", k."rowid"
+        """
+    static let owner = """
+        SELECT s."knowledge_id", s."name" FROM "_sqsync_keys" k JOIN "_sqsync_sites" s ON s."site" = k."site"
+        WHERE k."key" = ?
+        """
+    static let insert = #"INSERT INTO "_sqsync_keys" ("key", "site", "after_seq", "move") VALUES (?, ?, ?, ?)"#
+    static let endKey = #"UPDATE "_sqsync_keys" SET "until_seq" = ? WHERE "key" = ? AND "until_seq" IS NULL"#
+    /// The key `status` and `peers` show.
+    static let setCurrent = #"UPDATE "_sqsync_sites" SET "signing_key" = ? WHERE "site" = ?"#
+    static let moves = """
+        SELECT k."move" FROM "_sqsync_keys" k JOIN "_sqsync_sites" s ON s."site" = k."site"
+        WHERE k."move" IS NOT NULL AND s."retired" = 0 ORDER BY k."site", k."after_seq"
+        """
+    static let statements = #"SELECT "replica", "statement" FROM "_sqsync_statements""#
+    static let storeStatement = """
+        INSERT INTO "_sqsync_statements" ("replica", "counter", "statement") VALUES (?, ?, ?)
+        ON CONFLICT DO UPDATE SET "counter" = excluded."counter", "statement" = excluded."statement"
+        WHERE excluded."counter" > "counter"
+        """
+}

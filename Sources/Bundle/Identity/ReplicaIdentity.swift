@@ -1,0 +1,34 @@
+import Crypto
+import Foundation
+
+/// A replica's knowledge ID made from its first public key, so that no other key can claim
+/// it: a receiver that has never heard of the replica checks the claim by hashing the key,
+/// without trusting whoever spoke first (docs/KEYS.md, "Identity").
+///
+/// The ID is the first 16 bytes of SHA-256("sqsync-replica-id\0" ‖ the 32-byte Ed25519 key),
+/// written as a UUID of version 8 (RFC 9562's version for custom layouts) in lowercase. A
+/// replica made by an earlier sqsync, or without a key, has a random version-4 ID instead,
+/// bound to the first key a receiver sees signing for it.
+public enum ReplicaIdentity {
+    private static let domain = Array("sqsync-replica-id\u{0}".utf8)
+
+    /// The knowledge ID of a replica born with `key`.
+    public static func knowledgeID(for key: SSHPublicKey) -> String {
+        var bytes = Array(SHA256.hash(data: domain + key.rawRepresentation).prefix(16))
+        bytes[6] = bytes[6] & 0x0f | 0x80
+        bytes[8] = bytes[8] & 0x3f | 0x80
+        let uuid = bytes.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }
+        return UUID(uuid: uuid).uuidString.lowercased()
+    }
+
+    /// True for an ID made from a key: only that key's holder can speak for it first.
+    public static func isKeyBound(_ knowledgeID: String) -> Bool {
+        guard let uuid = UUID(uuidString: knowledgeID) else { return false }
+        return uuid.uuid.6 >> 4 == 8 && uuid.uuid.8 >> 6 == 2
+    }
+
+    /// True when `key` is the key the ID was made from.
+    public static func isBound(_ knowledgeID: String, to key: SSHPublicKey) -> Bool {
+        knowledgeID.lowercased() == Self.knowledgeID(for: key)
+    }
+}
