@@ -136,7 +136,7 @@ public final class Mailbox {
             do {
                 let result = try BundleExchange.importBundle(
                     path: local, into: replica, trust: trust, learning: peers.mapValues(\.learned))
-                if result.outcome == .superseded {
+                if result.superseded && result.summary.changes == 0 {
                     report.notes.append(
                         "\(transport.displayName)/\(Self.outbox)/\(bundle.sender)/\(bundle.name): nothing new (an older bundle of \(displayText(result.senderName.isEmpty ? result.sender : result.senderName)) than one already taken)"
                     )
@@ -189,7 +189,10 @@ public final class Mailbox {
                 "\(transport.displayName)/\(path): not a bundle signed by this replica's knowledge ID; removed")
         }
         let base = Knowledge.common(Array(readers.values))
-        let everyoneHasAll = !readers.isEmpty && base.covers(knowledge)
+        // Readers leave their own changes here themselves: this replica offers its own and
+        // those it relays for replicas that do not read this mailbox.
+        let offersNothing = try !BundleExchange.hasChanges(of: replica, since: base, except: Set(readers.keys))
+        let everyoneHasAll = !readers.isEmpty && offersNothing
         var keep: Set<String> = []
         if !everyoneHasAll {
             let fingerprint = Self.fingerprint(knowledge: knowledge, base: base)

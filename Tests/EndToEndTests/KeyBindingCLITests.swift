@@ -43,7 +43,7 @@ final class KeyBindingCLITests: XCTestCase {
         try FileManager.default.copyItem(atPath: db, toPath: copy)
         try h.sqlite(
             copy,
-            #"UPDATE "_sqsync_sites" SET "signing_key" = NULL; DELETE FROM "_sqsync_statements"; DELETE FROM "_sqsync_key_moves";"#
+            #"UPDATE "_sqsync_sites" SET "signing_key" = NULL; DELETE FROM "_sqsync_statements"; DELETE FROM "_sqsync_keys";"#
                 + sql)
         return copy
     }
@@ -230,7 +230,7 @@ final class KeyBindingMailboxTests: XCTestCase {
         try h.sqlite(
             stolen,
             """
-            UPDATE "_sqsync_sites" SET "signing_key" = NULL; DELETE FROM "_sqsync_statements";
+            UPDATE "_sqsync_sites" SET "signing_key" = NULL; DELETE FROM "_sqsync_statements"; DELETE FROM "_sqsync_keys";
             UPDATE "_sqsync_sites" SET "known_seq" = 1000 WHERE "knowledge_id" = '\(aID)';
             INSERT INTO t VALUES ('evil', 'planted');
             """)

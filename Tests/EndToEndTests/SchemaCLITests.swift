@@ -141,6 +141,8 @@ final class SchemaCLITests: XCTestCase {
         let c = try h.cloneReplica(a, as: "C")
         try h.sqlite(c, "CREATE TABLE side(k TEXT PRIMARY KEY);")
         try h.ok(["track", c, "side"])
+        // C's own changes: a bundle carries only its sender's, as the sender signed them.
+        try h.sqlite(c, "INSERT INTO side VALUES ('s'); UPDATE t SET color = 'pink' WHERE id = '1';")
         let fromC = try h.export(c, as: "C")
         let d = try h.makeReplica("D", schema: Self.schema)
         try h.ok(["import", d, fromC], key: "D")  // D lacks table side and column color: held

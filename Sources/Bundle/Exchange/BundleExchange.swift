@@ -19,9 +19,6 @@ public struct ImportResult: Sendable {
         case held(reason: String)
         /// Written by this very replica: nothing in it is new here.
         case ownBundle
-        /// Older than a bundle already taken from the same sender (a replayed file): nothing
-        /// in it is new here.
-        case superseded
     }
 
     public var path: String
@@ -34,6 +31,9 @@ public struct ImportResult: Sendable {
     public var summary: ApplySummary
     /// What was ignored on the way, one line each.
     public var warnings: [String] = []
+    /// Older than a bundle already taken from the same sender (a replayed file): only its
+    /// signed changes were merged, none of them new unless a relay missed them.
+    public var superseded = false
 }
 
 /// Export and import of whole bundles: the glue between a replica and the file format.
@@ -98,6 +98,18 @@ public enum BundleExchange {
         }
     }
 
+    /// True when an export since `base` would carry changes: this replica's own after it, or
+    /// relayed ones of a replica other than those in `except` (which speak for themselves).
+    public static func hasChanges(of replica: Replica, since base: Knowledge, except: Set<String>) throws -> Bool {
+        let knowledge = try replica.knowledge()
+        if knowledge[replica.knowledgeID] > base[replica.knowledgeID] { return true }
+        let store = SegmentStore(replica)
+        for (id, seq) in knowledge.seqs where id != replica.knowledgeID && !except.contains(id) && seq > base[id] {
+            if !(try store.segments(of: id, after: base[id]).isEmpty) { return true }
+        }
+        return false
+    }
+
     /// `<sender>_<first>-<last>_<suffix>.sqsb`: valid on FAT32 and exFAT. `first` is the first
     /// of the sender's own changes the bundle may carry and `last` the sender's own sequence
     /// number when it wrote it, so a bundle with none of its own changes reads `6-5`: a name
@@ -155,19 +167,21 @@ public enum BundleExchange {
         do {
             try replica.database.withPageCache(ofAtLeast: Replica.bulkPageCacheKiB) {
                 try replica.database.inTransaction(commit: !dryRun) {
-                    guard try replica.admitSender(envelope.senderReport, path: path) == .admitted else {
-                        result.outcome = .superseded
-                        return
-                    }
+                    // Who signed comes first: what the sender says of itself counts only once
+                    // its own key has said it.
+                    try KeyBinding.admitKeys(envelope, path: path, replica: replica)
+                    try KeyBinding.checkSender(envelope, signer: signer, path: path, replica: replica)
+                    result.superseded = try replica.admitSender(envelope.senderReport, path: path) == .superseded
                     // Every replica the sender knows is one this replica now knows: a segment
                     // one of them lacks is kept to relay to it.
                     for site in envelope.sites { _ = try replica.siteNumber(for: site.id, name: site.name) }
-                    try KeyBinding.admitKeys(envelope, path: path, replica: replica)
-                    try KeyBinding.checkSender(envelope, signer: signer, path: path, replica: replica)
-                    result.warnings += try KeyBinding.admitAcknowledgements(envelope, path: path, replica: replica, trust: trusted)
+                    // Keys moved to in this bundle are trusted as the keys they came from are.
+                    let movedTrust = try KeyBinding.trust(trust, replica: replica)
+                    result.warnings += try KeyBinding.admitAcknowledgements(
+                        envelope, path: path, replica: replica, trust: movedTrust)
                     result.summary = try mergeSegments(
-                        of: reader, into: replica, trust: trusted, learning: learning, progress: progress)
-                    try replica.recordSender(envelope.senderReport)
+                        of: reader, into: replica, trust: movedTrust, learning: learning, progress: progress)
+                    if !result.superseded { try replica.recordSender(envelope.senderReport) }
                     try replica.observeClock(envelope.senderHLC)
                 }
             }
@@ -180,9 +194,11 @@ public enum BundleExchange {
         return result
     }
 
-    /// Merges every segment whose origin's changes are new here; a segment that met a row
-    /// whose life began in another segment of the bundle is merged again once the others
-    /// are. Segments of this replica's own, and ones that bring nothing new, are skipped.
+    /// Merges every segment of another replica's; one that met a row whose life began in
+    /// another segment of the bundle is merged again once the others are. A segment this
+    /// replica holds already is merged all the same, as a state-based import would: it
+    /// changes nothing, unless it holds a change that differs from the one held here under
+    /// the same number, which only a copied database makes (refused).
     private static func mergeSegments(
         of reader: BundleReader, into replica: Replica, trust: AllowedSigners, learning: LearningEvent.ByWriter,
         progress: ((Int) -> Void)?
@@ -206,10 +222,6 @@ public enum BundleExchange {
                 guard waiting.contains(index) else { return }
                 if changes.origin == me {
                     try checkOwnSegment(changes, path: path, replica: replica)
-                    advanced.insert(index)
-                    return
-                }
-                guard changes.last > (try replica.knowledge()[changes.origin]) else {
                     advanced.insert(index)
                     return
                 }
@@ -248,16 +260,26 @@ public enum BundleExchange {
 
     /// A bundle under this replica's own knowledge ID must be signed by its own key and claim
     /// no change it never made: otherwise another database writes under its ID with its key.
+    /// One signed by another key was planted. A replica that never signed anything wrote no
+    /// bundle: one under its ID comes from a copy of it.
     private static func checkOwnBundle(_ envelope: BundleEnvelope, signer: SSHPublicKey, path: String, replica: Replica) throws {
-        guard try KeyPins(replica).currentKey(of: replica.knowledgeID) == signer else {
-            throw BundleError(
-                .untrusted,
-                "\(path): the bundle claims to come from this replica (\(replica.knowledgeID)) but is signed by key \(signer.fingerprint), not this replica's; refusing it"
-            )
+        let me = replica.knowledgeID
+        let own = try replica.knowledge()[me]
+        guard let ownKey = try KeyPins(replica).currentKey(of: me) else {
+            if ReplicaIdentity.isKeyBound(me) && !ReplicaIdentity.isBound(me, to: signer) { throw planted(path, me, signer) }
+            throw copiedIdentity(path, replica: replica, "this replica has never signed a bundle")
         }
-        if envelope.senderSeq > (try replica.knowledge()[replica.knowledgeID]) {
-            throw copiedIdentity(path, replica: replica, "it carries changes up to \(envelope.senderSeq); this replica made \(try replica.knowledge()[replica.knowledgeID])")
+        guard ownKey == signer else { throw planted(path, me, signer) }
+        if envelope.senderSeq > own {
+            throw copiedIdentity(path, replica: replica, "it carries changes up to \(envelope.senderSeq); this replica made \(own)")
         }
+    }
+
+    private static func planted(_ path: String, _ me: String, _ signer: SSHPublicKey) -> BundleError {
+        BundleError(
+            .untrusted,
+            "\(path): the bundle claims to come from this replica (\(me)) but is signed by key \(signer.fingerprint), not this replica's; refusing it"
+        )
     }
 
     /// A segment of this replica's own changes, relayed back: signed by one of its keys
@@ -271,7 +293,7 @@ public enum BundleExchange {
     private static func copiedIdentity(_ path: String, replica: Replica, _ detail: String) -> ChangeLogError {
         ChangeLogError(
             .identityClash,
-            "\(path): another database signs as this replica (\(replica.knowledgeID)) with its key: \(detail). One was copied instead of cloned; keep one and make the others with `sqsync clone`"
+            "\(path): another database claims this replica's knowledge ID \(replica.knowledgeID) (\(detail)): one was copied instead of cloned; keep one and make the others with `sqsync clone`"
         )
     }
 

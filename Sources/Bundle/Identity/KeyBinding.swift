@@ -201,9 +201,10 @@ public enum KeyBinding {
                 .untrusted, "\(claim), which signs with key \(current), but it is signed by key \(signer.fingerprint); refusing it")
         }
         if let until = key.untilSeq {
+            let current = chain.last { $0.untilSeq == nil }?.key.fingerprint ?? "?"
             throw BundleError(
                 .untrusted,
-                "\(claim), but it is signed by key \(signer.fingerprint), which that replica moved away from after its change \(until); refusing it"
+                "\(claim), but it is signed by key \(signer.fingerprint), which that replica moved away from after its change \(until) (it signs with key \(current) now); refusing it"
             )
         }
     }

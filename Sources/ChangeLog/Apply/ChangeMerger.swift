@@ -63,6 +63,8 @@ public final class ChangeMerger {
     private var lastLocalLogRow: Int64 = 0
     /// Which keys cannot have an entry yet, so their lookup is spared.
     var entryCeiling = EntryKeyCeiling()
+    /// This replica has purged deletions: a life it knows of may have left no entry.
+    private let purgedAny: Bool
     /// A record changed a life this replica has not seen begin: the set is merged, but this
     /// replica does not claim the origin's changes until the life arrives and the set comes again.
     private var sawUnseenLife = false
@@ -107,6 +109,7 @@ public final class ChangeMerger {
         ownSeqBefore = admission.knowledgeBefore[replica.knowledgeID]
         senderKnows = admission.originKnows
         highestClock = header.createdHLC
+        purgedAny = try database.int64(MergeSQL.purgedAnything) == 1
         statements = try Statements(database)
         foreignKeysOn = try database.int64("PRAGMA foreign_keys") != 0
         try database.execute(MergeSQL.startApplying)
@@ -189,8 +192,15 @@ public final class ChangeMerger {
         if entry == nil, let rowStamp = change.rowStamp.map(local), knownHere(rowStamp) {
             // A life this replica held and has since purged (its deletion acknowledged by
             // every peer): a set that overlaps what it holds brings it again, to no effect.
-            target.counts.unchanged += 1
-            return
+            if change.isDelete || purgedAny {
+                target.counts.unchanged += 1
+                return
+            }
+            // This replica claims to hold that insert, purged nothing, yet has never seen the row.
+            throw ChangeLogError(
+                .identityClash,
+                "\(replica.path): the bundle carries change \(rowStamp.seq) of \(siteIDs[rowStamp.site] ?? "?"), which this replica holds differently: two databases claim that knowledge ID, one copied instead of cloned; retire that ID with `sqsync peers retire` and re-create the copies with `sqsync clone`"
+            )
         }
         let localLength = entry?.cl ?? 0
         if change.causalLength < localLength {

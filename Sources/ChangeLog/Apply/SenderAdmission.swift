@@ -38,7 +38,8 @@ public enum SenderVerdict: Sendable, Equatable {
     /// Merge the bundle.
     case admitted
     /// The bundle is older than one this replica already took from the same sender (its
-    /// clock is behind what the sender reported since): nothing in it is new.
+    /// clock is behind what the sender reported since): what it says of its sender is
+    /// stale, and only its signed changes count, as a relay's would.
     case superseded
 }
 
@@ -46,7 +47,8 @@ extension Replica {
     /// Checks what a bundle's sender says of itself before any of its changes is merged:
     /// it is not a retired peer, its clock went where one replica's clock can go, no purged
     /// deletion is missing on either side. A bundle older than one already taken from the
-    /// sender is ``SenderVerdict/superseded``: a replay, never a reason to alarm.
+    /// sender is ``SenderVerdict/superseded``: a replay, never a reason to alarm, whose
+    /// purge marks are not checked (they are older than what the sender said since).
     public func admitSender(_ report: SenderReport, path: String) throws -> SenderVerdict {
         if let sender = try database.row(MergeSQL.senderRecord, .text(report.knowledgeID)) {
             if try sender.bool("retired") {
@@ -61,8 +63,9 @@ extension Replica {
                     return .superseded
                 }
                 // One replica's clock never goes back and imports may push it forward with no
-                // new change, so more changes never come with an earlier clock.
-                if seq > reportedSeq && hlc < reportedHLC {
+                // new change, so more changes never come with an earlier clock, nor fewer with
+                // a later one.
+                if (seq > reportedSeq && hlc < reportedHLC) || (seq < reportedSeq && hlc > reportedHLC) {
                     throw ChangeLogError(
                         .identityClash,
                         "\(path): two databases claim knowledge ID \(report.knowledgeID) (\(displayText(report.name))): its clock went \(reportedSeq)@\(reportedHLC) → \(seq)@\(hlc), which one replica never does. One was copied instead of cloned; retire that ID with `sqsync peers retire` and re-create the copies with `sqsync clone`"

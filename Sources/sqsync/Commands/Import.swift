@@ -110,10 +110,7 @@ extension SQSync {
                 global.say("held \(result.path): \(reason)")
             case .ownBundle:
                 global.say("nothing new in \(result.path): this replica wrote it")
-            case .superseded:
-                global.say(
-                    "nothing new in \(result.path): \(displayText(result.senderName.isEmpty ? result.sender : result.senderName)) sent a newer bundle since"
-                )
+
             case .applied:
                 let verb = dryRun ? "would apply" : "applied"
                 global.say(
@@ -139,12 +136,12 @@ extension SQSync {
             case .imported(let result):
                 var object: [String: Any] = [
                     "path": result.path, "sender": result.sender, "signer": result.signer, "warnings": result.warnings,
+                    "superseded": result.superseded,
                 ]
                 object.merge(result.summary.jsonObject) { a, _ in a }
                 switch result.outcome {
                 case .applied: object["status"] = dryRun ? "would_apply" : "applied"
                 case .ownBundle: object["status"] = "own"
-                case .superseded: object["status"] = "superseded"
                 case .held(let reason):
                     object["status"] = "held"
                     object["held"] = reason

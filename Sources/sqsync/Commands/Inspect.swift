@@ -55,6 +55,12 @@ extension SQSync {
             }
             let segments = try BundleInspection.segments(of: reader)
             let sender = envelope.sender
+            var totals: [String: [String: Int]] = [:]
+            for segment in segments {
+                for (table, operations) in segment.counts {
+                    for (operation, count) in operations { totals[table, default: [:]][operation, default: 0] += count }
+                }
+            }
             if global.json {
                 global.emitJSON([
                     "path": file, "verified": verification.ok, "verification": verification.text,
@@ -62,6 +68,7 @@ extension SQSync {
                     "sender": sender.id, "sender_name": sender.name, "created_ms": envelope.createdAt,
                     "knowledge": Dictionary(uniqueKeysWithValues: envelope.sites.map { ($0.id, $0.knowledge) }),
                     "base": Dictionary(uniqueKeysWithValues: envelope.sites.map { ($0.id, $0.base) }),
+                    "tables": totals,
                     "segments": segments.map { segment in
                         [
                             "origin": segment.origin, "origin_name": segment.originName, "first": segment.base + 1,
