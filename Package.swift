@@ -37,7 +37,9 @@ let package = Package(
         .executableTarget(
             name: "sqsync-bench", dependencies: ["ChangeLog", "Bundle", "Transport", "SQLiteDatabase", "CSQLite"],
             path: "Benchmarks/sqsync-bench"),
-        .target(name: "TestSupport", dependencies: ["SQLiteDatabase"], path: "Tests/TestSupport"),
+        .target(
+            name: "TestSupport", dependencies: ["SQLiteDatabase", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Tests/TestSupport"),
         .testTarget(name: "SQLiteDatabaseTests", dependencies: ["SQLiteDatabase", "CSQLite"]),
         .testTarget(name: "ChangeLogTests", dependencies: ["ChangeLog", "SQLiteDatabase", "TestSupport"]),
         .testTarget(

@@ -170,7 +170,8 @@ public enum BundleExchange {
                     // Who signed comes first: what the sender says of itself counts only once
                     // its own key has said it.
                     try KeyBinding.admitKeys(envelope, path: path, replica: replica)
-                    try KeyBinding.checkSender(envelope, signer: signer, path: path, replica: replica)
+                    try KeyBinding.checkSender(
+                        envelope, signer: signer, principal: reader.principal, path: path, replica: replica)
                     result.superseded = try replica.admitSender(envelope.senderReport, path: path) == .superseded
                     // Every replica the sender knows is one this replica now knows: a segment
                     // one of them lacks is kept to relay to it.
@@ -180,7 +181,8 @@ public enum BundleExchange {
                     result.warnings += try KeyBinding.admitAcknowledgements(
                         envelope, path: path, replica: replica, trust: movedTrust)
                     result.summary = try mergeSegments(
-                        of: reader, into: replica, trust: movedTrust, learning: learning, progress: progress)
+                        of: reader, into: replica, trust: movedTrust, learning: learning, warnings: &result.warnings,
+                        progress: progress)
                     if !result.superseded { try replica.recordSender(envelope.senderReport) }
                     try replica.observeClock(envelope.senderHLC)
                 }
@@ -201,7 +203,7 @@ public enum BundleExchange {
     /// the same number, which only a copied database makes (refused).
     private static func mergeSegments(
         of reader: BundleReader, into replica: Replica, trust: AllowedSigners, learning: LearningEvent.ByWriter,
-        progress: ((Int) -> Void)?
+        warnings: inout [String], progress: ((Int) -> Void)?
     ) throws -> ApplySummary {
         let envelope = reader.envelope
         let path = reader.path
@@ -228,11 +230,19 @@ public enum BundleExchange {
                 if let ahead = ClockBound.excess(of: changes.createdHLC) {
                     throw clockAhead(path, who: changes.originLabel, by: ahead)
                 }
-                let merger = try ChangeMerger(
-                    replica: replica, header: changes,
-                    learning: learning.merging(changes.learningByOrigin) { mailbox, signed in
-                        mailbox.merging(signed) { _, signedByOrigin in signedByOrigin }
-                    })
+                let merger: ChangeMerger
+                do {
+                    merger = try ChangeMerger(
+                        replica: replica, header: changes,
+                        learning: learning.merging(changes.learningByOrigin) { mailbox, signed in
+                            mailbox.merging(signed) { _, signedByOrigin in signedByOrigin }
+                        })
+                } catch let error as ChangeLogError where error.kind == .retiredPeer {
+                    // A retired replica's later changes are left out; the rest of the bundle is not.
+                    warnings.append(error.description)
+                    advanced.insert(index)
+                    return
+                }
                 try segment.forEachChange { change in
                     try merger.apply(change)
                     applied += 1

@@ -182,15 +182,19 @@ public enum KeyBinding {
 
     /// The sender's signature must be its current key's. A sender of a key-bound ID is
     /// bound here by its first signature only if the ID was made from that key.
-    static func checkSender(_ envelope: BundleEnvelope, signer: SSHPublicKey, path: String, replica: Replica) throws {
+    /// `principal` is the signer's name in allowed_signers, for messages.
+    static func checkSender(
+        _ envelope: BundleEnvelope, signer: SSHPublicKey, principal: String?, path: String, replica: Replica
+    ) throws {
         let sender = envelope.sender
         let pins = KeyPins(replica)
         let chain = try pins.chain(of: sender.id)
         let claim = "\(path): the bundle claims to come from \(label(sender.name, sender.id))"
+        let signedBy = principal.map { "\(displayText($0))'s key \(signer.fingerprint)" } ?? "key \(signer.fingerprint)"
         guard !chain.isEmpty else {
             if ReplicaIdentity.isKeyBound(sender.id) && !ReplicaIdentity.isBound(sender.id, to: signer) {
                 throw BundleError(
-                    .untrusted, "\(claim), whose knowledge ID was not made from the key that signed it (\(signer.fingerprint)); refusing it")
+                    .untrusted, "\(claim), but it is signed by \(signedBy), not the key that knowledge ID was made from; refusing it")
             }
             try bind(signer, to: sender.id, name: sender.name, path: path, pins: pins)
             return
@@ -198,13 +202,13 @@ public enum KeyBinding {
         guard let key = chain.first(where: { $0.key == signer }) else {
             let current = chain.last { $0.untilSeq == nil }?.key.fingerprint ?? "?"
             throw BundleError(
-                .untrusted, "\(claim), which signs with key \(current), but it is signed by key \(signer.fingerprint); refusing it")
+                .untrusted, "\(claim), which signs with key \(current), but it is signed by \(signedBy); refusing it")
         }
         if let until = key.untilSeq {
             let current = chain.last { $0.untilSeq == nil }?.key.fingerprint ?? "?"
             throw BundleError(
                 .untrusted,
-                "\(claim), but it is signed by key \(signer.fingerprint), which that replica moved away from after its change \(until) (it signs with key \(current) now); refusing it"
+                "\(claim), but it is signed by \(signedBy), which that replica moved away from after its change \(until) (it signs with key \(current) now); refusing it"
             )
         }
     }
@@ -261,7 +265,7 @@ public enum KeyBinding {
             try pins.store(statement)
             let name = envelope.sites.first { $0.id == statement.replica }?.name ?? ""
             try replica.recordAcknowledgement(
-                of: statement.replica, name: name, knowledge: statement.knowledge.clamped(own: replica))
+                of: statement.replica, name: name, knowledge: statement.knowledge)
             if statement.countersFolded > 0 {
                 try replica.recordCountersFolded(
                     of: statement.replica, folded: statement.countersFolded, at: statement.knowledge[statement.replica])
@@ -322,16 +326,6 @@ extension Replica {
     /// A replica's name and knowledge ID as this one knows them, for messages.
     func siteLabelForMessages(_ knowledgeID: String) throws -> String {
         KeyBinding.label(try siteName(of: knowledgeID), knowledgeID)
-    }
-}
-
-extension Knowledge {
-    /// What a statement says of `replica` itself can be no more than it made.
-    func clamped(own replica: Replica) throws -> Knowledge {
-        var seqs = self.seqs
-        let own = try replica.knowledge()[replica.knowledgeID]
-        if let said = seqs[replica.knowledgeID], said > own { seqs[replica.knowledgeID] = own }
-        return Knowledge(seqs)
     }
 }
 

@@ -63,8 +63,6 @@ public final class ChangeMerger {
     private var lastLocalLogRow: Int64 = 0
     /// Which keys cannot have an entry yet, so their lookup is spared.
     var entryCeiling = EntryKeyCeiling()
-    /// This replica has purged deletions: a life it knows of may have left no entry.
-    private let purgedAny: Bool
     /// A record changed a life this replica has not seen begin: the set is merged, but this
     /// replica does not claim the origin's changes until the life arrives and the set comes again.
     private var sawUnseenLife = false
@@ -109,7 +107,6 @@ public final class ChangeMerger {
         ownSeqBefore = admission.knowledgeBefore[replica.knowledgeID]
         senderKnows = admission.originKnows
         highestClock = header.createdHLC
-        purgedAny = try database.int64(MergeSQL.purgedAnything) == 1
         statements = try Statements(database)
         foreignKeysOn = try database.int64("PRAGMA foreign_keys") != 0
         try database.execute(MergeSQL.startApplying)
@@ -190,17 +187,11 @@ public final class ChangeMerger {
         if entry == nil, try bufferFreshRow(change, target: target, key: key) { return }
         try flushFreshRows()
         if entry == nil, let rowStamp = change.rowStamp.map(local), knownHere(rowStamp) {
-            // A life this replica held and has since purged (its deletion acknowledged by
-            // every peer): a set that overlaps what it holds brings it again, to no effect.
-            if change.isDelete || purgedAny {
-                target.counts.unchanged += 1
-                return
-            }
-            // This replica claims to hold that insert, purged nothing, yet has never seen the row.
-            throw ChangeLogError(
-                .identityClash,
-                "\(replica.path): the bundle carries change \(rowStamp.seq) of \(siteIDs[rowStamp.site] ?? "?"), which this replica holds differently: two databases claim that knowledge ID, one copied instead of cloned; retire that ID with `sqsync peers retire` and re-create the copies with `sqsync clone`"
-            )
+            // A life this replica holds the origin's changes past but never saw: a later
+            // snapshot left it out because another replica's change has replaced it, and
+            // that change is on its way; or this replica purged it. Either way it is old.
+            target.counts.unchanged += 1
+            return
         }
         let localLength = entry?.cl ?? 0
         if change.causalLength < localLength {

@@ -22,8 +22,6 @@ enum MergeSQL {
         WHERE "forgotten_seq" > 0
         """
 
-    static let purgedAnything = #"SELECT EXISTS (SELECT 1 FROM "_sqsync_sites" WHERE "forgotten_seq" > 0)"#
-
     /// What this replica held of a retired site when it was retired (NULL: not retired).
     static let retiredAt = """
         SELECT "retired_seq" FROM "_sqsync_sites" WHERE "site" = ? AND "retired" = 1

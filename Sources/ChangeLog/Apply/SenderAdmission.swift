@@ -92,15 +92,12 @@ extension Replica {
         return .admitted
     }
 
-    /// Records what the sender of a merged bundle said of itself: what it holds (never more
-    /// of this replica than this replica made), when it was heard from, its schema version.
+    /// Records what the sender of a merged bundle said of itself: what it holds, when it was
+    /// heard from, its schema version.
     public func recordSender(_ report: SenderReport) throws {
         let sender = try siteNumber(for: report.knowledgeID, name: report.name)
-        let own = try knowledge()[knowledgeID]
         var acknowledged: [Int: Int64] = [:]
-        for (id, seq) in report.knowledge.seqs {
-            acknowledged[try siteNumber(for: id, name: nil)] = id == knowledgeID ? min(seq, own) : seq
-        }
+        for (id, seq) in report.knowledge.seqs { acknowledged[try siteNumber(for: id, name: nil)] = seq }
         try recordAcknowledgement(peer: sender, acknowledged)
         try database.run(MergeSQL.heardFrom, .integer(report.seq), .integer(report.hlc), .integer(Int64(sender)))
         if let version = report.schemaVersion {

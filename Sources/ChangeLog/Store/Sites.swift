@@ -98,7 +98,11 @@ extension Replica {
         Set(try database.rows(#"SELECT "knowledge_id" FROM "_sqsync_sites" WHERE "retired" = 1"#).map { try $0.string("knowledge_id") })
     }
 
-    /// Records that `peer` holds at least `knowledge` (acknowledgements only grow).
+    /// Records that `peer` holds at least `knowledge` (acknowledgements only grow), each
+    /// origin's part cut down to what this replica holds of it: a peer's word is believed
+    /// only as far as this replica can check it, so a claim of changes not yet seen here
+    /// (a stolen key's lie, or news from elsewhere) never stops this replica relaying them
+    /// once they arrive, nor lets it purge tombstones early.
     func recordAcknowledgement(peer: Int, _ knowledge: [Int: Int64]) throws {
         for (site, seq) in knowledge where seq > 0 {
             try database.run(SitesSQL.recordAcknowledgement, .integer(Int64(peer)), .integer(Int64(site)), .integer(seq))
@@ -139,7 +143,9 @@ enum SitesSQL {
         """
 
     static let recordAcknowledgement = """
-        INSERT INTO "_sqsync_acks" ("peer", "site", "seq") VALUES (?, ?, ?)
+        INSERT INTO "_sqsync_acks" ("peer", "site", "seq")
+        SELECT ?1, s."site", min(?3, CASE WHEN s."site" = r."site" THEN r."seq" ELSE s."known_seq" END)
+        FROM "_sqsync_sites" s, "_sqsync_replica" r WHERE s."site" = ?2
         ON CONFLICT DO UPDATE SET "seq" = max("seq", excluded."seq")
         """
 }
