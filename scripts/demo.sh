@@ -13,11 +13,11 @@ step "Keys: one per replica, both trusted (allowed_signers)"
 "$SQSYNC" keygen --out field.key --name field >>allowed_signers
 export SQSYNC_TRUST=$work/allowed_signers
 
-step "HQ creates the database and tracks it; the field site gets a clone"
+step "HQ creates the database and tracks it; the field site gets a clone (each replica's ID is made from its key)"
 sqlite3 hq.db "CREATE TABLE sites (id TEXT PRIMARY KEY, name TEXT NOT NULL, visits INTEGER NOT NULL DEFAULT 0, notes TEXT);"
-"$SQSYNC" init hq.db --name hq
+"$SQSYNC" init hq.db --name hq --key hq.key
 "$SQSYNC" track hq.db sites
-"$SQSYNC" clone hq.db field.db --name field
+"$SQSYNC" clone hq.db field.db --name field --key field.key
 
 step "Both sides write with the sqlite3 shell, while apart"
 sqlite3 hq.db "INSERT INTO sites (id, name) VALUES ('0190d5a1-0001-7000-8000-000000000001', 'North well'),

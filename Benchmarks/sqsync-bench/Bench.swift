@@ -11,7 +11,7 @@ struct Bench {
     static let rows = Int(ProcessInfo.processInfo.environment["SQSYNC_BENCH_ROWS"] ?? "") ?? 100_000
     static let largeRows = Int(ProcessInfo.processInfo.environment["SQSYNC_BENCH_LARGE"] ?? "") ?? 1_000_000
     /// `SQSYNC_BENCH_ONLY=capture,bundles`: run only those sections (capture, bundles, metadata,
-    /// ssh, quiet, large), for profiling one of them.
+    /// ssh, quiet, scale, large), for profiling one of them.
     static let sections = ProcessInfo.processInfo.environment["SQSYNC_BENCH_ONLY"].map { Set($0.split(separator: ",").map(String.init)) }
     static func runs(_ section: String) -> Bool { sections?.contains(section) ?? true }
     static let schema = """
@@ -32,6 +32,7 @@ struct Bench {
         if runs("metadata") { try metadata(folder: folder, keys: keys) }
         if runs("ssh") { try SSHRound.run(folder: folder, changes: 10_000) }
         if runs("quiet") { try QuietSync.run(folder: folder) }
+        if runs("scale") { try Scale.run(folder: folder) }
         if largeRows > 0 && runs("large") { try largeImport(folder: folder) }
     }
 
@@ -395,8 +396,38 @@ struct Bench {
         line(
             "  bytes per delete", String(format: "%11.1f", perDeleteSession), String(format: "%9.1f", perDelete),
             perDelete / perDeleteSession, "of changeset size")
+        try relay(folder: folder, keys: keys)
         try chinook(folder: folder, key: key)
         print("")
+    }
+
+    /// The same inserts as a relay forwards them: A's signed segment, kept by B and sent on
+    /// to C, against A's own bundle of them.
+    static func relay(folder: String, keys: [String]) throws {
+        let signing = (0..<3).map { SigningKey.generate(comment: "relay-\($0)") }
+        let trust = try AllowedSigners(
+            text: signing.enumerated().map { AllowedSigners.line(principal: "k\($0.offset)", key: $0.element.publicKey) }
+                .joined(separator: "\n"))
+        let origin = try tracked(folder + "/relay-a.db", name: "a")
+        let relay = try origin.clone(to: folder + "/relay-b.db", name: "b")
+        let last = try origin.clone(to: folder + "/relay-c.db", name: "c")
+        // B hears of C, so it keeps A's segment for C.
+        let hello = try BundleExchange.export(
+            replica: last, since: Knowledge(), key: signing[2], to: folder + "/relay-hello.sqsb", intoDirectory: false)
+        _ = try BundleExchange.importBundle(path: hello.path, into: relay, trust: trust)
+        try insertAll(origin.database, keys: keys)
+        let fromOrigin = try BundleExchange.export(
+            replica: origin, since: try relay.knowledge(), key: signing[0], to: folder + "/relay-1.sqsb", intoDirectory: false)
+        _ = try BundleExchange.importBundle(path: fromOrigin.path, into: relay, trust: trust)
+        let relayed = try BundleExchange.export(
+            replica: relay, since: try last.knowledge(), key: signing[1], to: folder + "/relay-2.sqsb", intoDirectory: false)
+        _ = try BundleExchange.importBundle(path: relayed.path, into: last, trust: trust)
+        guard try last.database.int64(#"SELECT count(*) FROM "items""#) == Int64(keys.count) else {
+            throw BenchError("the relayed bundle did not carry every row")
+        }
+        line(
+            "  relayed \(keys.count) inserts, bytes", String(format: "%11d", fromOrigin.bytes), String(format: "%9d", relayed.bytes),
+            Double(relayed.bytes) / Double(fromOrigin.bytes), "of the origin's own bundle (A → B → C)")
     }
 
     /// The Chinook sample (integer keys, foreign keys, a composite key): one bundle with
@@ -453,8 +484,9 @@ struct Bench {
         for row in try database.rows("SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name") {
             let name = try row.string("name"), bytes = try row.int("bytes")
             if name == "items" || name.hasPrefix("sqlite_autoindex_items") { data += bytes }
-            // Every byte sqsync keeps per row: entries, their indexes, and the capture log.
-            if ["_sqsync_rows", "_sqsync_log", "_sqsync_tombstones", "_sqsync_changes"].contains(where: {
+            // Every byte sqsync keeps per row: entries, their indexes, the capture log, and
+            // other origins' signed segments kept to relay.
+            if ["_sqsync_rows", "_sqsync_log", "_sqsync_tombstones", "_sqsync_changes", "_sqsync_segments"].contains(where: {
                 name.hasPrefix($0)
             }) {
                 metadata += bytes

@@ -21,6 +21,9 @@ public struct SyncReport: Sendable {
     public var warnings: [String] = []
     /// Bundles that brought nothing new, one line each (a replayed older bundle).
     public var notes: [String] = []
+    /// Bundles that wait for a schema migration after this sync (taken now or earlier): path
+    /// and reason, so that every sync says why.
+    public var stillHeld: [(path: String, reason: String)] = []
     /// The mailbox and the replica were as a sync that found nothing to do left them, so this
     /// sync stopped after comparing them.
     public var unchanged = false
@@ -74,16 +77,18 @@ public final class Mailbox {
             if let inputs, last.inputs == inputs, now >= last.savedAt {
                 var report = SyncReport()
                 report.unchanged = true
+                report.stillHeld = try BundleExchange.heldBundles(of: replica)
                 return report
             }
             // Forgotten first: a sync that fails half-way may have changed what the digest
             // does not cover.
             try state(replica).forgetQuietSync()
         }
-        let report = try fullSync(replica: replica, key: key, trust: trust)
+        var report = try fullSync(replica: replica, key: key, trust: trust)
         if let inputs, report.didNothing && verifiedAcknowledgements.isEmpty {
             try state(replica).rememberQuietSync(inputs: inputs, at: now)
         }
+        report.stillHeld = try BundleExchange.heldBundles(of: replica)
         return report
     }
 
@@ -105,11 +110,16 @@ public final class Mailbox {
     }
 
     private func fullSync(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {
+        skipped = []
+        var report = try importAndExport(replica: replica, key: key, trust: trust)
+        report.warnings += skipped
+        return report
+    }
+
+    private func importAndExport(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {
         let scratch = try ScratchDirectory(beside: replica.path)
         var report = SyncReport()
         verifiedAcknowledgements = []
-        skipped = []
-        defer { report.warnings += skipped }
         let me = replica.knowledgeID
         try replica.fold()
         try transport.makeDirectories("\(Self.outbox)/\(me)")

@@ -121,12 +121,15 @@ enum MailboxSQL {
                    SELECT quote("site") || ' ' || quote("knowledge_id") || ' ' || quote("name") || ' '
                        || quote("known_seq") || ' ' || quote("forgotten_seq") || ' ' || quote("retired") || ' '
                        || quote("signing_key") || ' ' || quote("schema_version") || ' '
-                       || quote("counters_folded") || ' ' || quote("counters_folded_at") AS "line"
+                       || quote("counters_folded") || ' ' || quote("counters_folded_at") || ' ' || quote("retired_seq") AS "line"
                    FROM "_sqsync_sites" ORDER BY "site")), '')
             || char(10) || (SELECT quote("site") || ' ' || quote("seq") FROM "_sqsync_replica")
             || char(10) || (SELECT count(*) FROM "_sqsync_held")
             || char(10) || (SELECT count(*) || ' ' || total("counter") FROM "_sqsync_statements")
-            || char(10) || ifnull((SELECT group_concat("from_key" || ' ' || "to_key", char(10)) FROM "_sqsync_key_moves"), '')
+            || char(10) || ifnull((SELECT group_concat("line", char(10)) FROM (
+                   SELECT quote("key") || ' ' || "site" || ' ' || "after_seq" || ' ' || quote("until_seq") AS "line"
+                   FROM "_sqsync_keys" ORDER BY "key")), '')
+            || char(10) || (SELECT count(*) || ' ' || ifnull(max("id"), 0) FROM "_sqsync_segments")
             || char(10) || (SELECT "schema_version" FROM pragma_schema_version())
         """
 }

@@ -38,6 +38,20 @@ struct GlobalOptions: ParsableArguments {
         return try SigningKey.load(path: keyPath)
     }
 
+    /// The public half of `--key`: the file may be a private key or its `.pub` line, so that
+    /// `clone --key` can take the new site's public key without its secret.
+    func publicKey() throws -> SSHPublicKey {
+        let text = (try? String(contentsOfFile: keyPath, encoding: .utf8)) ?? ""
+        if text.hasPrefix("ssh-") {
+            do {
+                return try SSHPublicKey(openSSHLine: text.trimmingCharacters(in: .whitespacesAndNewlines))
+            } catch {
+                throw Failure.raise("\(keyPath): not an OpenSSH Ed25519 public key line (\(error))")
+            }
+        }
+        return try signingKey().publicKey
+    }
+
     func trustedSigners() throws -> AllowedSigners { try AllowedSigners.load(path: trustPath) }
 
     /// A human line on stderr, unless --quiet.

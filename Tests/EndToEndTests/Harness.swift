@@ -119,17 +119,17 @@ final class Harness {
         let db = path("\(name).db")
         try sqlite(db, schema)
         try makeKey(name)
-        try ok(["init", db, "--name", name])
+        try ok(["init", db, "--name", name], key: name)
         try ok(["track", db] + trackArguments)
         return db
     }
 
-    /// Clones `source` into `<name>.db` with its own key.
+    /// Clones `source` into `<name>.db` with its own key, from which its knowledge ID is made.
     @discardableResult
     func cloneReplica(_ source: String, as name: String) throws -> String {
         let db = path("\(name).db")
         try makeKey(name)
-        try ok(["clone", source, db, "--name", name])
+        try ok(["clone", source, db, "--name", name], key: name)
         return db
     }
 

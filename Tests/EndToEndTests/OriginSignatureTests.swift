@@ -111,6 +111,27 @@ final class OriginSignatureTests: XCTestCase {
         XCTAssertFalse(expected.contains("forged"), expected, file: file, line: line)
     }
 
+    // MARK: identity
+
+    /// HQ clones for a site from the site's public key alone: the clone's ID is made from
+    /// that key, the site signs with its private half, and C's key cannot speak for it.
+    func testCloneFromAPublicKeyBindsTheNewReplicaToIt() throws {
+        try makeKey("D")
+        let publicFile = h.path("D.pub")
+        try (keys["D"]!.openSSHLine + " D\n").write(toFile: publicFile, atomically: true, encoding: .utf8)
+        let d = h.path("D.db")
+        let cloned = try h.okJSON(["clone", a, d, "--name", "D", "--key", publicFile])
+        XCTAssertEqual(cloned["knowledge_id"] as? String, id("D"))
+        XCTAssertEqual(cloned["key_bound"] as? Bool, true)
+        try h.sqlite(d, "INSERT INTO t VALUES ('from-d', 'D');")
+        try h.send((d, "D"), to: (b, "B"))
+        XCTAssertTrue(try rows(b).contains("from-d"))
+
+        let refused = try h.sqsync(["export", d, "-o", h.path("d-by-c.sqsb")], key: "C")
+        XCTAssertEqual(refused.status, 1, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("signs with key \(keys["D"]!.fingerprint)"), refused.stderr)
+    }
+
     // MARK: forged relay
 
     /// C signs, as itself, A's changes: a segment of A's under C's key, another with A's

@@ -66,6 +66,23 @@ final class SyncSSHTests: XCTestCase {
 
     // MARK: - Tests
 
+    /// A mailbox file over SQSYNC_MAX_BUNDLE_BYTES is skipped, with a warning naming it, before
+    /// it is downloaded; with the default cap the next sync takes it.
+    func testAnOversizedMailboxFileIsSkippedBeforeDownload() throws {
+        let noise = (0..<20_000).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        try write(a, "INSERT INTO doc VALUES ('big', 'large', 20000, x'\(noise)')")
+        try h.syncOK(a, as: "A", target, ssh())
+        let capped = try h.sqsync(
+            ["sync", b, target] + ssh(["--json"]), key: "B", environment: ["SQSYNC_MAX_BUNDLE_BYTES": "4096"])
+        XCTAssertEqual(capped.status, 0, capped.stderr)
+        XCTAssertTrue(capped.stderr.contains("SQSYNC_MAX_BUNDLE_BYTES") && capped.stderr.contains(".sqsb"), capped.stderr)
+        XCTAssertEqual(h.json(capped)["bundles_in"] as? Int, 0, capped.stdout)
+        XCTAssertFalse(try content(b).contains("big"))
+        try h.syncOK(b, as: "B", target, ssh())
+        XCTAssertEqual(try content(b), try content(reference))
+    }
+
+
     func testTwoReplicasSyncRoundsOverSSH() throws {
         try write(a, "INSERT INTO doc VALUES ('a1', 'from A', 10, x'a1')")
         try write(b, "INSERT INTO doc VALUES ('b1', 'from B', 20, NULL)")

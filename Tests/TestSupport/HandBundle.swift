@@ -24,6 +24,10 @@ public struct HandKey {
     public var openSSHLine: String { "ssh-ed25519 " + Data(wireBlob).base64EncodedString() }
 
     /// `NAME namespaces="sqsync" ssh-ed25519 BASE64`.
+    /// As `ssh-keygen -l` prints it.
+    public var fingerprint: String {
+        "SHA256:" + Data(SHA256.hash(data: wireBlob)).base64EncodedString().replacingOccurrences(of: "=", with: "")
+    }
     public var allowedSignersLine: String { "\(name) namespaces=\"sqsync\" \(openSSHLine)" }
 
     /// The knowledge ID a replica born with this key has: SHA-256("sqsync-replica-id\0" ‖
@@ -136,6 +140,11 @@ public struct HandSegment {
     public var signer: HandKey
     /// Chunk bytes changed after the header was signed (an altered relay).
     public var alterChunkAfterSigning = false
+    /// Capabilities the header names (none by default: every table `lww`).
+    public var capabilities: [String] = []
+    /// The chunks as given, instead of one chunk of ``records`` (see ``recordBytes()``): for
+    /// records cut, miscounted or compressed otherwise than a writer would.
+    public var chunks: [HandChunk]?
 
     public init(
         origin: String, base: Int64, last: Int64, created: Int64, tables: [(String, [String], [Int])], records: [HandRecord],
@@ -150,15 +159,16 @@ public struct HandSegment {
         self.signer = signer
     }
 
-    func bytes() -> [UInt8] {
-        var raw: [UInt8] = []
+    /// Each record as the chunk holds it, in order (stamps are coded against the previous
+    /// record's, so the records only read back in this order, whatever the chunks).
+    public func recordBytes() -> [[UInt8]] {
         var previousHLC: Int64 = 0, previousSeq: Int64 = 0
         func stamp(_ stamp: HandStamp) -> [UInt8] {
             defer { (previousHLC, previousSeq) = (stamp.hlc, stamp.seq) }
             return Wire.zigzag(stamp.hlc &- previousHLC) + Wire.varint(stamp.site) + Wire.zigzag(stamp.seq &- previousSeq)
         }
-        for record in records {
-            raw.append(0x01 | (record.rowStamp != nil ? 0x02 : 0))
+        return records.map { record in
+            var raw: [UInt8] = [0x01 | (record.rowStamp != nil ? 0x02 : 0)]
             raw += Wire.varint(UInt64(record.table)) + Wire.varint(UInt64(record.causalLength))
             if let rowStamp = record.rowStamp { raw += stamp(rowStamp) }
             for value in record.key { raw += Wire.value(value) }
@@ -172,11 +182,17 @@ public struct HandSegment {
                     raw.append(0)
                 }
             }
+            return raw
         }
-        let compressed = Wire.zlibStored(raw)
+    }
+
+    func bytes() -> [UInt8] {
+        let raw = recordBytes().flatMap { $0 }
+        let chunks = chunks ?? (records.isEmpty ? [] : [HandChunk(raw: raw, records: records.count)])
         var header = Array("SQSYNC-SEGMENT-3\n".utf8) + Wire.id(origin) + Wire.text(originName)
         header += Wire.varint(UInt64(base)) + Wire.varint(UInt64(last)) + Wire.varint(UInt64(created)) + [0]
-        header += Wire.varint(0)
+        header += Wire.varint(UInt64(capabilities.count))
+        for capability in capabilities { header += Wire.text(capability) }
         var known = knowledge
         known[origin] = known[origin] ?? last
         let entries = known.filter { $0.value > 0 }.sorted { $0.key < $1.key }
@@ -191,15 +207,49 @@ public struct HandSegment {
             for index in key { header += Wire.varint(UInt64(index)) }
             header.append(0)
         }
-        if records.isEmpty {
-            header += Wire.varint(0)
-        } else {
-            header += Wire.varint(1) + Wire.varint(UInt64(raw.count)) + Wire.varint(UInt64(compressed.count))
-            header += Wire.varint(UInt64(records.count)) + Array(SHA256.hash(data: compressed))
+        header += Wire.varint(UInt64(chunks.count))
+        for chunk in chunks {
+            header += Wire.varint(UInt64(chunk.rawLength)) + Wire.varint(UInt64(chunk.compressed.count))
+            header += Wire.varint(UInt64(chunk.records)) + Array(SHA256.hash(data: chunk.compressed))
         }
-        var chunk = records.isEmpty ? [] : compressed
-        if alterChunkAfterSigning, !chunk.isEmpty { chunk[chunk.count - 5] ^= 0x01 }
-        return Wire.varint(UInt64(header.count)) + header + signer.publicKey + signer.sign(header) + chunk
+        var body = chunks.flatMap(\.compressed)
+        if alterChunkAfterSigning, !body.isEmpty { body[body.count - 5] ^= 0x01 }
+        return Wire.varint(UInt64(header.count)) + header + signer.publicKey + signer.sign(header) + body
+    }
+}
+
+/// One chunk as a segment header lists it: the raw length and record count it declares,
+/// and its compressed bytes (whose SHA-256 the header carries).
+public struct HandChunk {
+    public var rawLength: Int
+    public var records: Int
+    public var compressed: [UInt8]
+
+    public init(rawLength: Int, records: Int, compressed: [UInt8]) {
+        self.rawLength = rawLength
+        self.records = records
+        self.compressed = compressed
+    }
+
+    /// `raw` in a zlib stream of stored blocks, declaring its own length.
+    public init(raw: [UInt8], records: Int) {
+        self.init(rawLength: raw.count, records: records, compressed: Wire.zlibStored(raw))
+    }
+}
+
+/// Another replica's segment as its bytes stand (copied from a genuine bundle, then perhaps
+/// altered), for a relay to put in its own bundle.
+public struct HandRawSegment {
+    public var origin: String
+    public var base: Int64
+    public var last: Int64
+    public var bytes: [UInt8]
+
+    public init(origin: String, base: Int64, last: Int64, bytes: [UInt8]) {
+        self.origin = origin
+        self.base = base
+        self.last = last
+        self.bytes = bytes
     }
 }
 
@@ -244,6 +294,8 @@ public struct HandBundle {
     /// Site index and key: the key each replica's ID was made from (or is bound to).
     public var identities: [(Int, [UInt8])] = []
     public var moves: [HandMove] = []
+    /// Segments given as bytes, after ``segments`` in the body.
+    public var rawSegments: [HandRawSegment] = []
     /// Who signs the envelope (normally the sender's key).
     public var signer: HandKey
 
@@ -257,13 +309,14 @@ public struct HandBundle {
     /// The file's bytes.
     public func bytes() -> [UInt8] {
         var body = Array("SQSYNCB".utf8) + [0, 3]
-        var directory: [UInt8] = Wire.varint(UInt64(segments.count))
-        for segment in segments {
-            let bytes = segment.bytes()
+        let all = segments.map { (origin: $0.origin, base: $0.base, last: $0.last, bytes: $0.bytes()) }
+            + rawSegments.map { (origin: $0.origin, base: $0.base, last: $0.last, bytes: $0.bytes) }
+        var directory: [UInt8] = Wire.varint(UInt64(all.count))
+        for segment in all {
             let site = sites.firstIndex { $0.id == segment.origin } ?? 0
             directory += Wire.varint(UInt64(site)) + Wire.varint(UInt64(segment.base)) + Wire.varint(UInt64(segment.last))
-            directory += Wire.varint(UInt64(body.count)) + Wire.varint(UInt64(bytes.count))
-            body += bytes
+            directory += Wire.varint(UInt64(body.count)) + Wire.varint(UInt64(segment.bytes.count))
+            body += segment.bytes
         }
         var envelope = Array("SQSYNC-ENVELOPE-3\n".utf8) + Wire.varint(UInt64(body.count)) + Array(SHA512.hash(data: body))
         envelope += Wire.varint(UInt64(Date().timeIntervalSince1970 * 1000)) + Wire.varint(UInt64(sites.count))

@@ -332,6 +332,11 @@ public enum BundleExchange {
         return results
     }
 
+    /// The bundles waiting for a schema migration, with why.
+    public static func heldBundles(of replica: Replica) throws -> [(path: String, reason: String)] {
+        try HeldBundles(replica: replica).all()
+    }
+
     private static func isHeld(_ result: ImportResult) -> Bool {
         if case .held = result.outcome { return true }
         return false

@@ -77,8 +77,6 @@ struct RecordDecoder {
     private var previousHLC: Int64 = 0
     private var previousSeq: Int64 = 0
     private var tableIndex = -1
-    /// Causal lengths stay far from the top of the range: a new life adds one.
-    static let maxCausalLength: Int64 = 1 << 62
 
     init(header: ChangeSetHeader, path: String) {
         self.header = header
@@ -100,7 +98,7 @@ struct RecordDecoder {
         }
         let table = header.tables[tableIndex]
         let causalLength = try input.readInt64()
-        guard causalLength > 0, causalLength <= Self.maxCausalLength else {
+        guard causalLength > 0, causalLength <= RowChange.maxCausalLength else {
             throw input.corrupt("causal length \(causalLength) out of range")
         }
         let rowStamp = flags.contains(.hasRowStamp) ? try readStamp(input) : nil

@@ -304,11 +304,12 @@ enum FoldSQL {
         FROM "_sqsync_log" ORDER BY "id"
         """
 
-    /// An insert starts the row's next life (the next odd causal length)...
+    /// An insert starts the row's next life (the next odd causal length, at most the odd one
+    /// below ``RowChange/maxCausalLength``)...
     /// Column clocks belong to one life, and are stored relative to its clock: both drop them.
     static let startLife = """
         INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq") VALUES (?1, ?2, 1, ?3, ?4, ?5)
-        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = "cl" + ("cl" % 2 = 0),
+        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = min("cl" + ("cl" % 2 = 0), \(RowChange.maxCausalLength - 1)),
             "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq", "cells" = NULL
         """
 
@@ -318,16 +319,16 @@ enum FoldSQL {
         """
         INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq", "sum")
         VALUES (?1, ?2, 1, ?3, ?4, ?5, \(RowChecksum.ofRow(table, firstKeyParameter: 6)))
-        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = "cl" + ("cl" % 2 = 0),
+        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = min("cl" + ("cl" % 2 = 0), \(RowChange.maxCausalLength - 1)),
             "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq", "cells" = NULL,
             "sum" = excluded."sum"
         """
     }
 
-    /// ...and a delete ends it (the next even one).
+    /// ...and a delete ends it (the next even one, at most ``RowChange/maxCausalLength``).
     static let endLife = """
         INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq") VALUES (?1, ?2, 2, ?3, ?4, ?5)
-        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = "cl" + ("cl" % 2),
+        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = min("cl" + ("cl" % 2), \(RowChange.maxCausalLength)),
             "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq", "cells" = NULL
         """
 

@@ -59,6 +59,10 @@ public struct RowChange: Sendable, Equatable {
     public var table: Int
     /// Primary-key values in key order.
     public var key: [SQLValue]
+    /// The largest causal length a change carries. A replica's own writes stop there (a row
+    /// at the top keeps its last two lives), so a peer that signed a length near it, which no
+    /// honest history reaches, cannot make this replica write one its peers refuse.
+    public static let maxCausalLength: Int64 = 1 << 62
     public var causalLength: Int64
     public var rowStamp: Stamp?
     public var columns: [ColumnChange]

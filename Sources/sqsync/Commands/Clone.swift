@@ -8,8 +8,8 @@ extension SQSync {
         static let configuration = CommandConfiguration(
             abstract: "Copy a live replica to a new file with a new identity (safe while apps write).",
             discussion: """
-                --key names the new replica's own key: its knowledge ID is made from it, so no other \
-                key can ever speak for it. Without a key of its own (none given, or the source's), \
+                --key names the new replica's own key (its private key, or just its `.pub` file): \
+                its knowledge ID is made from it, so no other key can ever speak for it. Without a key of its own (none given, or the source's), \
                 the clone gets a random ID, bound to the first key it signs with. The source holds \
                 back purges for the clone until the clone syncs or is retired.
                 """)
@@ -23,10 +23,10 @@ extension SQSync {
             let replica = try Replica(path: source)
             var id: String?
             if FileManager.default.fileExists(atPath: global.keyPath) {
-                let key = try global.signingKey()
+                let key = try global.publicKey()
                 let sourceKey = try KeyBinding.currentKey(of: replica.knowledgeID, replica: replica)
-                let keyID = ReplicaIdentity.knowledgeID(for: key.publicKey)
-                if key.publicKey == sourceKey || keyID == replica.knowledgeID {
+                let keyID = ReplicaIdentity.knowledgeID(for: key)
+                if key == sourceKey || keyID == replica.knowledgeID {
                     if global.key != nil {
                         throw Failure.raise("\(global.keyPath) is \(source)'s own key; give the clone a key of its own (sqsync keygen)")
                     }

@@ -67,6 +67,8 @@ extension SQSync {
             for warning in report.warnings {
                 FileHandle.standardError.write(Data("sqsync: warning: \(warning)\n".utf8))
             }
+            for note in report.notes { global.say("sqsync: note: \(note)") }
+            for held in report.stillHeld { global.say("sqsync: held: \(held.path): \(held.reason)") }
             if global.json {
                 global.emitJSON([
                     "target": target, "bundles_in": applied.count, "changes_in": changesIn, "conflicts": conflicts,
@@ -74,7 +76,8 @@ extension SQSync {
                     "refused": report.refused.map { ["name": $0.name, "reason": $0.reason] },
                     "bundle_out": report.exported.map { URL(fileURLWithPath: $0.path).lastPathComponent } as Any,
                     "rows_out": report.exported?.rows ?? 0, "removed": report.removed,
-                    "leftovers_removed": report.leftoversRemoved, "warnings": report.warnings,
+                    "leftovers_removed": report.leftoversRemoved, "warnings": report.warnings, "notes": report.notes,
+                    "held_bundles": report.stillHeld.map { ["path": $0.path, "reason": $0.reason] },
                 ])
             } else {
                 let out = report.exported.map { "1 bundle out (\(counted($0.rows, "row")))" } ?? "nothing new out"

@@ -1,0 +1,116 @@
+import Bundle
+import ChangeLog
+import Foundation
+import Transport
+
+/// Many replicas, one folder mailbox: every replica writes two rows, then all sync in turn,
+/// round after round, until every one holds every row; then two rounds with nothing new.
+/// What one `sync` costs grows with the number of replicas; what a bundle carries beyond its
+/// changes (the envelope: sites, keys, statements) must stay O(replicas).
+enum Scale {
+    struct Round {
+        var seconds: [Double] = []
+        var mean: Double { seconds.reduce(0, +) / Double(max(1, seconds.count)) }
+    }
+
+    struct Measured {
+        var replicas: Int
+        /// The first round: each replica leaves its two rows and takes what is there so far.
+        var busy = Round()
+        /// The second round: each replica takes every bundle it has not seen.
+        var catchUp = Round()
+        /// The last of two rounds after all agree.
+        var quiet = Round()
+        var rounds = 0
+        /// The largest envelope a replica left mid-way through the first round, per replica it names.
+        var envelopeBytesPerSite = 0.0
+        var largestBundle = 0
+        var mailboxBytes = 0
+    }
+
+    static func run(folder: String) throws {
+        print("Scale: N replicas share one folder mailbox; each writes 2 rows, all sync until they agree, then twice more")
+        print("  replicas   busy sync   catch-up sync   quiet sync   rounds   envelope bytes/replica   largest bundle   mailbox")
+        var results: [Measured] = []
+        for count in [10, 40, 100] {
+            let measured = try measure(folder: folder + "/scale-\(count)", replicas: count)
+            results.append(measured)
+            print(
+                String(
+                    format: "  %8d   %7.4f s   %11.4f s   %8.4f s   %6d   %22.1f   %10d B   %5.1f MB",
+                    count, measured.busy.mean, measured.catchUp.mean, measured.quiet.mean, measured.rounds,
+                    measured.envelopeBytesPerSite, measured.largestBundle, Double(measured.mailboxBytes) / 1e6))
+        }
+        if let small = results.first, let large = results.last {
+            print(String(format: "  quiet sync, 100 / 10 replicas: %.2fx\n", large.quiet.mean / small.quiet.mean))
+        }
+    }
+
+    static func measure(folder: String, replicas count: Int) throws -> Measured {
+        try FileManager.default.createDirectory(atPath: folder + "/mailbox", withIntermediateDirectories: true)
+        let keys = (0..<count).map { SigningKey.generate(comment: "r\($0)") }
+        let trust = try AllowedSigners(
+            text: keys.enumerated().map { AllowedSigners.line(principal: "r\($0.offset)", key: $0.element.publicKey) }
+                .joined(separator: "\n"))
+        let ids = keys.map { ReplicaIdentity.knowledgeID(for: $0.publicKey) }
+        _ = try Bench.openDatabase(folder + "/r0.db")
+        let origin = try Replica.initialize(path: folder + "/r0.db", name: "r0", knowledgeID: ids[0]).replica
+        try origin.track(["items"], allowIntegerPrimaryKey: false)
+        var replicas = [origin]
+        for index in 1..<count {
+            replicas.append(try origin.clone(to: folder + "/r\(index).db", name: "r\(index)", knowledgeID: ids[index]))
+        }
+        let mailbox = Mailbox(transport: DirectoryTransport(root: folder + "/mailbox"))
+        var measured = Measured(replicas: count)
+        for replica in replicas { try Bench.insertAll(replica.database, keys: [UUID().uuidString, UUID().uuidString]) }
+
+        func round(_ record: inout Round, mid: Bool = false) throws {
+            for (index, replica) in replicas.enumerated() {
+                var report: SyncReport!
+                record.seconds.append(try Bench.time { report = try mailbox.sync(replica: replica, key: keys[index], trust: trust) })
+                if let exported = report.exported {
+                    measured.largestBundle = max(measured.largestBundle, exported.bytes)
+                    if mid && index == count / 2 {
+                        measured.envelopeBytesPerSite = Double(try envelopeLength(exported.path)) / Double(exported.envelope.sites.count)
+                    }
+                }
+            }
+            measured.rounds += 1
+        }
+        try round(&measured.busy, mid: true)
+        try round(&measured.catchUp)
+        measured.mailboxBytes = try folderBytes(folder + "/mailbox")
+        var extra = Round()
+        while try !agree(replicas) {
+            guard measured.rounds < 10 else { throw BenchError("\(count) replicas did not agree after 10 rounds") }
+            try round(&extra)
+        }
+        // Once everyone agrees, a round still carries acknowledgements; the second is quiet.
+        try round(&extra)
+        usleep(200_000)  // folder stamps settle, as minutes between cron runs would let them
+        try round(&measured.quiet)
+        return measured
+    }
+
+    static func agree(_ replicas: [Replica]) throws -> Bool {
+        let counts = try replicas.map { try $0.database.int64(#"SELECT count(*) FROM "items""#) }
+        return counts.allSatisfy { $0 == Int64(2 * replicas.count) }
+    }
+
+    /// The envelope's length, from the file's trailer (docs/BUNDLE_FORMAT.md).
+    static func envelopeLength(_ path: String) throws -> Int {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        let trailer = data.suffix(19)
+        return trailer.prefix(4).reduce(0) { $0 << 8 | Int($1) }
+    }
+
+    static func folderBytes(_ path: String) throws -> Int {
+        var total = 0
+        let enumerator = FileManager.default.enumerator(atPath: path)
+        while let name = enumerator?.nextObject() as? String {
+            let attributes = try FileManager.default.attributesOfItem(atPath: path + "/" + name)
+            if attributes[.type] as? FileAttributeType == .typeRegular { total += (attributes[.size] as? Int) ?? 0 }
+        }
+        return total
+    }
+}

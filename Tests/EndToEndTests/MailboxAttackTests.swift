@@ -1,0 +1,119 @@
+import Foundation
+import TestSupport
+import XCTest
+
+/// Files planted in a shared folder mailbox by someone who holds one stolen trusted key (C's):
+/// none stops a healthy replica, none blames the wrong one, each is named (docs/KEYS.md,
+/// "Attacker model"). Bundles are written by hand (``HandBundle``).
+final class MailboxAttackTests: XCTestCase {
+    private var h: Harness!
+    private var keys: [String: HandKey] = [:]
+    private var a = "", b = "", c = "", box = ""
+
+    private static let schema = "CREATE TABLE t(id TEXT PRIMARY KEY, v TEXT); INSERT INTO t VALUES ('r1', 'one');"
+
+    override func setUpWithError() throws {
+        h = try Harness()
+        for name in ["A", "B", "C"] {
+            let key = HandKey(name)
+            try key.write(to: h.keyPath(name))
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: h.trustFile))
+            handle.seekToEndOfFile()
+            handle.write(Data((key.allowedSignersLine + "\n").utf8))
+            try handle.close()
+            keys[name] = key
+        }
+        a = h.path("A.db")
+        try h.sqlite(a, Self.schema)
+        try h.ok(["init", a, "--name", "A"], key: "A")
+        try h.ok(["track", a, "--all"])
+        b = h.path("B.db")
+        c = h.path("C.db")
+        try h.ok(["clone", a, b, "--name", "B"], key: "B")
+        try h.ok(["clone", a, c, "--name", "C"], key: "C")
+        box = h.path("shared")
+        try FileManager.default.createDirectory(atPath: box, withIntermediateDirectories: true)
+    }
+
+    override func tearDown() { h = nil }
+
+    private func rows(_ db: String) throws -> String { try h.dump(db, table: "t", orderBy: "id") }
+    private func id(_ name: String) -> String { keys[name]!.replicaID }
+
+    private func clock(_ db: String) throws -> (seq: Int64, hlc: Int64) {
+        try h.ok(["status", db])
+        let fields = try h.sqlite(db, #"SELECT "seq", "hlc" FROM "_sqsync_replica";"#)
+            .trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|")
+        return (Int64(fields[0])!, Int64(fields[1])!)
+    }
+
+    /// A bundle that claims to be A's, signed by C's key, planted in A's own outbox: B, which
+    /// reads it first, refuses it naming the file and blaming C's key, not A; A removes it
+    /// with a warning (it is not A's), is not told it is a copy, and still leaves its bundle.
+    func testABundlePlantedInAReplicasOwnOutboxStopsNothing() throws {
+        for (db, name) in [(a, "A"), (b, "B")] { try h.syncOK(db, as: name, box) }
+        let known = try clock(a)
+        var planted = HandBundle(
+            sites: [HandSite(id: id("A"), name: "A", knowledge: known.seq + 5)], senderSeq: known.seq + 5,
+            senderHLC: known.hlc + 5, signer: keys["C"]!)
+        planted.identities = [(0, keys["C"]!.publicKey)]
+        let name = "\(id("A"))_\(known.seq + 1)-\(known.seq + 5)_0badf00d.sqsb"
+        try planted.write(to: box + "/sqsync/outbox/\(id("A"))/\(name)")
+
+        let atB = try h.sync(b, as: "B", box)
+        XCTAssertEqual(atB.status, 3, atB.stderr)
+        XCTAssertEqual(atB.stderrLines.filter { $0.contains(name) }.count, 1, atB.stderr)
+        XCTAssertTrue(atB.stderr.contains(name) && atB.stderr.contains("forgery"), atB.stderr)
+
+        try h.sqlite(a, "INSERT INTO t VALUES ('a-after', 'genuine');")
+        let fromA = try h.syncOK(a, as: "A", box, ["--json"])
+        XCTAssertTrue(fromA.stderr.contains(name) && fromA.stderr.contains("removed"), fromA.stderr)
+        XCTAssertFalse(fromA.stderr.contains("copy"), "A must not be told it is a copy: \(fromA.stderr)")
+        XCTAssertNotNil(h.json(fromA)["bundle_out"] as? String, "A still leaves its bundle: \(fromA.stdout)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: box + "/sqsync/outbox/\(id("A"))/\(name)"))
+
+        try h.syncOK(b, as: "B", box)
+        XCTAssertTrue(try rows(b).contains("a-after"), "B takes A's genuine bundle")
+    }
+
+    /// An old genuine bundle of A's, dropped back into the mailbox after its deletion was
+    /// purged everywhere, is "nothing new" with a note: exit 0, the row stays deleted.
+    func testAReplayedOldBundleIsNothingNew() throws {
+        try h.sqlite(a, "INSERT INTO t VALUES ('doomed', 'x');")
+        try h.syncOK(a, as: "A", box)
+        let outbox = box + "/sqsync/outbox/\(id("A"))"
+        let old = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: outbox).first)
+        let saved = h.path("old.sqsb")
+        try FileManager.default.copyItem(atPath: outbox + "/" + old, toPath: saved)
+        try h.syncOK(b, as: "B", box)
+        try h.sqlite(a, "DELETE FROM t WHERE id = 'doomed';")
+        for _ in 0..<3 {
+            for (db, name) in [(a, "A"), (b, "B")] { try h.syncOK(db, as: name, box) }
+        }
+        for (db, name) in [(a, "A"), (b, "B")] {
+            try h.ok(["peers", "retire", db, "C"], key: name)  // C never syncs here; purges wait for no one
+            try h.ok(["purge", db], key: name)
+        }
+        XCTAssertEqual(try h.sqlite(b, #"SELECT count(*) FROM "_sqsync_rows" WHERE "cl" % 2 = 0;"#), "0\n", "the tombstone is purged")
+
+        let replayed = "\(id("A"))_1-1_01d0b0d1.sqsb"
+        try FileManager.default.copyItem(atPath: saved, toPath: outbox + "/" + replayed)
+        let result = try h.syncOK(b, as: "B", box, ["--json"])
+        XCTAssertTrue(result.stderr.contains("nothing new"), result.stderr)
+        XCTAssertEqual((h.json(result)["notes"] as? [String])?.count, 1, result.stdout)
+        XCTAssertFalse(try rows(b).contains("doomed"))
+        try h.syncOK(a, as: "A", box)
+    }
+
+    /// A bundle for a table B lacks is held, and every sync says so, with the reason.
+    func testAHeldBundleIsNamedAtEverySync() throws {
+        try h.sqlite(a, "CREATE TABLE extra(id TEXT PRIMARY KEY, v TEXT); INSERT INTO extra VALUES ('e1', 'new table');")
+        try h.ok(["track", a, "extra"])
+        try h.syncOK(a, as: "A", box)
+        for _ in 0..<2 {
+            let result = try h.syncOK(b, as: "B", box, ["--json"])
+            XCTAssertTrue(result.stderr.contains("held:") && result.stderr.contains("extra"), result.stderr)
+            XCTAssertEqual((h.json(result)["held_bundles"] as? [[String: Any]])?.count, 1, result.stdout)
+        }
+    }
+}
