@@ -78,7 +78,8 @@ final class Harness {
             stderr: String(decoding: errData.data, as: UTF8.self))
     }
 
-    /// Runs `sqsync` with the harness's trust file (and `--key` for `replica` when given).
+    /// Runs `sqsync` with the harness's trust file (and `--key` for `replica` when given). Its
+    /// home is the harness folder, so a key of the machine's user is never the default.
     @discardableResult
     func sqsync(
         _ arguments: [String], key replica: String? = nil, environment: [String: String] = [:],
@@ -86,6 +87,7 @@ final class Harness {
     ) throws -> ProcessResult {
         var args = arguments + ["--trust", trustFile]
         if let replica { args += ["--key", keyPath(replica)] }
+        let environment = ["HOME": directory.path, "SQSYNC_KEY": path("no-default.key")].merging(environment) { _, given in given }
         if prefix.isEmpty { return try Self.run(Self.binary, args, environment: environment) }
         return try Self.run(prefix[0], Array(prefix.dropFirst()) + [Self.binary] + args, environment: environment)
     }
@@ -115,21 +117,23 @@ final class Harness {
 
     /// Creates database `<name>.db` with `schema`, a key, `init` and `track --all`.
     @discardableResult
-    func makeReplica(_ name: String, schema: String, trackArguments: [String] = ["--all"]) throws -> String {
+    func makeReplica(_ name: String, schema: String, trackArguments: [String] = ["--all"], keyBound: Bool = true) throws -> String {
         let db = path("\(name).db")
         try sqlite(db, schema)
         try makeKey(name)
-        try ok(["init", db, "--name", name], key: name)
+        try ok(["init", db, "--name", name], key: keyBound ? name : nil)
         try ok(["track", db] + trackArguments)
         return db
     }
 
-    /// Clones `source` into `<name>.db` with its own key, from which its knowledge ID is made.
+    /// Clones `source` into `<name>.db` with its own key, from which its knowledge ID is made
+    /// (`keyBound: false`: a random ID, bound to the first key it signs with, as replicas of
+    /// sqsync 0.1 are).
     @discardableResult
-    func cloneReplica(_ source: String, as name: String) throws -> String {
+    func cloneReplica(_ source: String, as name: String, keyBound: Bool = true) throws -> String {
         let db = path("\(name).db")
         try makeKey(name)
-        try ok(["clone", source, db, "--name", name], key: name)
+        try ok(["clone", source, db, "--name", name], key: keyBound ? name : nil)
         return db
     }
 

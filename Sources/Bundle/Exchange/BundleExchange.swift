@@ -224,6 +224,8 @@ public enum BundleExchange {
                 guard waiting.contains(index) else { return }
                 if changes.origin == me {
                     try checkOwnSegment(changes, path: path, replica: replica)
+                    let check = try OwnChangeCheck(replica: replica, header: changes, path: path)
+                    try segment.forEachChange { try check.check($0) }
                     advanced.insert(index)
                     return
                 }
@@ -293,7 +295,8 @@ public enum BundleExchange {
     }
 
     /// A segment of this replica's own changes, relayed back: signed by one of its keys
-    /// (checked), it may claim no change beyond what this replica made.
+    /// (checked), it may claim no change beyond what this replica made, and each change in
+    /// it must be one this replica made (``OwnChangeCheck``).
     private static func checkOwnSegment(_ changes: ChangeSetHeader, path: String, replica: Replica) throws {
         if changes.last > (try replica.knowledge()[replica.knowledgeID]) {
             throw copiedIdentity(path, replica: replica, "its own signed changes go up to \(changes.last)")

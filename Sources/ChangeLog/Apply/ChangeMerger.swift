@@ -66,6 +66,9 @@ public final class ChangeMerger {
     /// A record changed a life this replica has not seen begin: the set is merged, but this
     /// replica does not claim the origin's changes until the life arrives and the set comes again.
     private var sawUnseenLife = false
+    /// This replica holds at least what every change set it merged said its origin held, and
+    /// purged nothing: each change it knows of left a trace here (``applyKept(_:to:)``).
+    private let holdsWhatItWasTold: Bool
 
     /// The statements every row change runs, prepared once per merge.
     struct Statements {
@@ -106,6 +109,7 @@ public final class ChangeMerger {
         knownBefore = admission.knownBefore
         ownSeqBefore = admission.knowledgeBefore[replica.knowledgeID]
         senderKnows = admission.originKnows
+        holdsWhatItWasTold = try database.int64(MergeSQL.holdsWhatItWasTold) == 1
         highestClock = header.createdHLC
         statements = try Statements(database)
         foreignKeysOn = try database.int64("PRAGMA foreign_keys") != 0
@@ -187,9 +191,11 @@ public final class ChangeMerger {
         if entry == nil, try bufferFreshRow(change, target: target, key: key) { return }
         try flushFreshRows()
         if entry == nil, let rowStamp = change.rowStamp.map(local), knownHere(rowStamp) {
-            // A life this replica holds the origin's changes past but never saw: a later
-            // snapshot left it out because another replica's change has replaced it, and
-            // that change is on its way; or this replica purged it. Either way it is old.
+            // A life this replica holds the origin's changes past but has no trace of. Another
+            // replica's change may have replaced it before the origin's snapshot, and be on its
+            // way: old news. But a replica that holds all its senders held has that change
+            // already: then this life was made by a second database under the origin's ID.
+            if holdsWhatItWasTold && !change.isDelete { throw copiedReplica(rowStamp.site, seq: rowStamp.seq) }
             target.counts.unchanged += 1
             return
         }
@@ -405,6 +411,9 @@ public final class ChangeMerger {
             try database.run(
                 MergeSQL.recordLearning, .integer(Int64(originSite)), .integer(before), .integer(header.last),
                 .integer(ownSeqBefore))
+        }
+        for (site, seq) in senderKnows where site != replica.site {
+            try database.run(MergeSQL.raiseNeeded, .integer(Int64(site)), .integer(seq))
         }
         var summary = ApplySummary()
         for target in targets { summary.tables[target.info.name] = target.counts }

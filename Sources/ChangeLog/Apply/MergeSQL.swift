@@ -22,6 +22,16 @@ enum MergeSQL {
         WHERE "forgotten_seq" > 0
         """
 
+    /// What a merged change set's origin held of a site: this replica must hold as much before
+    /// a change it knows of, with no trace here, can only come from a copied database.
+    static let raiseNeeded = #"UPDATE "_sqsync_sites" SET "needed_seq" = max("needed_seq", ?2) WHERE "site" = ?1"#
+
+    static let holdsWhatItWasTold = """
+        SELECT NOT EXISTS (SELECT 1 FROM "_sqsync_sites" s, "_sqsync_replica" r
+                           WHERE s."site" != r."site" AND s."known_seq" < s."needed_seq")
+           AND NOT EXISTS (SELECT 1 FROM "_sqsync_sites" WHERE "forgotten_seq" > 0)
+        """
+
     /// What this replica held of a retired site when it was retired (NULL: not retired).
     static let retiredAt = """
         SELECT "retired_seq" FROM "_sqsync_sites" WHERE "site" = ? AND "retired" = 1

@@ -426,6 +426,18 @@ enum MetadataSQL {
             );
             """
         ),
+        (
+            14,
+            """
+            -- The most any merged change set's origin held of each site: once this replica holds
+            -- that much of every site (and purged nothing), a change it knows of but has no trace
+            -- of was made by a copied database. Unknown for what was merged before: 2^62 keeps
+            -- that check off for sites known at the upgrade.
+            ALTER TABLE "_sqsync_sites" ADD COLUMN "needed_seq" INTEGER NOT NULL DEFAULT 0;
+            UPDATE "_sqsync_sites" SET "needed_seq" = 4611686018427387904
+            WHERE "site" != (SELECT "site" FROM "_sqsync_replica") AND "known_seq" > 0;
+            """
+        ),
     ]
 
     /// Gives a table's "pk" column its metadata form. BLOB keys go out and come back, so no
