@@ -19,30 +19,40 @@ enum Scale {
         var busy = Round()
         /// The second round: each replica takes every bundle it has not seen.
         var catchUp = Round()
-        /// The last of two rounds after all agree.
+        /// The second of two rounds after all agree: a full sync that finds nothing to do.
         var quiet = Round()
+        /// The round after: the mailbox has settled, so each sync stops at its folder stamps.
+        var settled = Round()
         var rounds = 0
+        /// Rounds until every replica held every row.
+        var roundsToAgree = 0
         /// The largest envelope a replica left mid-way through the first round, per replica it names.
         var envelopeBytesPerSite = 0.0
+        /// The same for a bundle written with `export -o` (statements and keys of every replica).
+        var exportEnvelopeBytesPerSite = 0.0
         var largestBundle = 0
         var mailboxBytes = 0
     }
 
     static func run(folder: String) throws {
         print("Scale: N replicas share one folder mailbox; each writes 2 rows, all sync until they agree, then twice more")
-        print("  replicas   busy sync   catch-up sync   quiet sync   rounds   envelope bytes/replica   largest bundle   mailbox")
+        print(
+            "  replicas   busy sync   catch-up sync   quiet sync   settled sync   rounds   envelope bytes/replica (sync, export)   largest bundle   mailbox")
         var results: [Measured] = []
         for count in [10, 40, 100] {
             let measured = try measure(folder: folder + "/scale-\(count)", replicas: count)
             results.append(measured)
             print(
                 String(
-                    format: "  %8d   %7.4f s   %11.4f s   %8.4f s   %6d   %22.1f   %10d B   %5.1f MB",
-                    count, measured.busy.mean, measured.catchUp.mean, measured.quiet.mean, measured.rounds,
-                    measured.envelopeBytesPerSite, measured.largestBundle, Double(measured.mailboxBytes) / 1e6))
+                    format: "  %8d   %7.4f s   %11.4f s   %8.4f s   %10.5f s   %6d   %24.1f, %5.1f   %10d B   %5.1f MB",
+                    count, measured.busy.mean, measured.catchUp.mean, measured.quiet.mean, measured.settled.mean, measured.roundsToAgree,
+                    measured.envelopeBytesPerSite, measured.exportEnvelopeBytesPerSite, measured.largestBundle, Double(measured.mailboxBytes) / 1e6))
         }
         if let small = results.first, let large = results.last {
-            print(String(format: "  quiet sync, 100 / 10 replicas: %.2fx\n", large.quiet.mean / small.quiet.mean))
+            print(
+                String(
+                    format: "  100 / 10 replicas: quiet sync %.2fx, settled sync %.2fx (library calls; the command a cron job runs: Quiet sync above)\n",
+                    large.quiet.mean / small.quiet.mean, large.settled.mean / small.settled.mean))
         }
     }
 
@@ -71,7 +81,10 @@ enum Scale {
                 if let exported = report.exported {
                     measured.largestBundle = max(measured.largestBundle, exported.bytes)
                     if mid && index == count / 2 {
-                        measured.envelopeBytesPerSite = Double(try envelopeLength(exported.path)) / Double(exported.envelope.sites.count)
+                        // The file as the mailbox holds it (the export's own path was a scratch file).
+                        let name = URL(fileURLWithPath: exported.path).lastPathComponent
+                        let file = folder + "/mailbox/sqsync/outbox/\(replica.knowledgeID)/\(name)"
+                        measured.envelopeBytesPerSite = Double(try envelopeLength(file)) / Double(exported.envelope.sites.count)
                     }
                 }
             }
@@ -85,10 +98,18 @@ enum Scale {
             guard measured.rounds < 10 else { throw BenchError("\(count) replicas did not agree after 10 rounds") }
             try round(&extra)
         }
-        // Once everyone agrees, a round still carries acknowledgements; the second is quiet.
+        measured.roundsToAgree = measured.rounds
+        // Once everyone agrees, a round still carries acknowledgements and removes bundles every
+        // reader holds; the second finds nothing new, but the folders changed since each
+        // replica's last sync, so it reads them all; the third stops at the folder stamps.
         try round(&extra)
         usleep(200_000)  // folder stamps settle, as minutes between cron runs would let them
         try round(&measured.quiet)
+        usleep(200_000)
+        try round(&measured.settled)
+        let exported = try BundleExchange.export(
+            replica: replicas[count / 2], since: Knowledge(), key: keys[count / 2], to: folder + "/export.sqsb", intoDirectory: false)
+        measured.exportEnvelopeBytesPerSite = Double(try envelopeLength(exported.path)) / Double(exported.envelope.sites.count)
         return measured
     }
 

@@ -69,16 +69,27 @@ struct MailboxAcknowledgement {
         try read(text, expectedReplica: expectedReplica, trust: trust, checkingSignature: false)
     }
 
+    private static let armorMarker = Array("-----BEGIN SSH SIGNATURE-----".utf8)
+
+    /// Where `needle` first starts in `haystack` (a file of a few hundred bytes per replica).
+    private static func firstIndex(of needle: [UInt8], in haystack: [UInt8]) -> Int? {
+        guard haystack.count >= needle.count else { return nil }
+        return (0...(haystack.count - needle.count)).first { start in
+            haystack[start] == needle[0] && haystack[start..<(start + needle.count)].elementsEqual(needle)
+        }
+    }
+
     private static func read(
         _ text: String, expectedReplica: String, trust: AllowedSigners, checkingSignature: Bool
     ) throws -> (acknowledgement: MailboxAcknowledgement, signer: String, key: SSHPublicKey) {
-        guard let armor = text.range(of: "-----BEGIN SSH SIGNATURE-----") else {
+        let bytes = Array(text.utf8)
+        guard let armor = firstIndex(of: armorMarker, in: bytes) else {
             throw TransportError(.io, "not signed")
         }
-        let payload = String(text[..<armor.lowerBound])
+        let payload = String(decoding: bytes[..<armor], as: UTF8.self)
         let signature: SSHSignature
         do {
-            signature = try SSHSignature(armored: String(text[armor.lowerBound...]))
+            signature = try SSHSignature(armored: String(decoding: bytes[armor...], as: UTF8.self))
         } catch {
             throw TransportError(.io, "damaged signature")
         }

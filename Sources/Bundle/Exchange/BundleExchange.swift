@@ -78,7 +78,8 @@ public enum BundleExchange {
                 }
                 origins.append(segment.origin)
             }
-            let statements = try KeyBinding.carriedStatements(of: replica, except: leaving)
+            let statements = Self.withinBudget(
+                try KeyBinding.carriedStatements(of: replica, except: leaving), sites: sites, carriedKeys: Set(origins))
             let keys = try KeyBinding.carriedKeys(of: replica, for: Array(Set(origins + statements.map(\.replica))).sorted())
             let index = Dictionary(uniqueKeysWithValues: sites.enumerated().map { ($0.element.knowledgeID, $0.offset) })
             var envelope = BundleEnvelope(
@@ -96,6 +97,31 @@ public enum BundleExchange {
             let (bytes, finished) = try writer.finish(envelope: envelope, signingKey: key)
             return ExportResult(path: path, envelope: finished, rows: writer.recordCount, bytes: bytes)
         }
+    }
+
+    /// Bytes of statements and their keys an envelope may carry per replica it lists (and
+    /// at least `statementBytesAtLeast`): what a bundle carries beyond its changes stays
+    /// O(replicas), not O(replicas²) (docs/KEYS.md).
+    static let statementBytesPerSite = 56
+    static let statementBytesAtLeast = 4096
+
+    /// The statements that fit the budget, those closest to the envelope's knowledge (the
+    /// cheapest to encode, and the freshest) first. One left out only waits for a later
+    /// bundle, or its replica's own word: purges wait longer, never less.
+    private static func withinBudget(
+        _ statements: [AcknowledgementStatement], sites: [SiteSummary], carriedKeys: Set<String>
+    ) -> [AcknowledgementStatement] {
+        var budget = max(statementBytesPerSite * sites.count, statementBytesAtLeast)
+        let costed = statements.map { statement in
+            let differences = sites.filter { statement.knowledge[$0.knowledgeID] != $0.known }.count
+            return (statement, 72 + 6 * differences + (carriedKeys.contains(statement.replica) ? 0 : 33))
+        }
+        var kept: [AcknowledgementStatement] = []
+        for (statement, cost) in costed.sorted(by: { $0.1 < $1.1 }) where cost <= budget {
+            kept.append(statement)
+            budget -= cost
+        }
+        return kept.sorted { $0.replica < $1.replica }
     }
 
     /// True when an export since `base` would carry changes: this replica's own after it, or

@@ -296,7 +296,6 @@ public final class ChangeMerger {
     private func mergeColumns(
         _ change: RowChange, target: Target, key: SQLValue, rowStamp: LocalStamp?, cells packed: SQLValue
     ) throws {
-        let tid = target.info.tid
         guard let rowStamp else { return }
         // A few clocks at most, in column order: found by a scan, not hashed.
         var clocks = try replica.cellClocks(packed, of: rowStamp.rowClock)

@@ -36,15 +36,44 @@ public struct Knowledge: Sendable, Equatable, CustomStringConvertible {
         seqs.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: ",")
     }
 
+    /// `ID:SEQ,ID:SEQ…`, spaces around parts allowed. Read byte by byte: a sync reads one of
+    /// these per mailbox reader and bundle, each listing every replica.
     public init(parsing text: String) throws {
         var seqs: [String: Int64] = [:]
-        for part in text.split(separator: ",") where !part.trimmingCharacters(in: .whitespaces).isEmpty {
-            let fields = part.trimmingCharacters(in: .whitespaces).split(separator: ":")
-            guard fields.count == 2, let seq = Int64(fields[1]), seq >= 0 else {
-                throw ChangeLogError(.usage, "invalid knowledge \(text.debugDescription): expected ID:SEQ[,ID:SEQ…]")
+        var text = text
+        try text.withUTF8 { bytes in
+            var start = 0
+            while start <= bytes.count {
+                var end = start
+                while end < bytes.count && bytes[end] != UInt8(ascii: ",") { end += 1 }
+                var first = start, last = end
+                while first < last && (bytes[first] == 0x20 || bytes[first] == 0x09) { first += 1 }
+                while last > first && (bytes[last - 1] == 0x20 || bytes[last - 1] == 0x09) { last -= 1 }
+                if first < last {
+                    guard let colon = (first..<last).first(where: { bytes[$0] == UInt8(ascii: ":") }), colon > first,
+                        let seq = Self.decimal(bytes[(colon + 1)..<last])
+                    else {
+                        throw ChangeLogError(.usage, "invalid knowledge \(String(decoding: bytes, as: UTF8.self).debugDescription): expected ID:SEQ[,ID:SEQ…]")
+                    }
+                    seqs[String(decoding: bytes[first..<colon], as: UTF8.self).lowercased()] = seq
+                }
+                start = end + 1
             }
-            seqs[String(fields[0]).lowercased()] = seq
         }
         self.init(seqs)
+    }
+
+    /// A non-negative decimal that fits an Int64, or nil.
+    private static func decimal(_ digits: Slice<UnsafeBufferPointer<UInt8>>) -> Int64? {
+        guard !digits.isEmpty else { return nil }
+        var value: Int64 = 0
+        for byte in digits {
+            guard byte >= 0x30 && byte <= 0x39 else { return nil }
+            let (times, overflow) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = times.addingReportingOverflow(Int64(byte - 0x30))
+            guard !overflow && !overflow2 else { return nil }
+            value = sum
+        }
+        return value
     }
 }
