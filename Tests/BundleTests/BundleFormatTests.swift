@@ -88,16 +88,6 @@ final class BundleFormatTests: XCTestCase {
         return receiver
     }
 
-    /// Every row of every table, sqsync's own included, for "nothing changed" checks.
-    private func snapshot(_ replica: Replica) throws -> [String: [String]] {
-        var result: [String: [String]] = [:]
-        let names = try replica.database.valueRows("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
-        for name in names.compactMap({ $0[0].stringValue }) {
-            result[name] = try replica.database.valueRows("SELECT * FROM \(quoteIdentifier(name))").map { "\($0)" }.sorted()
-        }
-        return result
-    }
-
     private func rows(_ replica: Replica, _ table: String) throws -> [[SQLValue]] {
         try replica.database.valueRows("SELECT * FROM \(quoteIdentifier(table)) ORDER BY 1, 2, 3")
     }
@@ -213,9 +203,9 @@ final class BundleFormatTests: XCTestCase {
         // What the second import may touch is who was heard from when; the data and its
         // metadata must stay as they are.
         let bookkeeping: Set<String> = ["_sqsync_sites", "_sqsync_acks"]
-        let once = try snapshot(receiver).filter { !bookkeeping.contains($0.key) }
+        let once = try receiver.database.everyTable().filter { !bookkeeping.contains($0.key) }
         XCTAssertEqual(try BundleExchange.importBundle(path: exported.path, into: receiver, trust: trust).summary.changes, 0)
-        XCTAssertEqual(try snapshot(receiver).filter { !bookkeeping.contains($0.key) }, once)
+        XCTAssertEqual(try receiver.database.everyTable().filter { !bookkeeping.contains($0.key) }, once)
     }
 
     /// A table with counter and max columns: the segment names capability merge-policies and
@@ -290,7 +280,7 @@ final class BundleFormatTests: XCTestCase {
                 XCTFail("\(what): the reader threw \(type(of: error)), not a BundleError: \(error)", file: file, line: line)
             }
         }
-        let before = try snapshot(receiver)
+        let before = try receiver.database.everyTable()
         do {
             let result = try BundleExchange.importBundle(path: bundle, into: receiver, trust: trust)
             XCTFail("\(what): imported (\(result.outcome), \(result.summary.changes) rows)", file: file, line: line)
@@ -304,7 +294,7 @@ final class BundleFormatTests: XCTestCase {
         } catch {
             XCTFail("\(what): the import threw \(type(of: error)), not a BundleError: \(error)", file: file, line: line)
         }
-        XCTAssertEqual(try snapshot(receiver), before, "\(what): the import changed the replica", file: file, line: line)
+        XCTAssertEqual(try receiver.database.everyTable(), before, "\(what): the import changed the replica", file: file, line: line)
     }
 
     /// Where the parts of a bundle lie: docs/BUNDLE_FORMAT.md, "file".

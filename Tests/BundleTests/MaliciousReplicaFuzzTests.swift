@@ -30,14 +30,7 @@ final class MaliciousReplicaFuzzTests: XCTestCase {
     fileprivate static let forgedPrefix = "forged-"
 
     func testHonestReplicasConvergeWhateverAMaliciousReplicaSends() throws {
-        let environment = ProcessInfo.processInfo.environment
-        let seeds: [UInt64]
-        if let one = environment["SQSYNC_PROPERTY_SEED"].flatMap(UInt64.init) {
-            seeds = [one]
-        } else {
-            let count = environment["SQSYNC_PROPERTY_SEEDS"].flatMap(Int.init) ?? 3
-            seeds = (0..<UInt64(max(count, 1))).map { 0xBAD_5EED_0000 + $0 }
-        }
+        let seeds = PropertyHistory.seeds(from: 0xBAD_5EED_0000)
         var checked: [Attack: Int] = [:]
         var failed = false
         for seed in seeds {
@@ -116,24 +109,6 @@ private struct Delivery {
     var attack: Attack?
 }
 
-/// What happened, for the failure message: replay with SQSYNC_PROPERTY_SEED.
-private struct History {
-    let seed: UInt64
-    var random: SplitMix64
-    var steps: [String] = []
-
-    init(seed: UInt64) {
-        self.seed = seed
-        random = SplitMix64(seed: seed)
-    }
-
-    mutating func note(_ step: String) { steps.append(step) }
-    var tail: String { steps.suffix(40).joined(separator: "\n") }
-
-    mutating func below(_ bound: Int) -> Int { Int(random.next() % UInt64(bound)) }
-    mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
-    mutating func pick<T>(_ items: [T]) -> T { items[below(items.count)] }
-}
 
 /// One seed's replicas, keys and bundles in a folder of their own.
 private final class World {
@@ -143,7 +118,7 @@ private final class World {
     let directory: String
     let members: [Member]
     let trust: AllowedSigners
-    var history: History
+    var history: PropertyHistory
     var late: [Delivery] = []
     /// Genuine bundles of honest replicas M imported: what M alters in attack (e).
     var receivedByM: [String] = []
@@ -153,7 +128,7 @@ private final class World {
     private static let m = 3
 
     init(seed: UInt64) throws {
-        history = History(seed: seed)
+        history = PropertyHistory(seed: seed)
         directory =
             FileManager.default.temporaryDirectory.appendingPathComponent("sqsync-malicious-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: directory + "/bundles", withIntermediateDirectories: true)
@@ -474,7 +449,7 @@ private final class World {
     /// in every table; a knowledge claim may be taken, but changes no knowledge and no row.
     private func check(_ attack: Attack, _ delivery: Delivery) throws {
         let receiver = members[delivery.to].replica
-        let before = try snapshot(receiver)
+        let before = try receiver.database.everyTable()
         let knowledge = try receiver.knowledge()
         let rows = try self.rows(members[delivery.to])
         do {
@@ -502,19 +477,9 @@ private final class World {
         } catch {
             throw fail("\(delivery.label): refused with \(type(of: error)), not a BundleError: \(error)")
         }
-        if try snapshot(receiver) != before { throw fail("\(delivery.label): the refused import changed the receiver") }
+        if try receiver.database.everyTable() != before { throw fail("\(delivery.label): the refused import changed the receiver") }
         history.note(delivery.label + ": refused")
         checked[attack, default: 0] += 1
-    }
-
-    /// Every row of every table, sqsync's own included.
-    private func snapshot(_ replica: Replica) throws -> [String: [String]] {
-        var result: [String: [String]] = [:]
-        let names = try replica.database.valueRows("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
-        for name in names.compactMap({ $0[0].stringValue }) {
-            result[name] = try replica.database.valueRows("SELECT * FROM \(quoteIdentifier(name))").map { "\($0)" }.sorted()
-        }
-        return result
     }
 
     /// M's own sequence number and clock, as its honest bundles state them.

@@ -15,50 +15,13 @@ final class ConvergenceTests: XCTestCase {
     private static let keys = (0..<10).map { "k\($0)" }
 
     func testRandomHistoriesConverge() throws {
-        let environment = ProcessInfo.processInfo.environment
-        let seeds: [UInt64]
-        if let one = environment["SQSYNC_PROPERTY_SEED"].flatMap(UInt64.init) {
-            seeds = [one]
-        } else {
-            let count = environment["SQSYNC_PROPERTY_SEEDS"].flatMap(Int.init) ?? 3
-            seeds = (0..<UInt64(max(count, 1))).map { 0x5EED_0000 + $0 }
-        }
+        let seeds = PropertyHistory.seeds(from: 0x5EED_0000)
         for seed in seeds {
-            var history = History(seed: seed)
+            var history = PropertyHistory(seed: seed)
             do {
                 try run(&history)
             } catch {
                 XCTFail("seed \(seed) threw \(error)\nlast steps:\n\(history.tail)")
-            }
-        }
-    }
-
-    /// What happened, for the failure message: replay with SQSYNC_PROPERTY_SEED.
-    private struct History {
-        let seed: UInt64
-        var random: SplitMix64
-        var steps: [String] = []
-
-        init(seed: UInt64) {
-            self.seed = seed
-            random = SplitMix64(seed: seed)
-        }
-
-        mutating func note(_ step: String) { steps.append(step) }
-        var tail: String { steps.suffix(40).joined(separator: "\n") }
-
-        mutating func below(_ bound: Int) -> Int { Int(random.next() % UInt64(bound)) }
-        mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
-        mutating func pick<T>(_ items: [T]) -> T { items[below(items.count)] }
-
-        mutating func value() -> SQLValue {
-            switch below(6) {
-            case 0: return .null
-            case 1: return .integer(Int64(bitPattern: random.next()))
-            case 2: return .real(Double(below(1_000_000)) / 7.0)
-            case 3: return .text("t\(below(100))-é")
-            case 4: return .blob((0..<below(5)).map { _ in UInt8(truncatingIfNeeded: random.next()) })
-            default: return .integer(Int64(below(10)))
             }
         }
     }
@@ -69,7 +32,7 @@ final class ConvergenceTests: XCTestCase {
         var label: String
     }
 
-    private func run(_ history: inout History) throws {
+    private func run(_ history: inout PropertyHistory) throws {
         let sandbox = try Sandbox()
         let count = 3 + history.below(2)
         let replicas = try sandbox.replicas((0..<count).map { "r\($0)" }, schema: Self.schema, track: ["notes"])
@@ -141,7 +104,7 @@ final class ConvergenceTests: XCTestCase {
     }
 
     /// One random local write: insert or re-insert, update, delete, or key change.
-    private func write(on replica: Replica, index: Int, _ history: inout History) throws {
+    private func write(on replica: Replica, index: Int, _ history: inout PropertyHistory) throws {
         let database = replica.database
         let present = Set(try database.valueRows("SELECT id FROM notes").compactMap { $0[0].stringValue })
         let absent = Self.keys.filter { !present.contains($0) }
@@ -183,6 +146,20 @@ final class ConvergenceTests: XCTestCase {
             let old = history.pick(present.sorted()), new = history.pick(absent)
             try database.run("UPDATE notes SET id = ? WHERE id = ?", .text(new), .text(old))
             history.note("r\(index): rename \(old) → \(new)")
+        }
+    }
+}
+
+extension PropertyHistory {
+    /// A value of any storage class, for a column without a declared type.
+    mutating func value() -> SQLValue {
+        switch below(6) {
+        case 0: return .null
+        case 1: return .integer(Int64(bitPattern: random.next()))
+        case 2: return .real(Double(below(1_000_000)) / 7.0)
+        case 3: return .text("t\(below(100))-é")
+        case 4: return .blob((0..<below(5)).map { _ in UInt8(truncatingIfNeeded: random.next()) })
+        default: return .integer(Int64(below(10)))
         }
     }
 }

@@ -136,20 +136,6 @@ func report(of replica: Replica) throws -> SenderReport {
         forgotten: Knowledge(Dictionary(uniqueKeysWithValues: sites.map { ($0[0].stringValue!, $0[1].int64Value!) })))
 }
 
-extension ApplySummary {
-    mutating func add(_ other: ApplySummary) {
-        for (table, counts) in other.tables {
-            var sum = tables[table] ?? TableCounts()
-            sum.inserted += counts.inserted
-            sum.updated += counts.updated
-            sum.deleted += counts.deleted
-            sum.unchanged += counts.unchanged
-            sum.conflicts += counts.conflicts
-            tables[table] = sum
-        }
-    }
-}
-
 /// Both directions, `a` first.
 func syncBoth(_ a: Replica, _ b: Replica) throws {
     try sync(from: a, to: b)

@@ -14,23 +14,8 @@ final class MailboxAttackTests: XCTestCase {
 
     override func setUpWithError() throws {
         h = try Harness()
-        for name in ["A", "B", "C"] {
-            let key = HandKey(name)
-            try key.write(to: h.keyPath(name))
-            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: h.trustFile))
-            handle.seekToEndOfFile()
-            handle.write(Data((key.allowedSignersLine + "\n").utf8))
-            try handle.close()
-            keys[name] = key
-        }
-        a = h.path("A.db")
-        try h.sqlite(a, Self.schema)
-        try h.ok(["init", a, "--name", "A"], key: "A")
-        try h.ok(["track", a, "--all"])
-        b = h.path("B.db")
-        c = h.path("C.db")
-        try h.ok(["clone", a, b, "--name", "B"], key: "B")
-        try h.ok(["clone", a, c, "--name", "C"], key: "C")
+        keys = try h.keyBoundReplicas(["A", "B", "C"], schema: Self.schema)
+        (a, b, c) = (h.path("A.db"), h.path("B.db"), h.path("C.db"))
         box = h.path("shared")
         try FileManager.default.createDirectory(atPath: box, withIntermediateDirectories: true)
     }
@@ -40,19 +25,12 @@ final class MailboxAttackTests: XCTestCase {
     private func rows(_ db: String) throws -> String { try h.dump(db, table: "t", orderBy: "id") }
     private func id(_ name: String) -> String { keys[name]!.replicaID }
 
-    private func clock(_ db: String) throws -> (seq: Int64, hlc: Int64) {
-        try h.ok(["status", db])
-        let fields = try h.sqlite(db, #"SELECT "seq", "hlc" FROM "_sqsync_replica";"#)
-            .trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|")
-        return (Int64(fields[0])!, Int64(fields[1])!)
-    }
-
     /// A bundle that claims to be A's, signed by C's key, planted in A's own outbox: B, which
     /// reads it first, refuses it naming the file and blaming C's key, not A; A removes it
     /// with a warning (it is not A's), is not told it is a copy, and still leaves its bundle.
     func testABundlePlantedInAReplicasOwnOutboxStopsNothing() throws {
         for (db, name) in [(a, "A"), (b, "B")] { try h.syncOK(db, as: name, box) }
-        let known = try clock(a)
+        let known = try h.clock(a)
         var planted = HandBundle(
             sites: [HandSite(id: id("A"), name: "A", knowledge: known.seq + 5)], senderSeq: known.seq + 5,
             senderHLC: known.hlc + 5, signer: keys["C"]!)

@@ -17,44 +17,15 @@ final class OriginSignatureTests: XCTestCase {
 
     override func setUpWithError() throws {
         h = try Harness()
-        for name in ["A", "B", "C"] { try makeKey(name) }
-        a = h.path("A.db")
-        try h.sqlite(a, Self.schema)
-        try h.ok(["init", a, "--name", "A"], key: "A")
-        try h.ok(["track", a, "--all"])
-        b = h.path("B.db")
-        c = h.path("C.db")
-        try h.ok(["clone", a, b, "--name", "B"], key: "B")
-        try h.ok(["clone", a, c, "--name", "C"], key: "C")
+        keys = try h.keyBoundReplicas(["A", "B", "C"], schema: Self.schema)
+        (a, b, c) = (h.path("A.db"), h.path("B.db"), h.path("C.db"))
     }
 
     override func tearDown() { h = nil }
 
     // MARK: helpers
 
-    private func makeKey(_ name: String, trusted: Bool = true) throws {
-        let key = HandKey(name)
-        try key.write(to: h.keyPath(name))
-        if trusted { try appendTrust(key.allowedSignersLine) }
-        keys[name] = key
-    }
-
-    private func appendTrust(_ line: String) throws {
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: h.trustFile))
-        handle.seekToEndOfFile()
-        handle.write(Data((line + "\n").utf8))
-        try handle.close()
-    }
-
     private func id(_ name: String) -> String { keys[name]!.replicaID }
-
-    /// A replica's own sequence number and clock.
-    private func clock(_ db: String) throws -> (seq: Int64, hlc: Int64) {
-        try h.ok(["status", db])
-        let fields = try h.sqlite(db, #"SELECT "seq", "hlc" FROM "_sqsync_replica";"#)
-            .trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|")
-        return (Int64(fields[0])!, Int64(fields[1])!)
-    }
 
     private func knowledge(_ db: String) throws -> [String: Int] {
         try h.okJSON(["status", db])["knowledge"] as? [String: Int] ?? [:]
@@ -64,7 +35,7 @@ final class OriginSignatureTests: XCTestCase {
 
     /// A bundle C's stolen key signs as C, listing A, B and C, carrying `segments`.
     private func fromC(_ segments: [HandSegment], claimingOfA claimedA: Int64 = 0) throws -> HandBundle {
-        let clockC = try clock(c)
+        let clockC = try h.clock(c)
         var bundle = HandBundle(
             sites: [
                 HandSite(id: id("C"), name: "C", knowledge: clockC.seq), HandSite(id: id("A"), name: "A", knowledge: claimedA),
@@ -116,7 +87,7 @@ final class OriginSignatureTests: XCTestCase {
     /// HQ clones for a site from the site's public key alone: the clone's ID is made from
     /// that key, the site signs with its private half, and C's key cannot speak for it.
     func testCloneFromAPublicKeyBindsTheNewReplicaToIt() throws {
-        try makeKey("D")
+        keys["D"] = try h.handKey("D")
         let publicFile = h.path("D.pub")
         try (keys["D"]!.openSSHLine + " D\n").write(toFile: publicFile, atomically: true, encoding: .utf8)
         let d = h.path("D.db")
@@ -138,7 +109,7 @@ final class OriginSignatureTests: XCTestCase {
     /// stamps inside C's own, and an envelope that claims A's changes up to 1004.
     func testARelayCannotSpeakForAnotherReplica() throws {
         try h.send((a, "A"), to: (b, "B"))
-        let known = try clock(a)
+        let known = try h.clock(a)
         let forgedRow = HandRecord(
             key: [.text("forged")], rowStamp: HandStamp(hlc: known.hlc + 10, seq: known.seq + 1),
             columns: [(1, .text("forged as A"), nil)])
@@ -149,7 +120,7 @@ final class OriginSignatureTests: XCTestCase {
         try assertRefused(try fromC([asA], claimingOfA: 1004), by: b, as: "B", naming: ["A", "not that replica's key"])
 
         // A's stamp (site 1 in the envelope's list) inside C's own segment.
-        let cClock = try clock(c)
+        let cClock = try h.clock(c)
         var stamped = forgedRow
         stamped.rowStamp = HandStamp(hlc: known.hlc + 10, seq: cClock.seq + 1, site: 1)
         var own = HandSegment(
@@ -170,7 +141,7 @@ final class OriginSignatureTests: XCTestCase {
 
     /// A relay that alters A's records after A signed them is refused.
     func testAlteredRelayedChangesAreRefused() throws {
-        let known = try clock(a)
+        let known = try h.clock(a)
         var altered = HandSegment(
             origin: id("A"), base: known.seq, last: known.seq + 1, created: known.hlc + 1, tables: [Self.table],
             records: [
@@ -189,7 +160,7 @@ final class OriginSignatureTests: XCTestCase {
     /// C's key claims A's knowledge ID at B, which knows the ID (B is A's clone) but has
     /// never seen A's key: the ID was made from A's key, so no other key can take it.
     func testAnotherKeyCannotClaimAReplicasIdentityAtFirstSight() throws {
-        let known = try clock(b)
+        let known = try h.clock(b)
         var bundle = HandBundle(
             sites: [HandSite(id: id("A"), name: "A", knowledge: 9)], senderSeq: 9, senderHLC: known.hlc, signer: keys["C"]!)
         bundle.identities = [(0, keys["C"]!.publicKey)]
@@ -218,7 +189,7 @@ final class OriginSignatureTests: XCTestCase {
         try h.ok(["import", b, rotated], key: "B")
 
         let minted = HandKey("X")
-        let clockB = try clock(b)
+        let clockB = try h.clock(b)
         var bundle = HandBundle(
             sites: [HandSite(id: minted.replicaID, name: "X", knowledge: 1)], senderSeq: 1, senderHLC: clockB.hlc,
             signer: minted)
@@ -248,7 +219,7 @@ final class OriginSignatureTests: XCTestCase {
     /// One stamp near the top of the range (signed by C, its own change) is refused, naming
     /// C and how far ahead it is; B keeps working.
     func testAStampFarAheadIsRefusedAndBricksNothing() throws {
-        let cClock = try clock(c)
+        let cClock = try h.clock(c)
         let far = Int64.max / 2
         let segment = HandSegment(
             origin: id("C"), base: cClock.seq, last: cClock.seq + 1, created: far, tables: [Self.table],
@@ -292,7 +263,7 @@ final class OriginSignatureTests: XCTestCase {
         XCTAssertLessThan(peak, 64 << 20, "peak memory \(peak) bytes")
         XCTAssertLessThan(seconds, 5)
 
-        let cClock = try clock(c)
+        let cClock = try h.clock(c)
         let huge = HandSegment(
             origin: id("C"), base: cClock.seq, last: cClock.seq + 1, created: cClock.hlc + 1, tables: [Self.table],
             records: [
@@ -330,7 +301,7 @@ final class OriginSignatureTests: XCTestCase {
 
     /// A validly signed bundle that writes sqsync's or SQLite's own tables is refused.
     func testInternalTablesAreRefused() throws {
-        let cClock = try clock(c)
+        let cClock = try h.clock(c)
         for table in ["_sqsync_rows", "sqlite_schema"] {
             let segment = HandSegment(
                 origin: id("C"), base: cClock.seq, last: cClock.seq + 1, created: cClock.hlc + 1,

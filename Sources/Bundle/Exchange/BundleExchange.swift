@@ -378,18 +378,3 @@ extension ChangeSetHeader {
         learned.isEmpty ? [:] : [origin: learned]
     }
 }
-
-extension ApplySummary {
-    /// Adds another segment's counts.
-    mutating func add(_ other: ApplySummary) {
-        for (table, counts) in other.tables {
-            var sum = tables[table] ?? TableCounts()
-            sum.inserted += counts.inserted
-            sum.updated += counts.updated
-            sum.deleted += counts.deleted
-            sum.unchanged += counts.unchanged
-            sum.conflicts += counts.conflicts
-            tables[table] = sum
-        }
-    }
-}

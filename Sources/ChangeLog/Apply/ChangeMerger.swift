@@ -18,6 +18,19 @@ public struct ApplySummary: Sendable, Equatable {
     /// this replica does not claim the sender's knowledge and will ask for it again.
     public var knowledgeAdvanced = false
     public var changes: Int { tables.values.reduce(0) { $0 + $1.inserted + $1.updated + $1.deleted } }
+
+    /// Adds another change set's counts (one bundle carries one per origin).
+    public mutating func add(_ other: ApplySummary) {
+        for (table, counts) in other.tables {
+            var sum = tables[table] ?? TableCounts()
+            sum.inserted += counts.inserted
+            sum.updated += counts.updated
+            sum.deleted += counts.deleted
+            sum.unchanged += counts.unchanged
+            sum.conflicts += counts.conflicts
+            tables[table] = sum
+        }
+    }
     public var conflicts: Int { tables.values.reduce(0) { $0 + $1.conflicts } }
 
     public init() {}

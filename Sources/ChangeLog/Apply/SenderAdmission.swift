@@ -93,7 +93,7 @@ extension Replica {
     }
 
     /// Records what the sender of a merged bundle said of itself: what it holds, when it was
-    /// heard from, its schema version.
+    /// heard from, its schema version; then forgets the change notes every peer now holds.
     public func recordSender(_ report: SenderReport) throws {
         let sender = try siteNumber(for: report.knowledgeID, name: report.name)
         var acknowledged: [Int: Int64] = [:]
@@ -103,6 +103,9 @@ extension Replica {
         if let version = report.schemaVersion {
             try database.run(MergeSQL.schemaVersion, .integer(version), .integer(Int64(sender)))
         }
+        // What every peer now holds needs no note: dropped here, with the import, rather than
+        // by the next export's fold, which should cost what it sends.
+        try forgetAcknowledgedChanges()
     }
 
     /// Pushes this replica's clock past `hlc`, a value seen in a peer's change.
