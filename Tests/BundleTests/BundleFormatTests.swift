@@ -773,6 +773,40 @@ final class BundleFormatTests: XCTestCase {
         try assertRefused(newer, "version 4", kinds: [.corrupt], naming: ["version 4", "newer", "upgrade sqsync"], into: fresh)
     }
 
+    /// Each acknowledgement statement is read as a whole knowledge vector, one entry per
+    /// replica listed: an envelope of 600 replicas and 600 statements (4 MiB of vectors from
+    /// 60 KB of file) is refused before any is built; 100 of them are read.
+    func testStatementsTimesReplicasIsBounded() throws {
+        let fresh = try receiver()
+        let now = ClockBound.now
+        var bundle = HandBundle(
+            sites: [HandSite(id: hand.replicaID, name: "hand", knowledge: 0)]
+                + (1..<600).map { HandSite(id: UUID().uuidString, name: "r\($0)", knowledge: 0) },
+            senderSeq: 0, senderHLC: now, signer: hand)
+        bundle.identities = [(0, hand.publicKey)]
+        bundle.blankStatements = 600
+        try assertRefused(
+            bundle.bytes(), "600 statements of 600 replicas", kinds: [.corrupt],
+            naming: ["600 acknowledgement statements of 600 replicas"], into: fresh)
+        bundle.blankStatements = 100
+        let file = path("hundred.sqsb")
+        try bundle.write(to: file)
+        XCTAssertEqual(try BundleReader(path: file, trust: trust).envelope.acknowledgements.count, 100)
+    }
+
+    /// Trust follows chains of key moves in whatever order they come, in one pass.
+    func testTrustFollowsALongChainOfMovesGivenBackwards() throws {
+        var random = SplitMix64(seed: 0x00C4_A125)
+        let keys = try (0...3000).map { _ in
+            try SSHPublicKey(rawRepresentation: (0..<32).map { _ in UInt8(truncatingIfNeeded: random.next()) })
+        }
+        let start = try AllowedSigners(text: AllowedSigners.line(principal: "first", key: keys[0]) + "\n")
+        let moves = (0..<3000).reversed().map { (from: keys[$0], to: keys[$0 + 1]) }
+        let followed = start.following(moves)
+        XCTAssertEqual(followed.principal(for: keys[3000], namespace: "sqsync"), "first")
+        XCTAssertNil(start.following(Array(moves.dropLast())).principal(for: keys[3000], namespace: "sqsync"))
+    }
+
     // MARK: Streaming
 
     /// 200,000 rows go out in chunks of at most 1 MiB and come back one at a time, every one.

@@ -57,6 +57,28 @@ final class KeyBindingCLITests: XCTestCase {
 
     // MARK: a stolen key speaking for another replica
 
+    /// T's key (trusted) sends a bundle naming another trusted key, U's, as the identity of A,
+    /// which B knows (B is A's clone) but has never seen sign. A relay's word binds nothing:
+    /// A's own first signature does, and A's genuine changes still reach B.
+    func testARelayCannotChooseTheKeyOfAReplicaNotYetSeen() throws {
+        let thief = try h.handKey("T"), other = try h.handKey("U")
+        let aID = try h.knowledgeID(a)
+        var bundle = HandBundle(
+            sites: [HandSite(id: UUID().uuidString, name: "T", knowledge: 0), HandSite(id: aID, name: "A", knowledge: 0)],
+            senderSeq: 0, senderHLC: Int64(Date().timeIntervalSince1970 * 1000), signer: thief)
+        bundle.identities = [(0, thief.publicKey), (1, other.publicKey)]
+        let path = h.path("claim.sqsb")
+        try bundle.write(to: path)
+        try h.ok(["import", b, path], key: "B")
+        XCTAssertNotEqual(try fingerprint(of: "A", on: b), other.fingerprint)
+
+        try h.sqlite(a, "INSERT INTO t VALUES ('r4', 'from A');")
+        try h.send((a, "A"), to: (b, "B"))
+        XCTAssertEqual(try ids(b), ["r1", "r2", "r3", "r4"])
+        let pinned = try fingerprint(of: "A", on: b)
+        XCTAssertTrue(pinned.hasPrefix("SHA256:") && pinned != other.fingerprint, pinned)
+    }
+
     func testStolenKeySpeakingForAnotherReplicaIsRefusedWithBothFingerprints() throws {
         try h.send((b, "B"), to: (a, "A"))
         try h.send((c, "C"), to: (a, "A"))

@@ -214,6 +214,46 @@ final class OriginSignatureTests: XCTestCase {
         try assertRefused(twice, by: b, as: "B", naming: ["two different moves"])
     }
 
+    /// After A rotates, its old key re-signs a change of A's that B holds, with another value
+    /// and a later clock. B holds all the old key could ever say, so the segment is passed over
+    /// unread: nothing changes, and nothing is refused (an old key cannot set B against the
+    /// relay that carries it, as a "copy" it would have to refuse for good).
+    func testARotatedAwayKeyCannotRewriteWhatItSigned() throws {
+        try h.sqlite(a, "UPDATE t SET v = 'genuine one' WHERE id = 'r1';")
+        let signed = try h.clock(a)
+        try h.send((a, "A"), to: (b, "B"))
+        let newKey = h.path("A-new.key")
+        try h.ok(["keygen", "--rotate", a, "--out", newKey, "--name", "A"], key: "A")
+        let rotated = h.path("rotated.sqsb")
+        try h.ok(["export", a, "-o", rotated, "--key", newKey])
+        try h.ok(["import", b, rotated], key: "B")
+        // A signs with its new key from now on (keys["A"] keeps the old one, for the forger).
+        for suffix in ["", ".pub"] {
+            try FileManager.default.removeItem(atPath: h.keyPath("A") + suffix)
+            try FileManager.default.moveItem(atPath: newKey + suffix, toPath: h.keyPath("A") + suffix)
+        }
+
+        let later = signed.hlc + 5
+        var rewritten = HandSegment(
+            origin: id("A"), base: signed.seq - 1, last: signed.seq, created: later, tables: [Self.table],
+            records: [
+                HandRecord(
+                    key: [.text("r1")], rowStamp: nil,
+                    columns: [(1, .text("forged by the old key"), HandStamp(hlc: later, seq: signed.seq))])
+            ], signer: keys["A"]!)
+        rewritten.originName = "A"
+        var bundle = try fromC([rewritten])
+        bundle.sites[1].knowledge = signed.seq
+        let path = h.path("rewritten.sqsb")
+        try bundle.write(to: path)
+        let before = try rows(b)
+        try h.ok(["import", b, path], key: "B")
+        XCTAssertEqual(try rows(b), before)
+        XCTAssertTrue(before.contains("genuine one"), before)
+        try h.ok(["status", b])
+        try assertHonestReplicasConverge()
+    }
+
     // MARK: clocks
 
     /// One stamp near the top of the range (signed by C, its own change) is refused, naming
@@ -252,7 +292,8 @@ final class OriginSignatureTests: XCTestCase {
     /// claims 900 MiB: both refused at once, in little memory.
     func testHostileSizesCostLittle() throws {
         let sparse = h.path("sparse.sqsb")
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: { FileManager.default.createFile(atPath: sparse, contents: nil); return sparse }()))
+        XCTAssertTrue(FileManager.default.createFile(atPath: sparse, contents: nil))
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: sparse))
         handle.write(Data("SQSYNCB\u{0}\u{3}".utf8))
         try handle.truncate(atOffset: 1 << 30)
         handle.seekToEndOfFile()
@@ -340,6 +381,11 @@ final class OriginSignatureTests: XCTestCase {
         // A knows B lacks C's change: it keeps C's segment and relays it to B.
         try h.send((b, "B"), to: (a, "A"))
         let relayed = try h.export(a, as: "A", extra: ["--for", "B"])
+        // B's operator has also taken C's key out of allowed_signers: C's segment is passed
+        // over all the same, and A's bundle is not refused for carrying it.
+        let trusted = try String(contentsOfFile: h.trustFile, encoding: .utf8)
+        try trusted.split(separator: "\n").filter { !$0.hasPrefix("C ") }.map { $0 + "\n" }.joined()
+            .write(toFile: h.trustFile, atomically: true, encoding: .utf8)
         let result = try h.ok(["import", b, relayed], key: "B")
         XCTAssertTrue(result.stderr.contains("retired"), result.stderr)
         XCTAssertTrue(try rows(b).contains("from-a"))

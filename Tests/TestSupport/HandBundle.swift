@@ -296,6 +296,10 @@ public struct HandBundle {
     public var moves: [HandMove] = []
     /// Segments given as bytes, after ``segments`` in the body.
     public var rawSegments: [HandRawSegment] = []
+    /// Acknowledgement statements, one of each site in turn from the first: no differences
+    /// from the listed knowledge, a signature of zeros (what a reader must bound before it
+    /// checks any).
+    public var blankStatements = 0
     /// Who signs the envelope (normally the sender's key).
     public var signer: HandKey
 
@@ -334,7 +338,12 @@ public struct HandBundle {
             envelope += Wire.varint(UInt64(move.site)) + move.from.publicKey + move.to + Wire.varint(UInt64(move.afterSeq))
             envelope += move.from.sign(message)
         }
-        envelope += Wire.varint(0) + directory
+        envelope += Wire.varint(UInt64(blankStatements))
+        for index in 0..<blankStatements {
+            envelope += Wire.varint(UInt64(index % sites.count)) + Wire.varint(0) + Wire.varint(0) + Wire.varint(0)
+            envelope += [UInt8](repeating: 0, count: 64)
+        }
+        envelope += directory
         let signature = signer.sshsigBlob(envelope)
         return body + envelope + signature + Wire.u32(UInt32(envelope.count)) + Wire.u32(UInt32(signature.count))
             + Array("SQSYNC-SIG\n".utf8)

@@ -117,7 +117,8 @@ public enum BundleExchange {
             return (statement, 72 + 6 * differences + (carriedKeys.contains(statement.replica) ? 0 : 33))
         }
         var kept: [AcknowledgementStatement] = []
-        for (statement, cost) in costed.sorted(by: { $0.1 < $1.1 }) where cost <= budget {
+        let most = BundleLimits.maxStatementEntries / max(sites.count, 1)
+        for (statement, cost) in costed.sorted(by: { $0.1 < $1.1 }) where cost <= budget && kept.count < most {
             kept.append(statement)
             budget -= cost
         }
@@ -198,12 +199,21 @@ public enum BundleExchange {
                     try KeyBinding.admitKeys(envelope, path: path, replica: replica)
                     try KeyBinding.checkSender(
                         envelope, signer: signer, principal: reader.principal, path: path, replica: replica)
+                    // Keys moved to are trusted as the keys they came from are, but only through
+                    // moves of the replica the old key belongs to (admitted just now or before).
+                    let movedTrust = try KeyBinding.trust(trust, replica: replica)
+                    guard movedTrust.principal(for: signer, namespace: BundleCodec.signatureNamespace) != nil else {
+                        throw BundleError(
+                            .untrusted,
+                            "\(path): signed by key \(signer.fingerprint), which only a key move that is not its replica's leads to; refusing it"
+                        )
+                    }
                     result.superseded = try replica.admitSender(envelope.senderReport, path: path) == .superseded
                     // Every replica the sender knows is one this replica now knows: a segment
-                    // one of them lacks is kept to relay to it.
+                    // one of them lacks is kept to relay to it. (A trusted key listing replicas
+                    // that never answer holds purges back, as its own replica could by never
+                    // acknowledging; `peers retire` ends both.)
                     for site in envelope.sites { _ = try replica.siteNumber(for: site.id, name: site.name) }
-                    // Keys moved to in this bundle are trusted as the keys they came from are.
-                    let movedTrust = try KeyBinding.trust(trust, replica: replica)
                     result.warnings += try KeyBinding.admitAcknowledgements(
                         envelope, path: path, replica: replica, trust: movedTrust)
                     result.summary = try mergeSegments(
@@ -223,10 +233,13 @@ public enum BundleExchange {
     }
 
     /// Merges every segment of another replica's; one that met a row whose life began in
-    /// another segment of the bundle is merged again once the others are. A segment this
-    /// replica holds already is merged all the same, as a state-based import would: it
+    /// another segment of the bundle is merged again once the others are, in at most
+    /// ``maxSegmentPasses`` passes over the file (a segment still waiting then comes again in
+    /// a later bundle, so a hostile order costs passes, not an unbounded number). A segment
+    /// this replica holds already is merged all the same, as a state-based import would: it
     /// changes nothing, unless it holds a change that differs from the one held here under
-    /// the same number, which only a copied database makes (refused).
+    /// the same number, which only a copied database makes (refused). Segments of retired
+    /// replicas are passed over unread.
     private static func mergeSegments(
         of reader: BundleReader, into replica: Replica, trust: AllowedSigners, learning: LearningEvent.ByWriter,
         warnings: inout [String], progress: ((Int) -> Void)?
@@ -234,20 +247,39 @@ public enum BundleExchange {
         let envelope = reader.envelope
         let path = reader.path
         let me = replica.knowledgeID
+        let retired = try replica.retiredPeers()
         var summary = ApplySummary()
         summary.knowledgeAdvanced = true
         var applied = 0
         var waiting = Set(envelope.segments.indices)
-        while !waiting.isEmpty {
+        for (index, entry) in envelope.segments.enumerated() {
+            let origin = envelope.sites[entry.site]
+            guard let retiredAt = retired[origin.id] else { continue }
+            waiting.remove(index)
+            if entry.last > retiredAt {
+                warnings.append(
+                    "\(path): the changes of \(KeyBinding.label(origin.name, origin.id)) after \(retiredAt) come after it was retired here; refusing them, whoever relays them"
+                )
+            }
+        }
+        var passes = 0
+        while !waiting.isEmpty && passes < maxSegmentPasses {
+            passes += 1
             var advanced: Set<Int> = []
-            var index = 0
+            var index = -1
+            let known = try replica.knowledge()
             try reader.readSegments(checkOrigin: { entry, signer in
-                try KeyBinding.checkOrigin(entry, signer: signer, envelope: envelope, path: path, replica: replica, trust: trust)
-                return true
+                index += 1
+                guard waiting.contains(index) else { return false }
+                if try KeyBinding.checkOrigin(
+                    entry, signer: signer, envelope: envelope, path: path, replica: replica, trust: trust, known: known)
+                {
+                    return true
+                }
+                advanced.insert(index)
+                return false
             }) { segment in
-                defer { index += 1 }
                 let changes = segment.header.changes
-                guard waiting.contains(index) else { return }
                 if changes.origin == me {
                     try checkOwnSegment(changes, path: path, replica: replica)
                     let check = try OwnChangeCheck(replica: replica, header: changes, path: path)
@@ -258,19 +290,11 @@ public enum BundleExchange {
                 if let ahead = ClockBound.excess(of: changes.createdHLC) {
                     throw clockAhead(path, who: changes.originLabel, by: ahead)
                 }
-                let merger: ChangeMerger
-                do {
-                    merger = try ChangeMerger(
-                        replica: replica, header: changes,
-                        learning: learning.merging(changes.learningByOrigin) { mailbox, signed in
-                            mailbox.merging(signed) { _, signedByOrigin in signedByOrigin }
-                        })
-                } catch let error as ChangeLogError where error.kind == .retiredPeer {
-                    // A retired replica's later changes are left out; the rest of the bundle is not.
-                    warnings.append(error.description)
-                    advanced.insert(index)
-                    return
-                }
+                let merger = try ChangeMerger(
+                    replica: replica, header: changes,
+                    learning: learning.merging(changes.learningByOrigin) { mailbox, signed in
+                        mailbox.merging(signed) { _, signedByOrigin in signedByOrigin }
+                    })
                 try segment.forEachChange { change in
                     try merger.apply(change)
                     applied += 1
@@ -295,6 +319,10 @@ public enum BundleExchange {
         if !waiting.isEmpty { summary.knowledgeAdvanced = false }
         return summary
     }
+
+    /// Passes over one bundle's segments; a bundle needs more only when a chain of rows, each
+    /// changed by another replica, runs against the order its segments are written in.
+    static let maxSegmentPasses = 8
 
     /// A bundle under this replica's own knowledge ID must be signed by its own key and claim
     /// no change it never made: otherwise another database writes under its ID with its key.

@@ -20,23 +20,51 @@ public final class BundleReader {
     /// Where the envelope starts: the signed payload is the envelope itself.
     private let envelopeOffset: Int
     private let envelopeLength: Int
+    /// The file as opened once: every later read (segments, copies to relay) reads these same
+    /// bytes, even if the name is given to another file meanwhile.
+    private let descriptor: Int32
 
     /// Opens `path`. With `trust`, a signer it does not trust is refused before the envelope
     /// is read; without it (`inspect`), the signature is still checked.
     public init(path: String, trust: AllowedSigners?) throws {
         self.path = path
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw BundleError(.io, "\(path): cannot read: \(String(cString: strerror(errno)))") }
+        self.descriptor = descriptor
         var status = stat()
-        guard stat(path, &status) == 0 else {
+        guard fstat(descriptor, &status) == 0 else {
+            close(descriptor)
             throw BundleError(.io, "\(path): cannot read: \(String(cString: strerror(errno)))")
         }
-        guard status.st_mode & S_IFMT == S_IFREG else { throw BundleError(.io, "\(path): not a regular file") }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            close(descriptor)
+            throw BundleError(.io, "\(path): not a regular file")
+        }
         fileSize = Int(status.st_size)
+        do {
+            (signature, principal, envelope, envelopeOffset, envelopeLength) = try Self.verify(
+                descriptor: descriptor, path: path, fileSize: fileSize, trust: trust)
+        } catch {
+            close(descriptor)
+            throw error
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    /// The checks of ``init(path:trust:)``, in order, on the open file.
+    private static func verify(descriptor: Int32, path: String, fileSize: Int, trust: AllowedSigners?) throws -> (
+        SSHSignature, String?, BundleEnvelope, Int, Int
+    ) {
+        func read(_ range: Range<Int>) throws -> [UInt8] {
+            try HashingFileInput(descriptor: descriptor, path: path, range: range).readBytes(range.count)
+        }
         let preamble = BundleCodec.magic.count + 1
         let trailer = 8 + BundleCodec.trailerMagic.count
         guard fileSize >= preamble + trailer,
-            try Self.read(path, 0..<BundleCodec.magic.count) == BundleCodec.magic
+            try read(0..<BundleCodec.magic.count) == BundleCodec.magic
         else { throw BundleError(.corrupt, "\(path): not a bundle") }
-        let version = try Self.read(path, BundleCodec.magic.count..<preamble)[0]
+        let version = try read(BundleCodec.magic.count..<preamble)[0]
         guard version == BundleCodec.version else {
             throw BundleError(
                 .corrupt,
@@ -45,7 +73,7 @@ public final class BundleReader {
                     : "\(path): bundle format version \(version) is newer than this sqsync reads (version \(BundleCodec.version)); upgrade sqsync"
             )
         }
-        let tail = try Self.read(path, (fileSize - trailer)..<fileSize)
+        let tail = try read((fileSize - trailer)..<fileSize)
         guard Array(tail.suffix(BundleCodec.trailerMagic.count)) == BundleCodec.trailerMagic else {
             throw BundleError(.corrupt, "\(path): not a complete bundle (no signature at its end: truncated, or bytes appended)")
         }
@@ -57,10 +85,10 @@ public final class BundleReader {
         else {
             throw BundleError(.corrupt, "\(path): damaged bundle (lengths at its end out of range)")
         }
-        envelopeOffset = fileSize - trailer - signatureLength - envelopeLength
-        self.envelopeLength = envelopeLength
+        let envelopeOffset = fileSize - trailer - signatureLength - envelopeLength
+        let signature: SSHSignature
         do {
-            signature = try SSHSignature(blob: try Self.read(path, (fileSize - trailer - signatureLength)..<(fileSize - trailer)))
+            signature = try SSHSignature(blob: try read((fileSize - trailer - signatureLength)..<(fileSize - trailer)))
         } catch let error as KeyFormatError {
             throw BundleError(.corrupt, "\(path): damaged signature (\(displayText(error.description)))")
         }
@@ -76,41 +104,39 @@ public final class BundleReader {
         // An untrusted signer may still be one a trusted key moved to, which only the envelope
         // says: read it (bounded) only once the signature over it verifies.
         if trust != nil && trusted == nil && envelopeLength > BundleLimits.maxUntrustedEnvelopeBytes { throw untrusted }
-        let envelopeBytes = try Self.read(path, envelopeOffset..<(envelopeOffset + envelopeLength))
+        let envelopeBytes = try read(envelopeOffset..<(envelopeOffset + envelopeLength))
         guard signature.isValid(messageDigest: SHA512.hash(data: envelopeBytes), namespace: BundleCodec.signatureNamespace)
         else {
             throw trust != nil && trusted == nil
                 ? untrusted : BundleError(.untrusted, "\(path): bad signature: the bundle was altered after it was signed")
         }
-        envelope = try BundleEnvelope.decode(envelopeBytes, path: path)
+        let envelope = try BundleEnvelope.decode(envelopeBytes, path: path)
+        var principal: String?
         if let trust {
             let moves = envelope.moves.filter(\.isValid).map { ($0.from, $0.to) }
-            guard
-                let principal = trusted
-                    ?? trust.following(moves).principal(for: signature.publicKey, namespace: BundleCodec.signatureNamespace)
-            else { throw untrusted }
-            self.principal = principal
-        } else {
-            principal = nil
+            principal =
+                trusted ?? trust.following(moves).principal(for: signature.publicKey, namespace: BundleCodec.signatureNamespace)
+            if principal == nil { throw untrusted }
         }
         guard envelope.bodyLength == envelopeOffset else {
             throw BundleError(.untrusted, "\(path): the bundle's body is not the length its signed envelope gives")
         }
-        let body = try HashingFileInput(path: path, range: 0..<envelopeOffset)
+        let body = try HashingFileInput(descriptor: descriptor, path: path, range: 0..<envelopeOffset)
         try body.drain()
         guard Array(body.digest()) == envelope.bodyDigest else {
             throw BundleError(.untrusted, "\(path): bad signature: the bundle was altered after it was signed")
         }
+        return (signature, principal, envelope, envelopeOffset, envelopeLength)
     }
 
-    private static func read(_ path: String, _ range: Range<Int>) throws -> [UInt8] {
-        try HashingFileInput(path: path, range: range).readBytes(range.count)
+    private func read(_ range: Range<Int>) throws -> [UInt8] {
+        try HashingFileInput(descriptor: descriptor, path: path, range: range).readBytes(range.count)
     }
 
     /// The signed payload (the envelope), streamed to `destination` for `ssh-keygen -Y verify`.
     public func extractPayload(to destination: String) throws {
         let output = try HashingFileOutput(creating: destination)
-        try output.write(try Self.read(path, envelopeOffset..<(envelopeOffset + envelopeLength)))
+        try output.write(try read(envelopeOffset..<(envelopeOffset + envelopeLength)))
         try output.sync()
     }
 
@@ -123,7 +149,7 @@ public final class BundleReader {
         checkOrigin: (_ entry: BundleEnvelope.SegmentEntry, _ signer: SSHPublicKey) throws -> Bool,
         _ visit: (Segment) throws -> Void
     ) throws {
-        let body = try HashingFileInput(path: path, range: 0..<envelopeOffset)
+        let body = try HashingFileInput(descriptor: descriptor, path: path, range: 0..<envelopeOffset)
         _ = try body.readBytes(BundleCodec.magic.count + 1)
         for entry in envelope.segments {
             let start = body.consumed
@@ -142,7 +168,7 @@ public final class BundleReader {
 
     /// Streams one segment's bytes as they stand in the file, for a relay to keep them.
     public func copySegment(_ entry: BundleEnvelope.SegmentEntry, to consumer: ([UInt8]) throws -> Void) throws {
-        let input = try HashingFileInput(path: path, range: entry.offset..<(entry.offset + entry.length))
+        let input = try HashingFileInput(descriptor: descriptor, path: path, range: entry.offset..<(entry.offset + entry.length))
         var remaining = entry.length
         while remaining > 0 {
             let part = try input.readBytes(min(remaining, 1 << 18))

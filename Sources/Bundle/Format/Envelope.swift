@@ -175,7 +175,11 @@ public struct BundleEnvelope: Sendable, Equatable {
                     to: try SSHPublicKey(rawRepresentation: try source.readBytes(32)), afterSeq: try source.readInt64(),
                     signature: try source.readBytes(64)))
         }
-        for _ in 0..<(try source.readCount(limit: siteCount)) {
+        let statementCount = try source.readCount(limit: siteCount)
+        guard statementCount * siteCount <= BundleLimits.maxStatementEntries else {
+            throw source.corrupt("\(statementCount) acknowledgement statements of \(siteCount) replicas each, more than a reader holds")
+        }
+        for _ in 0..<statementCount {
             let site = try source.readIndex(below: siteCount, "replica")
             let counter = try source.readInt64(), folded = try source.readInt64()
             var seqs: [String: Int64] = [:]

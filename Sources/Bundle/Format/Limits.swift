@@ -14,6 +14,9 @@ public enum BundleLimits {
     static let maxSegmentHeaderBytes = 4 << 20
     /// Replicas one bundle may name.
     static let maxSites = 1 << 16
+    /// Acknowledgement statements times replicas listed: each statement is read as a whole
+    /// knowledge vector, so their product is what an envelope costs in memory.
+    static let maxStatementEntries = 1 << 18
     /// A chunk's records, raw, when no record is larger.
     static let chunkBytes = 1 << 20
 

@@ -118,26 +118,34 @@ public enum KeyBinding {
     /// Checks the identities and key moves an envelope carries, and records what they prove.
     /// A key that claims a key-bound knowledge ID it was not made from, a move not signed by
     /// a key of its replica, and a second, different move from one key are forgeries: the
-    /// bundle is refused.
+    /// bundle is refused. A random knowledge ID is not bound to the key an envelope names
+    /// for it (that would let a relay choose it), only by its own signature (``checkOrigin``).
+    /// Keys of retired replicas are no longer followed: a stolen key's moves change nothing.
     static func admitKeys(_ envelope: BundleEnvelope, path: String, replica: Replica) throws {
         let pins = KeyPins(replica)
+        let retired = try replica.retiredPeerIDs()
         for identity in envelope.identities {
             let id = envelope.sites[identity.site].id
-            guard id != replica.knowledgeID else { continue }
-            let chain = try pins.chain(of: id)
-            if ReplicaIdentity.isKeyBound(id) {
-                guard ReplicaIdentity.isBound(id, to: identity.key) else {
-                    throw BundleError(
-                        .untrusted,
-                        "\(path): the bundle says key \(identity.key.fingerprint) is the identity of \(siteLabel(envelope, identity.site)), whose knowledge ID was made from another key: a forgery; refusing it"
-                    )
-                }
-                if chain.isEmpty { try bind(identity.key, to: id, name: envelope.sites[identity.site].name, path: path, pins: pins) }
-            } else if chain.isEmpty {
+            guard id != replica.knowledgeID, ReplicaIdentity.isKeyBound(id), !retired.contains(id) else { continue }
+            guard ReplicaIdentity.isBound(id, to: identity.key) else {
+                throw BundleError(
+                    .untrusted,
+                    "\(path): the bundle says key \(identity.key.fingerprint) is the identity of \(siteLabel(envelope, identity.site)), whose knowledge ID was made from another key: a forgery; refusing it"
+                )
+            }
+            if try pins.chain(of: id).isEmpty {
                 try bind(identity.key, to: id, name: envelope.sites[identity.site].name, path: path, pins: pins)
             }
         }
-        for move in envelope.moves.sorted(by: { $0.afterSeq < $1.afterSeq }) where move.replica != replica.knowledgeID {
+        try admitMoves(
+            envelope.moves.filter { $0.replica != replica.knowledgeID && !retired.contains($0.replica) }, path: path,
+            replica: replica, pins: pins)
+    }
+
+    /// Records each move of a replica whose first key is pinned (the others wait for their
+    /// replica's first signature, ``bindAtFirstSignature``).
+    private static func admitMoves(_ moves: [KeyMove], path: String, replica: Replica, pins: KeyPins) throws {
+        for move in moves.sorted(by: { $0.afterSeq < $1.afterSeq }) {
             guard move.isValid else {
                 throw BundleError(.untrusted, "\(path): a key move of \(displayText(move.replica)) does not verify; refusing the bundle")
             }
@@ -170,6 +178,34 @@ public enum KeyBinding {
         }
     }
 
+    /// Binds a random knowledge ID that has no key pinned here at its first signature: to the
+    /// key the envelope names for it when the envelope's moves of that replica (each signed by
+    /// the key it leaves) lead from that key to `signer`, recording them; else to `signer`
+    /// itself. Never to a key that did not sign, so a relay's word alone binds nothing.
+    /// With `trust`, binds only a signer it trusts, directly or as the key those moves lead to.
+    private static func bindAtFirstSignature(
+        _ site: Int, signer: SSHPublicKey, envelope: BundleEnvelope, path: String, replica: Replica, pins: KeyPins,
+        trust: AllowedSigners? = nil
+    ) throws {
+        let id = envelope.sites[site].id
+        var movesFrom: [SSHPublicKey: KeyMove] = [:]
+        for move in envelope.moves where move.replica == id && move.isValid { movesFrom[move.from] = movesFrom[move.from] ?? move }
+        var route: [KeyMove] = []
+        if let named = envelope.identities.first(where: { $0.site == site })?.key {
+            var current = named
+            while current != signer, route.count < movesFrom.count, let move = movesFrom[current] {
+                route.append(move)
+                current = move.to
+            }
+            if current != signer { route = [] }
+        }
+        if let trust, trust.following(route.map { ($0.from, $0.to) }).principal(for: signer, namespace: BundleCodec.signatureNamespace) == nil {
+            return
+        }
+        try bind(route.first?.from ?? signer, to: id, name: envelope.sites[site].name, path: path, pins: pins)
+        try admitMoves(route, path: path, replica: replica, pins: pins)
+    }
+
     private static func bind(_ key: SSHPublicKey, to id: String, name: String, path: String, pins: KeyPins) throws {
         if let other = try pins.owner(of: key) {
             throw BundleError(
@@ -196,7 +232,7 @@ public enum KeyBinding {
                 throw BundleError(
                     .untrusted, "\(claim), but it is signed by \(signedBy), not the key that knowledge ID was made from; refusing it")
             }
-            try bind(signer, to: sender.id, name: sender.name, path: path, pins: pins)
+            try bindAtFirstSignature(0, signer: signer, envelope: envelope, path: path, replica: replica, pins: pins)
             return
         }
         guard let key = chain.first(where: { $0.key == signer }) else {
@@ -215,14 +251,24 @@ public enum KeyBinding {
 
     /// The key that signed a segment must be its origin's, and one that had not moved away
     /// before the segment's last change; it must be trusted, or reached by a move from a
-    /// trusted key.
+    /// trusted key. A replica of a random knowledge ID not yet pinned is bound here, to the
+    /// trusted key that signed its own changes (never to a key a relay names for it). Returns
+    /// false for a segment to pass over: one signed by a key its replica has moved away from
+    /// that holds nothing this replica lacks (an old key, perhaps stolen, can tell nothing
+    /// new, so what it re-signs is not even compared).
     static func checkOrigin(
         _ entry: BundleEnvelope.SegmentEntry, signer: SSHPublicKey, envelope: BundleEnvelope, path: String, replica: Replica,
-        trust: AllowedSigners
-    ) throws {
+        trust: AllowedSigners, known: Knowledge
+    ) throws -> Bool {
         let origin = envelope.sites[entry.site]
-        let chain = try KeyPins(replica).chain(of: origin.id)
+        let pins = KeyPins(replica)
+        var chain = try pins.chain(of: origin.id)
         let whose = "\(path): the changes of \(label(origin.name, origin.id))"
+        if chain.isEmpty && !ReplicaIdentity.isKeyBound(origin.id) && origin.id != replica.knowledgeID {
+            try bindAtFirstSignature(entry.site, signer: signer, envelope: envelope, path: path, replica: replica, pins: pins, trust: trust)
+            chain = try pins.chain(of: origin.id)
+        }
+        let trusted = try KeyBinding.trust(trust, replica: replica).principal(for: signer, namespace: BundleCodec.signatureNamespace) != nil
         guard let key = chain.first(where: { $0.key == signer }) else {
             if chain.isEmpty {
                 throw BundleError(.untrusted, "\(whose) come without a key this replica can check them against; refusing the bundle")
@@ -232,17 +278,21 @@ public enum KeyBinding {
                 "\(whose) are signed by key \(signer.fingerprint), which is not that replica's key: a relay cannot speak for another replica; refusing the bundle"
             )
         }
-        if let until = key.untilSeq, entry.last > until {
-            throw BundleError(
-                .untrusted,
-                "\(whose) up to \(entry.last) are signed by key \(signer.fingerprint), which that replica moved away from after change \(until); refusing the bundle"
-            )
+        if let until = key.untilSeq {
+            if entry.last > until {
+                throw BundleError(
+                    .untrusted,
+                    "\(whose) up to \(entry.last) are signed by key \(signer.fingerprint), which that replica moved away from after change \(until); refusing the bundle"
+                )
+            }
+            if entry.last <= known[origin.id] { return false }
         }
-        guard trust.principal(for: signer, namespace: BundleCodec.signatureNamespace) != nil else {
+        guard trusted else {
             throw BundleError(
                 .untrusted,
                 "\(whose) are signed by key \(signer.fingerprint), which allowed_signers does not trust; refusing the bundle")
         }
+        return true
     }
 
     /// Believes the acknowledgement statements signed by their replica's current key (and
@@ -256,6 +306,17 @@ public enum KeyBinding {
         var ignored = 0
         for statement in envelope.acknowledgements where statement.replica != replica.knowledgeID {
             guard !retired.contains(statement.replica) else { continue }
+            if try pins.chain(of: statement.replica).isEmpty && !ReplicaIdentity.isKeyBound(statement.replica),
+                let site = envelope.sites.firstIndex(where: { $0.id == statement.replica })
+            {
+                // A statement is its replica's own signature: one of a random ID not yet pinned
+                // binds it, as its changes would (``bindAtFirstSignature``).
+                let named = envelope.identities.filter { $0.site == site }.map(\.key)
+                let candidates = named + envelope.moves.filter { $0.replica == statement.replica }.map(\.to)
+                if let signer = candidates.first(where: { statement.isSigned(by: $0) }) {
+                    try bindAtFirstSignature(site, signer: signer, envelope: envelope, path: path, replica: replica, pins: pins, trust: trust)
+                }
+            }
             guard let key = try pins.currentKey(of: statement.replica), statement.isSigned(by: key),
                 trust.principal(for: key, namespace: BundleCodec.signatureNamespace) != nil
             else {
@@ -333,17 +394,24 @@ extension AllowedSigners {
     /// This file plus the new key of every move whose old key it trusts, under the old
     /// key's entry (principal, namespaces, validity), following chains of moves.
     public func following(_ moves: [(from: SSHPublicKey, to: SSHPublicKey)]) -> AllowedSigners {
+        var movesFrom: [SSHPublicKey: [SSHPublicKey]] = [:]
+        for move in moves { movesFrom[move.from, default: []].append(move.to) }
+        var entriesOf: [SSHPublicKey: [Entry]] = [:]
+        for entry in entries { entriesOf[entry.key, default: []].append(entry) }
         var result = self
-        var added = true
-        while added {
-            added = false
-            for move in moves where !result.entries.contains(where: { $0.key == move.to }) {
-                for entry in result.entries where entry.key == move.from {
-                    var inherited = entry
-                    inherited.key = move.to
-                    result.entries.append(inherited)
-                    added = true
+        // Each key is followed once, and one already present gains nothing, so this is
+        // linear in entries plus moves, whatever order the moves come in.
+        var pending = Array(entriesOf.keys)[...]
+        while let key = pending.popFirst() {
+            for to in movesFrom[key] ?? [] where entriesOf[to] == nil {
+                let inherited = entriesOf[key, default: []].map { entry in
+                    var entry = entry
+                    entry.key = to
+                    return entry
                 }
+                result.entries += inherited
+                entriesOf[to] = inherited
+                pending.append(to)
             }
         }
         return result

@@ -55,7 +55,10 @@ struct Admission {
         for (site, id) in try replica.siteIDs() { knownBefore[site] = knowledge[id] }
         self.knownBefore = knownBefore
         var originKnows: [Int: Int64] = [:]
-        for (id, seq) in header.originKnowledge.seqs { originKnows[try replica.siteNumber(for: id, name: nil)] = seq }
+        // Replicas heard of only here have no stamp in the set (every stamp is the origin's).
+        for (id, seq) in header.originKnowledge.seqs {
+            if let site = try replica.siteNumberIfKnown(id) { originKnows[site] = seq }
+        }
         originKnows[originSite] = max(originKnows[originSite] ?? 0, header.last)
         self.originKnows = originKnows
     }

@@ -97,7 +97,10 @@ extension Replica {
     public func recordSender(_ report: SenderReport) throws {
         let sender = try siteNumber(for: report.knowledgeID, name: report.name)
         var acknowledged: [Int: Int64] = [:]
-        for (id, seq) in report.knowledge.seqs { acknowledged[try siteNumber(for: id, name: nil)] = seq }
+        // Only of replicas heard of by their own word: a list of others is no way to add peers.
+        for (id, seq) in report.knowledge.seqs {
+            if let site = try siteNumberIfKnown(id) { acknowledged[site] = seq }
+        }
         try recordAcknowledgement(peer: sender, acknowledged)
         try database.run(MergeSQL.heardFrom, .integer(report.seq), .integer(report.hlc), .integer(Int64(sender)))
         if let version = report.schemaVersion {

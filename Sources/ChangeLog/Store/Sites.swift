@@ -98,6 +98,16 @@ extension Replica {
         Set(try database.rows(#"SELECT "knowledge_id" FROM "_sqsync_sites" WHERE "retired" = 1"#).map { try $0.string("knowledge_id") })
     }
 
+    /// Retired peers with the last change of theirs taken before retirement: later ones are
+    /// refused whoever relays them, earlier ones are held already.
+    public func retiredPeers() throws -> [String: Int64] {
+        var retired: [String: Int64] = [:]
+        for row in try database.rows(#"SELECT "knowledge_id", "retired_seq" FROM "_sqsync_sites" WHERE "retired" = 1"#) {
+            retired[try row.string("knowledge_id")] = try row.optionalInt64("retired_seq") ?? 0
+        }
+        return retired
+    }
+
     /// Records that `peer` holds at least `knowledge` (acknowledgements only grow), each
     /// origin's part cut down to what this replica holds of it: a peer's word is believed
     /// only as far as this replica can check it, so a claim of changes not yet seen here
@@ -119,7 +129,9 @@ extension Replica {
         try database.inTransaction {
             let peer = try siteNumber(for: knowledgeID, name: name.isEmpty ? nil : name)
             var seqs: [Int: Int64] = [:]
-            for (id, seq) in knowledge.seqs { seqs[try siteNumber(for: id, name: nil)] = seq }
+            for (id, seq) in knowledge.seqs {
+                if let site = try siteNumberIfKnown(id) { seqs[site] = seq }
+            }
             try recordAcknowledgement(peer: peer, seqs)
         }
     }
