@@ -15,7 +15,7 @@ struct SQSync: ParsableCommand {
         version: sqsyncVersion,
         subcommands: [
             Keygen.self, Init.self, Track.self, Untrack.self, Status.self, Export.self, Import.self,
-            Sync.self, Peers.self, Purge.self, Policy.self, Conflicts.self, Inspect.self, Doctor.self, Refresh.self, Clone.self,
+            Sync.self, Peers.self, Purge.self, Policy.self, Conflicts.self, Inspect.self, Doctor.self, Refresh.self, Clone.self, Why.self,
         ])
 
     /// Runs the command and maps every failure to one stderr line and the spec's exit codes;

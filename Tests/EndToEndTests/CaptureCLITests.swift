@@ -289,7 +289,8 @@ final class CaptureCLITests: XCTestCase {
         let commands: [[String]] = [
             ["status", missing], ["track", missing, "--all"], ["untrack", missing, "t"], ["doctor", missing],
             ["refresh", missing], ["conflicts", missing], ["peers", missing], ["export", missing, "-o", h.path("x.sqsb")],
-            ["clone", missing, h.path("copy.db")], ["import", missing, h.path("nothing.sqsb")],
+            ["clone", missing, h.path("copy.db")], ["import", missing, h.path("nothing.sqsb")], ["init", missing],
+            ["why", missing, "t", "1"],
         ]
         for command in commands {
             let result = try h.sqsync(command, key: "A")
@@ -301,6 +302,12 @@ final class CaptureCLITests: XCTestCase {
         }
         XCTAssertFalse(FileManager.default.fileExists(atPath: h.path("x.sqsb")))
         XCTAssertFalse(FileManager.default.fileExists(atPath: h.path("copy.db")))
+        let refused = try h.sqsync(["init", missing], key: "A")
+        XCTAssertTrue(refused.stderr.contains("--create"), refused.stderr)
+        // With --create, a new, empty replica.
+        let created = try h.okJSON(["init", missing, "--create", "--name", "fresh"], key: "A")
+        XCTAssertEqual(created["created"] as? Bool, true)
+        XCTAssertEqual(try h.okJSON(["status", missing])["name"] as? String, "fresh")
     }
 
     func testFileThatIsNotADatabaseFailsNamingItAndStaysUnchanged() throws {

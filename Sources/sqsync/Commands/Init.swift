@@ -16,10 +16,15 @@ extension SQSync {
                 """)
 
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The SQLite database file (created if missing).") var db: String
+        @Argument(help: "The SQLite database file (it must exist unless --create is given).") var db: String
         @Option(name: .long, help: "A human name for this replica (default: the file name).") var name: String?
+        @Flag(name: .long, help: "Create the database file if it does not exist (a mistyped path is refused otherwise).")
+        var create = false
 
         func run() throws {
+            if !create && !FileManager.default.fileExists(atPath: db) {
+                throw Failure.raise("\(db): no such file; to make a new, empty replica there, run `sqsync init \(db) --create`")
+            }
             let key = FileManager.default.fileExists(atPath: global.keyPath) ? try global.signingKey() : nil
             let id = key.map { ReplicaIdentity.knowledgeID(for: $0.publicKey) }
             let (replica, created) = try Replica.initialize(path: db, name: name, knowledgeID: id)
