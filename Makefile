@@ -2,7 +2,7 @@
 # `make test` runs every test. Both install the Debian packages they need when run as root.
 # `make install [PREFIX=/usr/local] [DESTDIR=]`, `make deb` and `make tarball` ship a release
 # build that needs no Swift toolchain on the site machine.
-APT_PACKAGES := libsqlite3-dev libssh-dev zlib1g-dev sqlite3 openssh-server openssh-client faketime mtools dosfstools binutils python3
+APT_PACKAGES := libsqlite3-dev libssh-dev zlib1g-dev sqlite3 openssh-server openssh-client faketime mtools dosfstools binutils python3 age
 SWIFT ?= swift
 PREFIX ?= /usr/local
 DESTDIR ?=

@@ -397,6 +397,7 @@ struct Bench {
             "  bytes per delete", String(format: "%11.1f", perDeleteSession), String(format: "%9.1f", perDelete),
             perDelete / perDeleteSession, "of changeset size")
         try relay(folder: folder, keys: keys)
+        try Encryption.run(folder: folder, keys: keys)
         try chinook(folder: folder, key: key)
         print("")
     }

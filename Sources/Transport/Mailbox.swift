@@ -62,8 +62,13 @@ public final class Mailbox {
     /// Files this sync left unread (larger than a mailbox file may be), one line each.
     private var skipped: [String] = []
 
-    public init(transport: Transport) {
+    /// Whether bundles left here are encrypted to their readers (docs/BUNDLE_FORMAT.md,
+    /// "Encryption"): yes unless `sync --no-encrypt`.
+    public var encrypts = true
+
+    public init(transport: Transport, encrypts: Bool = true) {
         self.transport = transport
+        self.encrypts = encrypts
     }
 
     public func sync(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {
@@ -104,8 +109,10 @@ public final class Mailbox {
         for (folder, stamps) in [(Self.outbox, outboxes), (Self.acks, acks)] {
             for name in stamps.keys.sorted() { text += "\(folder)/\(name) \(stamps[name]!)\n" }
         }
-        text += [try state(replica).syncState(), trusted, key.publicKey.openSSHLine, replica.name, replica.knowledgeID]
-            .joined(separator: "\n")
+        text += [
+            try state(replica).syncState(), trusted, key.publicKey.openSSHLine, replica.name, replica.knowledgeID,
+            encrypts ? "encrypted" : "in the clear",
+        ].joined(separator: "\n")
         return SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
     }
 
@@ -145,7 +152,7 @@ public final class Mailbox {
             guard try fetch("\(Self.outbox)/\(bundle.sender)", bundle.name, to: local) else { continue }
             do {
                 let result = try BundleExchange.importBundle(
-                    path: local, into: replica, trust: trust, learning: peers.mapValues(\.learned))
+                    path: local, into: replica, trust: trust, decryptingWith: key, learning: peers.mapValues(\.learned))
                 if result.superseded && result.summary.changes == 0 {
                     report.notes.append(
                         "\(transport.displayName)/\(Self.outbox)/\(bundle.sender)/\(bundle.name): nothing new (an older bundle of \(displayText(result.senderName.isEmpty ? result.sender : result.senderName)) than one already taken)"
@@ -155,6 +162,10 @@ public final class Mailbox {
                 }
                 report.warnings += result.warnings.map { naming($0, local, bundle) }
                 try state(replica).markSeen(bundle: bundle.name, knowledge: result.senderKnowledge)
+            } catch let error as BundleError where error.kind == .notAddressed {
+                // Encrypted before its sender knew this replica reads here: once it sees this
+                // replica's acknowledgement it leaves one this replica can read.
+                report.notes.append(naming(error.description, local, bundle) + "; its sender includes this replica once it has seen this replica's acknowledgement")
             } catch let error as BundleError where error.kind != .io {
                 report.rejected.append((bundle.name, naming(error.description, local, bundle)))
             } catch let error as ChangeLogError {
@@ -184,7 +195,7 @@ public final class Mailbox {
                 mine.append(name)
                 continue
             }
-            if try isSignedBundle(path, of: replica, beyond: knowledge[me], scratch: scratch) {
+            if try isSignedBundle(path, of: replica, key: key, beyond: knowledge[me], scratch: scratch) {
                 // A bundle in this replica's own outbox with changes it never made: another database
                 // writes under the same knowledge ID. Leave everything as it is and say so.
                 report.refused.append(
@@ -205,14 +216,21 @@ public final class Mailbox {
         let everyoneHasAll = !readers.isEmpty && offersNothing
         var keep: Set<String> = []
         if !everyoneHasAll {
-            let fingerprint = Self.fingerprint(knowledge: knowledge, base: base)
+            // This replica's own key too, so that it can check its own outbox.
+            let recipients =
+                encrypts
+                ? [key.publicKey]
+                    + (try KeyBinding.encryptionKeys(for: Set(readers.keys), replica: replica, trust: trust)).filter {
+                        $0 != key.publicKey
+                    } : []
+            let fingerprint = Self.fingerprint(knowledge: knowledge, base: base, recipients: recipients)
             let uploaded = try state(replica).uploadedBundles()
             if let existing = mine.first(where: { $0.hasSuffix("_\(fingerprint).sqsb") && uploaded.contains($0) }) {
                 keep.insert(existing)
             } else {
                 let exported = try BundleExchange.export(
                     replica: replica, since: base, key: key, to: scratch.path, intoDirectory: true, nameSuffix: fingerprint,
-                    readers: Set(readers.keys))
+                    readers: Set(readers.keys), encryptTo: recipients)
                 let name = URL(fileURLWithPath: exported.path).lastPathComponent
                 try transport.writeFile(from: exported.path, to: "\(Self.outbox)/\(me)/\(name)")
                 keep.insert(name)
@@ -258,10 +276,11 @@ public final class Mailbox {
         message.replacingOccurrences(of: local, with: "\(transport.displayName)/\(Self.outbox)/\(bundle.sender)/\(bundle.name)")
     }
 
-    /// Same knowledge and base give the same name, so an unchanged replica does not
-    /// write the same bundle again.
-    static func fingerprint(knowledge: Knowledge, base: Knowledge) -> String {
-        let digest = SHA256.hash(data: Data((knowledge.description + "|" + base.description).utf8))
+    /// Same knowledge, base and recipients give the same name, so an unchanged replica does
+    /// not write the same bundle again (and a new reader's key gets a new one).
+    static func fingerprint(knowledge: Knowledge, base: Knowledge, recipients: [SSHPublicKey] = []) -> String {
+        let keys = recipients.map(\.openSSHLine).sorted().joined(separator: ",")
+        let digest = SHA256.hash(data: Data((knowledge.description + "|" + base.description + "|" + keys).utf8))
         return digest.prefix(4).map { String(format: "%02x", $0) }.joined()
     }
 
@@ -280,7 +299,7 @@ public final class Mailbox {
 
     /// Whether a file in this replica's outbox is a bundle signed by this replica's own key
     /// under its knowledge ID, with changes beyond `seq`: a copy of this database wrote it.
-    private func isSignedBundle(_ path: String, of replica: Replica, beyond seq: Int64, scratch: ScratchDirectory) throws
+    private func isSignedBundle(_ path: String, of replica: Replica, key: SigningKey, beyond seq: Int64, scratch: ScratchDirectory) throws
         -> Bool
     {
         let me = replica.knowledgeID
@@ -291,7 +310,7 @@ public final class Mailbox {
         do {
             // Only this replica's own key can show a copy: a file signed by another key, whatever
             // it claims, was planted.
-            let reader = try BundleReader(path: local, trust: nil)
+            let reader = try BundleReader(path: local, trust: nil, decryptingWith: key)
             let ownKey = try KeyBinding.currentKey(of: me, replica: replica)
             return reader.envelope.sender.id == me && reader.signature.publicKey == ownKey && reader.envelope.senderSeq > seq
         } catch is BundleError {

@@ -19,6 +19,8 @@ final class ConvergenceCLITests: XCTestCase {
     private struct Bundle {
         var path: String
         var sender: Int
+        /// The peer an `export --for` made it for: encrypted to that peer's key alone.
+        var reader: Int? = nil
     }
 
     func testReplicasConvergeUnderRandomExchange() throws {
@@ -71,7 +73,8 @@ final class ConvergenceCLITests: XCTestCase {
                     "seed \(seed) \(step): export from \(names[from]) \(extra) exited \(result.status): \(result.stderr)")
                 return nil
             }
-            return Bundle(path: file, sender: from)
+            let reader = extra.count == 2 ? names.firstIndex(of: extra[1]) : nil
+            return Bundle(path: file, sender: from, reader: reader)
         }
 
         for step in 0..<steps {
@@ -95,7 +98,7 @@ final class ConvergenceCLITests: XCTestCase {
                 pool.append(bundle)
             } else {
                 let target = rng.int(3)
-                let candidates = pool.filter { $0.sender != target }
+                let candidates = pool.filter { $0.sender != target && ($0.reader ?? target) == target }
                 guard !candidates.isEmpty else { continue }
                 // Late: one of the oldest bundles; otherwise any.
                 let late = candidates.count > 3 && rng.chance(30)

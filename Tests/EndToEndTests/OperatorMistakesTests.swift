@@ -139,7 +139,8 @@ final class OperatorMistakesTests: XCTestCase {
         let stranger = UUID().uuidString.lowercased()
         let result = try h.ok(["export", hq, "--for", stranger, "-o", h.path("all.sqsb")], key: "HQ")
         XCTAssertTrue(result.stderr.contains("exporting every change"), result.stderr)
-        XCTAssertEqual(h.json(try h.ok(["inspect", h.path("all.sqsb"), "--json"]))["verified"] as? Bool, true)
+        // Encrypted to every trusted key (the stranger's is not pinned), HQ's among them.
+        XCTAssertEqual(h.json(try h.ok(["inspect", h.path("all.sqsb"), "--json"], key: "HQ"))["verified"] as? Bool, true)
     }
 
     // MARK: 5. global options anywhere

@@ -398,7 +398,7 @@ final class OriginSignatureTests: XCTestCase {
         try h.sqlite(a, "INSERT INTO t VALUES ('chain', 'from A via B');")
         try h.send((a, "A"), to: (b, "B"))
         let relayed = try h.export(b, as: "B", extra: ["--for", "C"])
-        let inspected = try h.ok(["inspect", relayed])
+        let inspected = try h.ok(["inspect", relayed], key: "C")
         XCTAssertTrue(
             inspected.stdout.contains("changes    of A (\(id("A"))") && inspected.stdout.contains("origin signature good"),
             inspected.stdout)

@@ -47,7 +47,8 @@ public enum BundleExchange {
     /// A known `receiver` (knowledge ID) is spared its own statement.
     public static func export(
         replica: Replica, since base: Knowledge, key: SigningKey, to destination: String, intoDirectory: Bool,
-        nameSuffix: String? = nil, receiver: String? = nil, readers: Set<String> = [], progress: ((Int) -> Void)? = nil
+        nameSuffix: String? = nil, receiver: String? = nil, readers: Set<String> = [], encryptTo recipients: [SSHPublicKey] = [],
+        progress: ((Int) -> Void)? = nil
     ) throws -> ExportResult {
         try KeyBinding.prepareToSign(replica: replica, key: key)
         let me = replica.knowledgeID
@@ -57,7 +58,7 @@ public enum BundleExchange {
             let header = exporter.header
             let sites = exporter.sites
             let path = intoDirectory ? destination + "/" + fileName(sender: me, base: header.base, last: header.last, suffix: nameSuffix) : destination
-            let writer = try BundleWriter(destination: path)
+            let writer = try BundleWriter(destination: path, encryptTo: recipients)
             if header.last > header.base {
                 try writer.writeSegment(header, site: 0, key: key, progress: progress) { emit in try exporter.forEachChange(emit) }
             }
@@ -165,13 +166,14 @@ public enum BundleExchange {
     /// no segment before its origin's signature does. A schema the replica lacks holds the
     /// bundle (copied beside the database) instead of failing. A bundle of this replica's
     /// own knowledge ID, signed by its own key, is ``ImportResult/Outcome/ownBundle``, unless
-    /// it claims changes this replica never made: another database writes under its ID.
+    /// it claims changes this replica never made: another database writes under its ID. An
+    /// encrypted bundle is decrypted with `key`, this replica's own.
     public static func importBundle(
-        path: String, into replica: Replica, trust: AllowedSigners, dryRun: Bool = false,
+        path: String, into replica: Replica, trust: AllowedSigners, decryptingWith key: SigningKey? = nil, dryRun: Bool = false,
         learning: LearningEvent.ByWriter = [:], progress: ((Int) -> Void)? = nil
     ) throws -> ImportResult {
         let trusted = try KeyBinding.trust(trust, replica: replica)
-        let reader = try BundleReader(path: path, trust: trusted)
+        let reader = try BundleReader(path: path, trust: trusted, decryptingWith: key)
         let envelope = reader.envelope
         let sender = envelope.sender
         let signer = reader.signature.publicKey

@@ -25,10 +25,11 @@ struct HeldBundles {
         let copy = folder + "/" + digest.prefix(32) + ".sqsb"
         if reader.path != copy {
             try? FileManager.default.removeItem(atPath: copy)
+            // The bytes verified (decrypted, if it came encrypted), not the file's name.
             do {
-                try FileManager.default.copyItem(atPath: reader.path, toPath: copy)
-            } catch {
-                throw BundleError(.io, "\(copy): cannot keep the held bundle: \(error.localizedDescription)")
+                try reader.copyWhole(to: copy)
+            } catch let error as BundleError {
+                throw BundleError(.io, "\(copy): cannot keep the held bundle: \(error.description)")
             }
         }
         try replica.database.run(

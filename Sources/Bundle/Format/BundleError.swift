@@ -7,6 +7,8 @@ public struct BundleError: Error, CustomStringConvertible, Equatable {
         case untrusted
         /// Reading or writing the file failed.
         case io
+        /// Encrypted to other keys only: nothing in it can be read here.
+        case notAddressed
     }
 
     public var kind: Kind

@@ -21,16 +21,21 @@ public final class BundleReader {
     private let envelopeOffset: Int
     private let envelopeLength: Int
     /// The file as opened once: every later read (segments, copies to relay) reads these same
-    /// bytes, even if the name is given to another file meanwhile.
+    /// bytes, even if the name is given to another file meanwhile. For an encrypted bundle,
+    /// its plaintext, in a file that has no name.
     private let descriptor: Int32
+    /// The recipients an encrypted (age) bundle names; empty for one in the clear.
+    public let recipients: [AgeFile.Recipient]
+    public var isEncrypted: Bool { !recipients.isEmpty }
 
     /// Opens `path`. With `trust`, a signer it does not trust is refused before the envelope
-    /// is read; without it (`inspect`), the signature is still checked.
-    public init(path: String, trust: AllowedSigners?) throws {
+    /// is read; without it (`inspect`), the signature is still checked. An encrypted bundle
+    /// is first decrypted with `key` (docs/BUNDLE_FORMAT.md, "Encryption") into an unnamed
+    /// scratch file, all of it authenticated before any of it is read as a bundle.
+    public init(path: String, trust: AllowedSigners?, decryptingWith key: SigningKey? = nil) throws {
         self.path = path
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        var descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw BundleError(.io, "\(path): cannot read: \(String(cString: strerror(errno)))") }
-        self.descriptor = descriptor
         var status = stat()
         guard fstat(descriptor, &status) == 0 else {
             close(descriptor)
@@ -40,7 +45,28 @@ public final class BundleReader {
             close(descriptor)
             throw BundleError(.io, "\(path): not a regular file")
         }
-        fileSize = Int(status.st_size)
+        var fileSize = Int(status.st_size)
+        var recipients: [AgeFile.Recipient] = []
+        if AgeFile.isEncrypted(descriptor: descriptor) {
+            do {
+                recipients = try AgeFile.recipients(descriptor: descriptor, path: path, fileSize: fileSize)
+                guard let key else {
+                    throw BundleError(.untrusted, "\(path): encrypted; this replica's key (--key) is needed to read it")
+                }
+                let plaintext = try HashingFileOutput(scratchFor: path)
+                try AgeFile.decrypt(descriptor: descriptor, path: path, fileSize: fileSize, with: key, into: plaintext)
+                close(descriptor)
+                descriptor = dup(plaintext.descriptor)
+                fileSize = plaintext.bytesWritten
+                guard descriptor >= 0 else { throw BundleError(.io, "\(path): cannot read: \(String(cString: strerror(errno)))") }
+            } catch {
+                close(descriptor)
+                throw error
+            }
+        }
+        self.descriptor = descriptor
+        self.recipients = recipients
+        self.fileSize = fileSize
         do {
             (signature, principal, envelope, envelopeOffset, envelopeLength) = try Self.verify(
                 descriptor: descriptor, path: path, fileSize: fileSize, trust: trust)
@@ -164,6 +190,19 @@ public final class BundleReader {
         guard body.isAtEnd, Array(body.digest()) == envelope.bodyDigest else {
             throw BundleError(.untrusted, "\(path): the file changed while it was being imported")
         }
+    }
+
+    /// Copies the verified bundle (its plaintext, if it came encrypted) to a new file.
+    func copyWhole(to destination: String) throws {
+        let input = try HashingFileInput(descriptor: descriptor, path: path, range: 0..<fileSize)
+        let output = try HashingFileOutput(creating: destination)
+        var remaining = fileSize
+        while remaining > 0 {
+            let part = try input.readBytes(min(remaining, 1 << 18))
+            try output.write(part)
+            remaining -= part.count
+        }
+        try output.sync()
     }
 
     /// Streams one segment's bytes as they stand in the file, for a relay to keep them.

@@ -18,16 +18,28 @@ public final class BundleWriter {
     /// Records in the segments written so far.
     public private(set) var recordCount = 0
 
-    public init(destination: String) throws {
+    /// Readers' keys the finished bundle is encrypted to (none: in the clear).
+    private let recipients: [SSHPublicKey]
+
+    /// With `recipients`, the signed bundle is written to an unnamed scratch file and only
+    /// its encryption (age) goes beside `destination`: no plaintext is left there, even by
+    /// a killed export.
+    public init(destination: String, encryptTo recipients: [SSHPublicKey] = []) throws {
         self.destination = destination
+        self.recipients = recipients
         directory = URL(fileURLWithPath: destination).deletingLastPathComponent().path
-        output = try HashingFileOutput(creating: directory + "/.tmp-" + Self.randomName() + ".sqsb")
+        output =
+            recipients.isEmpty
+            ? try HashingFileOutput(creating: Self.temporaryPath(in: directory)) : try HashingFileOutput(scratchFor: destination)
+        output.hashing = true
         try output.write(BundleCodec.magic + [BundleCodec.version])
     }
 
     deinit {
-        if !finished { unlink(output.path) }
+        if !finished && recipients.isEmpty { unlink(output.path) }
     }
+
+    private static func temporaryPath(in directory: String) -> String { directory + "/.tmp-" + randomName() + ".sqsb" }
 
     static func randomName() -> String { String(UInt64.random(in: 0...UInt64.max), radix: 16) }
 
@@ -96,8 +108,25 @@ public final class BundleWriter {
         }
         trailer += BundleCodec.trailerMagic
         try output.write(trailer)
-        try output.sync()
-        if rename(output.path, destination) != 0 {
+        var written = output
+        if recipients.isEmpty {
+            try output.sync()
+        } else {
+            try output.flush()
+            let encrypted = try HashingFileOutput(creating: Self.temporaryPath(in: directory))
+            encrypted.hashing = false
+            do {
+                try AgeFile.encrypt(
+                    plaintext: output.descriptor, length: output.bytesWritten, path: destination, to: recipients, into: encrypted)
+                try encrypted.sync()
+            } catch {
+                unlink(encrypted.path)
+                throw error
+            }
+            written = encrypted
+        }
+        if rename(written.path, destination) != 0 {
+            if written !== output { unlink(written.path) }
             throw BundleError(
                 .io, "\(destination): cannot rename the finished bundle into place: \(String(cString: strerror(errno)))")
         }
@@ -107,7 +136,7 @@ public final class BundleWriter {
             fsync(directoryDescriptor)
             close(directoryDescriptor)
         }
-        return (output.bytesWritten, envelope)
+        return (written.bytesWritten, envelope)
     }
 }
 

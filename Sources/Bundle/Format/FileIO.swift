@@ -39,6 +39,21 @@ final class HashingFileOutput {
         buffer.reserveCapacity(1 << 18)
     }
 
+    /// A scratch file that has no name (made in the temporary folder, then unlinked), for a
+    /// bundle's plaintext: it leaves nothing behind however the process ends. `path` names
+    /// the file it stands for, in messages.
+    init(scratchFor path: String) throws {
+        self.path = path
+        var template = Array((FileManager.default.temporaryDirectory.path + "/.sqsync-plain-XXXXXX").utf8CString)
+        descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        if descriptor < 0 {
+            throw BundleError(.io, "\(path): cannot make a scratch file to decrypt into: \(String(cString: strerror(errno)))")
+        }
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        hashing = false
+        buffer.reserveCapacity(1 << 18)
+    }
+
     deinit { close(descriptor) }
 
     func write(_ bytes: [UInt8]) throws {

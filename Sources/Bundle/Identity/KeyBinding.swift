@@ -390,7 +390,36 @@ extension Replica {
     }
 }
 
+extension KeyBinding {
+    /// The keys a bundle for `readers` is encrypted to (docs/BUNDLE_FORMAT.md, "Encryption"):
+    /// each reader's current pinned key; while any reader has none pinned yet, or no reader
+    /// is known at all (a mailbox's first bundle, for whoever comes), every key `trust`
+    /// allows to sign bundles, so that it can read the bundle all the same.
+    public static func encryptionKeys(for readers: Set<String>, replica: Replica, trust: AllowedSigners) throws
+        -> [SSHPublicKey]
+    {
+        let pins = KeyPins(replica)
+        var keys: [SSHPublicKey] = []
+        var unpinned = readers.subtracting([replica.knowledgeID]).isEmpty
+        for reader in readers.sorted() where reader != replica.knowledgeID {
+            if let key = try pins.currentKey(of: reader) { keys.append(key) } else { unpinned = true }
+        }
+        if unpinned {
+            keys += trust.entries.map(\.key).filter {
+                trust.principal(for: $0, namespace: BundleCodec.signatureNamespace) != nil
+            }
+        }
+        var seen: Set<SSHPublicKey> = []
+        return keys.filter { seen.insert($0).inserted }
+    }
+}
+
 extension AllowedSigners {
+    /// Every key with its first principal, for naming a key known only by a digest of it.
+    public func keysAndPrincipals() -> [(SSHPublicKey, String)] {
+        entries.map { ($0.key, $0.principals.first ?? "") }
+    }
+
     /// This file plus the new key of every move whose old key it trusts, under the old
     /// key's entry (principal, namespaces, validity), following chains of moves.
     public func following(_ moves: [(from: SSHPublicKey, to: SSHPublicKey)]) -> AllowedSigners {

@@ -120,6 +120,9 @@ public struct SigningKey: Sendable, CustomStringConvertible {
         SigningKey(privateKey: Curve25519.Signing.PrivateKey(), comment: comment)
     }
 
+    /// The 32-byte Ed25519 seed, from which an encrypted bundle's X25519 key is derived.
+    var seedBytes: [UInt8] { seed }
+
     var privateKey: Curve25519.Signing.PrivateKey {
         // The seed came out of a PrivateKey, so it is always 32 bytes.
         try! Curve25519.Signing.PrivateKey(rawRepresentation: seed)

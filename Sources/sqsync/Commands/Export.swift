@@ -21,8 +21,15 @@ extension SQSync {
         var peer: String?
         @Option(name: .long, help: ArgumentHelp("Only what this knowledge lacks (ID:SEQ,ID:SEQ…).", valueName: "KNOWLEDGE"))
         var since: String?
+        @Option(
+            name: .long, parsing: .upToNextOption,
+            help: ArgumentHelp("Encrypt to these readers' public keys (.pub files or allowed_signers lines).", valueName: "KEY.pub"))
+        var encryptTo: [String] = []
+        @Flag(name: .long, help: "Leave the bundle in the clear (with --for it is encrypted to that peer's key by default).")
+        var noEncrypt = false
 
         func validate() throws {
+            if noEncrypt && !encryptTo.isEmpty { throw ValidationError("--no-encrypt and --encrypt-to cannot be used together") }
             if (output == nil) == (to == nil) { throw ValidationError("give exactly one of -o FILE and --to DIR") }
             if peer != nil && since != nil { throw ValidationError("--for and --since cannot be used together") }
             if let since {
@@ -46,17 +53,44 @@ extension SQSync {
                     throw Failure.raise("\(to): no such directory")
                 }
             }
+            var recipients = try encryptTo.map(Self.recipientKey)
+            if let peer, recipients.isEmpty && !noEncrypt {
+                recipients = try KeyBinding.encryptionKeys(
+                    for: [receiver ?? peer], replica: replica, trust: try global.trustedSigners())
+                if recipients.isEmpty {
+                    throw Failure.raise("\(db): no key to encrypt for \(peer) (none pinned, none in allowed_signers); give --encrypt-to KEY.pub or --no-encrypt")
+                }
+            }
             let result = try BundleExchange.export(
                 replica: replica, since: base, key: key, to: to ?? output!, intoDirectory: to != nil, receiver: receiver,
-                progress: global.progress("exporting"))
+                encryptTo: recipients, progress: global.progress("exporting"))
             global.endProgress()
             if global.json {
                 global.emitJSON([
                     "path": result.path, "rows": result.rows, "bytes": result.bytes,
+                    "encrypted_to": recipients.map(\.fingerprint),
                     "knowledge": Dictionary(uniqueKeysWithValues: result.envelope.sites.map { ($0.id, $0.knowledge) }),
                 ])
             } else {
-                global.say("wrote \(result.path): \(counted(result.rows, "row")) changed, \(counted(result.bytes, "byte"))")
+                global.say(
+                    "wrote \(result.path): \(counted(result.rows, "row")) changed, \(counted(result.bytes, "byte"))"
+                        + (recipients.isEmpty ? "" : ", encrypted to \(counted(recipients.count, "key"))"))
+            }
+        }
+
+        /// The key in a `.pub` file, or in the first `ssh-ed25519` line of a file such as
+        /// allowed_signers.
+        static func recipientKey(_ path: String) throws -> SSHPublicKey {
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw Failure.raise("\(path): cannot read the key to encrypt to")
+            }
+            guard let line = text.split(whereSeparator: \.isNewline).first(where: { $0.contains("ssh-ed25519 ") }),
+                let start = line.range(of: "ssh-ed25519 ")?.lowerBound
+            else { throw Failure.raise("\(path): no ssh-ed25519 public key to encrypt to") }
+            do {
+                return try SSHPublicKey(openSSHLine: String(line[start...]))
+            } catch {
+                throw Failure.raise("\(path): not an ssh-ed25519 public key (\(error))")
             }
         }
 

@@ -29,6 +29,8 @@ extension SQSync {
         func run() throws {
             let replica = try Replica(path: db)
             let trust = try global.trustedSigners()
+            // Encrypted bundles are decrypted with this replica's key, when it has one.
+            let key = FileManager.default.fileExists(atPath: global.keyPath) ? try global.signingKey() : nil
             var files: [String] = []
             var outcomes: [Outcome] = []
             for path in bundles {
@@ -51,7 +53,7 @@ extension SQSync {
                 outcomes += try BundleExchange.retryHeld(replica: replica, trust: trust).map(Outcome.imported)
             }
             for file in files {
-                outcomes.append(try importing(file, into: replica, trust: trust))
+                outcomes.append(try importing(file, into: replica, trust: trust, key: key))
             }
             report(outcomes)
             let codes = outcomes.compactMap { outcome -> Int32? in
@@ -64,12 +66,13 @@ extension SQSync {
 
         /// One bundle; a failure that concerns only this file is returned, not thrown, so the
         /// other files are still applied.
-        private func importing(_ file: String, into replica: Replica, trust: AllowedSigners) throws -> Outcome {
+        private func importing(_ file: String, into replica: Replica, trust: AllowedSigners, key: SigningKey?) throws -> Outcome {
             defer { global.endProgress() }
             do {
                 return .imported(
                     try BundleExchange.importBundle(
-                        path: file, into: replica, trust: trust, dryRun: dryRun, progress: global.progress("importing \(file)")))
+                        path: file, into: replica, trust: trust, decryptingWith: key, dryRun: dryRun,
+                        progress: global.progress("importing \(file)")))
             } catch let error as BundleError {
                 return failure(file, error)
             } catch let error as ChangeLogError {

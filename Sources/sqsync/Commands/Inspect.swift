@@ -22,8 +22,26 @@ extension SQSync {
 
         func run() throws {
             let reader: BundleReader
+            let recipients = try AgeFile.recipients(ofFile: file)
+            let recipientText = try recipients.map { try describe($0) }
             do {
-                reader = try BundleReader(path: file, trust: nil)
+                let key = FileManager.default.fileExists(atPath: global.keyPath) ? try global.signingKey() : nil
+                reader = try BundleReader(path: file, trust: nil, decryptingWith: key)
+            } catch let error as BundleError where !recipients.isEmpty && [.notAddressed, .untrusted].contains(error.kind)
+                && (error.kind == .notAddressed || error.description.contains("--key"))
+            {
+                // Encrypted for others: who it is for is all there is to show.
+                if global.json {
+                    global.emitJSON([
+                        "path": file, "encrypted": true, "recipients": recipientText, "verified": false,
+                        "verification": error.description,
+                    ])
+                } else {
+                    global.printResult(
+                        (["encrypted  to \(counted(recipients.count, "key")); cannot read it here: \(error.description)"]
+                            + recipientText.map { "recipient  \($0)" }).joined(separator: "\n"))
+                }
+                return
             } catch let error as BundleError {
                 if global.json {
                     global.emitJSON(["path": file, "verified": false, "verification": error.description])
@@ -64,6 +82,7 @@ extension SQSync {
             if global.json {
                 global.emitJSON([
                     "path": file, "verified": verification.ok, "verification": verification.text,
+                    "encrypted": !recipients.isEmpty, "recipients": recipientText,
                     "signer_key": signer.fingerprint, "format_version": 3, "bytes": reader.fileSize,
                     "sender": sender.id, "sender_name": sender.name, "created_ms": envelope.createdAt,
                     "knowledge": Dictionary(uniqueKeysWithValues: envelope.sites.map { ($0.id, $0.knowledge) }),
@@ -88,6 +107,10 @@ extension SQSync {
                 "knowledge  \(Knowledge(Dictionary(uniqueKeysWithValues: envelope.sites.map { ($0.id, $0.knowledge) })))",
                 "base       \(Knowledge(Dictionary(uniqueKeysWithValues: envelope.sites.map { ($0.id, $0.base) })))",
             ]
+            if !recipients.isEmpty {
+                lines.insert("encrypted  to \(counted(recipients.count, "key")): decrypted with this replica's key", at: 1)
+                lines.insert(contentsOf: recipientText.map { "recipient  \($0)" }, at: 2)
+            }
             for segment in segments {
                 lines.append(
                     "changes    of \(displayText(segment.originName)) (\(segment.origin)) \(segment.base + 1)-\(segment.last): origin signature \(segment.signatureText)"
@@ -100,6 +123,20 @@ extension SQSync {
             }
             global.printResult(lines.joined(separator: "\n"))
             if !verification.ok { throw ExitCode(Failure.rejectedBundle) }
+        }
+
+        /// A recipient by the fingerprint and principal of the trusted key whose tag it names
+        /// (a stanza names its key only by a 4-byte tag), or by the tag alone.
+        private func describe(_ recipient: AgeFile.Recipient) throws -> String {
+            guard recipient.type == "ssh-ed25519" else { return "a recipient of type \(displayText(recipient.type))" }
+            let tag = recipient.tag.map { String(format: "%02x", $0) }.joined()
+            var known: [(SSHPublicKey, String)] = []
+            if let trust = try? global.trustedSigners() { known += trust.keysAndPrincipals() }
+            if let own = try? global.signingKey() { known.append((own.publicKey, "this replica's key")) }
+            if let match = known.first(where: { AgeFile.tag(of: $0.0) == recipient.tag }) {
+                return "\(match.0.fingerprint) (\(displayText(match.1)))"
+            }
+            return "an ssh-ed25519 key unknown here (tag \(tag))"
         }
     }
 }

@@ -22,6 +22,10 @@ extension SQSync {
             help: ArgumentHelp("Private key for SSH login (default: ssh-agent, then ~/.ssh/id_*).", valueName: "FILE"))
         var sshKey: String?
         @Option(name: .long, help: "Seconds allowed for connecting and for each transfer.") var timeout: Int = 30
+        @Flag(
+            name: .long,
+            help: "Leave this replica's bundle in the clear (by default it is encrypted to the mailbox's readers' keys).")
+        var noEncrypt = false
 
         func validate() throws {
             if timeout <= 0 { throw ValidationError("--timeout must be a positive number of seconds") }
@@ -49,7 +53,7 @@ extension SQSync {
                 }
                 transport = DirectoryTransport(root: target)
             }
-            let report = try Mailbox(transport: transport).sync(replica: replica, key: key, trust: trust)
+            let report = try Mailbox(transport: transport, encrypts: !noEncrypt).sync(replica: replica, key: key, trust: trust)
             withExtendedLifetime(lock) {}
             emit(report, target: transport.displayName)
             if !report.rejected.isEmpty { throw ExitCode(Failure.rejectedBundle) }

@@ -1,0 +1,325 @@
+import Crypto
+import Foundation
+
+/// Files in the age format (age-encryption.org/v1, C2SP `age.md`), to and from `ssh-ed25519`
+/// recipients (the reference code's `agessh`), so that the standard `age` tool decrypts a
+/// bundle with a reader's SSH key and sqsync reads what `age -R` wrote. Only confidentiality:
+/// age authenticates no sender, so the signed bundle goes inside and its signatures decide
+/// (sign, then encrypt). Streamed in age's 64 KiB chunks: memory stays bounded whatever the
+/// file's size.
+public enum AgeFile {
+    static let magicLine = "age-encryption.org/v1"
+    static let magic = Array((magicLine + "\n").utf8)
+    static let stanzaType = "ssh-ed25519"
+    static let sshLabel = Array("age-encryption.org/v1/ssh-ed25519".utf8)
+    static let chunkSize = 64 << 10
+    static let tagSize = 16
+    /// A header of a few dozen recipients is a few KB; this bounds what a hostile one costs.
+    static let maxHeaderBytes = 1 << 20
+
+    /// A recipient stanza as a reader sees it: the 4-byte tag of the SSH key it is for.
+    public struct Recipient: Sendable, Equatable {
+        public var type: String
+        /// For `ssh-ed25519`: the first 4 bytes of SHA-256 of the key's SSH wire form.
+        public var tag: [UInt8]
+    }
+
+    /// True when the file starts as an age file does.
+    public static func isEncrypted(descriptor: Int32) -> Bool {
+        var head = [UInt8](repeating: 0, count: magic.count)
+        let got = head.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress!, magic.count, 0) }
+        return got == magic.count && head == magic
+    }
+
+    /// The tag an `ssh-ed25519` stanza names its key by.
+    public static func tag(of key: SSHPublicKey) -> [UInt8] {
+        Array(SHA256.hash(data: key.wireBlob).prefix(4))
+    }
+
+    // MARK: Encrypting
+
+    /// Encrypts the whole of `plaintext` (an open file, read from offset 0 to `length`) into
+    /// `destination`, to each of `recipients`.
+    static func encrypt(
+        plaintext: Int32, length: Int, path: String, to recipients: [SSHPublicKey], into destination: HashingFileOutput
+    ) throws {
+        let fileKey = SymmetricKey(size: .bits128)
+        var header = magic
+        for recipient in recipients {
+            guard let stanza = try wrap(fileKey, for: recipient) else {
+                throw BundleError(.io, "\(path): key \(recipient.fingerprint) cannot receive an encrypted bundle (not a point of the curve)")
+            }
+            header += stanza
+        }
+        header += Array("---".utf8)
+        let mac = HMAC<SHA256>.authenticationCode(for: header, using: headerKey(fileKey))
+        header += Array((" " + base64(Array(mac)) + "\n").utf8)
+        try destination.write(header)
+        var nonce = [UInt8](repeating: 0, count: 16)
+        for index in nonce.indices { nonce[index] = UInt8.random(in: 0...255) }
+        try destination.write(nonce)
+        let payloadKey = payloadKey(fileKey, nonce: nonce)
+        let input = try HashingFileInput(descriptor: plaintext, path: path, range: 0..<length)
+        var counter: UInt64 = 0
+        var remaining = length
+        repeat {
+            let take = min(chunkSize, remaining)
+            let chunk = try input.readBytes(take)
+            remaining -= take
+            let sealed = try ChaChaPoly.seal(chunk, using: payloadKey, nonce: chunkNonce(counter, last: remaining == 0))
+            try destination.write(Array(sealed.ciphertext) + Array(sealed.tag))
+            counter += 1
+        } while remaining > 0
+    }
+
+    /// One `ssh-ed25519` stanza: the file key sealed under a key only `recipient`'s private
+    /// half can agree on (agessh's `Wrap`). Nil for a key with no X25519 form.
+    private static func wrap(_ fileKey: SymmetricKey, for recipient: SSHPublicKey) throws -> [UInt8]? {
+        guard let theirs = EdwardsToMontgomery.publicKey(recipient),
+            let theirKey = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: theirs)
+        else { return nil }
+        let ephemeral = Curve25519.KeyAgreement.PrivateKey()
+        let share = Array(ephemeral.publicKey.rawRepresentation)
+        guard let shared = try tweakedSecret(try ephemeral.sharedSecretFromKeyAgreement(with: theirKey), recipient: recipient)
+        else { return nil }
+        let wrapping = wrappingKey(shared, salt: share + theirs)
+        let sealed = try ChaChaPoly.seal(fileKey.withUnsafeBytes { Array($0) }, using: wrapping, nonce: zeroNonce)
+        let body = Array(sealed.ciphertext) + Array(sealed.tag)
+        let line = "-> \(stanzaType) \(base64(tag(of: recipient))) \(base64(share))\n"
+        return Array(line.utf8) + bodyLines(body)
+    }
+
+    // MARK: Decrypting
+
+    /// The recipients of the file at `path`; empty when it is not encrypted.
+    public static func recipients(ofFile path: String) throws -> [Recipient] {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return [] }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG, isEncrypted(descriptor: descriptor) else {
+            return []
+        }
+        return try recipients(descriptor: descriptor, path: path, fileSize: Int(status.st_size))
+    }
+
+    /// The recipients a file names, for `inspect`; the header is read, nothing decrypted.
+    public static func recipients(descriptor: Int32, path: String, fileSize: Int) throws -> [Recipient] {
+        try Header(descriptor: descriptor, path: path, fileSize: fileSize).stanzas.map {
+            Recipient(type: $0.arguments.first ?? "", tag: $0.arguments.first == stanzaType ? (decodeBase64($0.arguments.count > 1 ? $0.arguments[1] : "") ?? []) : [])
+        }
+    }
+
+    /// Decrypts `descriptor` (an age file of `fileSize` bytes) into `output` with `key`'s
+    /// private half. A file for other keys only, an altered header or chunk, and a file cut
+    /// short are refused (``BundleError``), before or while the plaintext is written: the
+    /// caller reads nothing of it unless this returns.
+    static func decrypt(descriptor: Int32, path: String, fileSize: Int, with key: SigningKey, into output: HashingFileOutput)
+        throws
+    {
+        let header = try Header(descriptor: descriptor, path: path, fileSize: fileSize)
+        var fileKey: SymmetricKey?
+        let ourTag = tag(of: key.publicKey)
+        for stanza in header.stanzas where stanza.arguments.first == stanzaType {
+            guard stanza.arguments.count == 3, decodeBase64(stanza.arguments[1]) == ourTag else { continue }
+            if let unwrapped = try unwrap(stanza, with: key, path: path) {
+                fileKey = unwrapped
+                break
+            }
+        }
+        guard let fileKey else {
+            throw BundleError(
+                .notAddressed,
+                "\(path): encrypted, but not addressed to this replica's key \(key.publicKey.fingerprint) (its \(counted(header.stanzas.count, "recipient")) are other keys)"
+            )
+        }
+        let expected = HMAC<SHA256>.authenticationCode(for: header.authenticated, using: headerKey(fileKey))
+        guard Array(expected) == header.mac else {
+            throw BundleError(.untrusted, "\(path): the encrypted bundle's header was altered (its MAC does not match)")
+        }
+        var offset = header.length
+        guard fileSize - offset >= 16 + tagSize else { throw truncated(path) }
+        let nonce = try readExactly(descriptor, offset, 16, path: path)
+        offset += 16
+        let payloadKey = payloadKey(fileKey, nonce: nonce)
+        let input = try HashingFileInput(descriptor: descriptor, path: path, range: offset..<fileSize)
+        var remaining = fileSize - offset
+        var counter: UInt64 = 0
+        while remaining > 0 {
+            let take = min(chunkSize + tagSize, remaining)
+            guard take >= tagSize else { throw truncated(path) }
+            let sealed = try input.readBytes(take)
+            remaining -= take
+            let last = remaining == 0
+            if last && take == tagSize && counter > 0 {
+                throw BundleError(.corrupt, "\(path): damaged encrypted bundle (an empty last chunk after others)")
+            }
+            let box = try ChaChaPoly.SealedBox(
+                nonce: chunkNonce(counter, last: last), ciphertext: sealed.prefix(take - tagSize), tag: sealed.suffix(tagSize))
+            guard let plain = try? ChaChaPoly.open(box, using: payloadKey) else {
+                throw BundleError(
+                    .untrusted, "\(path): the encrypted bundle was altered or cut short (chunk \(counter + 1) does not authenticate)")
+            }
+            try output.write(Array(plain))
+            counter += 1
+        }
+        try output.flush()
+    }
+
+    /// agessh's `Unwrap`: nil when the stanza is not for this key after all.
+    private static func unwrap(_ stanza: Header.Stanza, with key: SigningKey, path: String) throws -> SymmetricKey? {
+        guard let share = decodeBase64(stanza.arguments[2]), share.count == 32, stanza.body.count == 32,
+            let ours = EdwardsToMontgomery.publicKey(key.publicKey),
+            let theirKey = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: share)
+        else {
+            throw BundleError(.corrupt, "\(path): damaged encrypted bundle (an ssh-ed25519 recipient stanza is malformed)")
+        }
+        let secret = EdwardsToMontgomery.privateKey(seed: key.seedBytes)
+        guard let shared = try tweakedSecret(try secret.sharedSecretFromKeyAgreement(with: theirKey), recipient: key.publicKey)
+        else {
+            throw BundleError(.untrusted, "\(path): an ssh-ed25519 recipient stanza gives a low-order share (all-zero secret)")
+        }
+        let wrapping = wrappingKey(shared, salt: share + ours)
+        guard
+            let box = try? ChaChaPoly.SealedBox(nonce: zeroNonce, ciphertext: stanza.body.prefix(16), tag: stanza.body.suffix(16)),
+            let fileKey = try? ChaChaPoly.open(box, using: wrapping)
+        else { return nil }
+        return SymmetricKey(data: fileKey)
+    }
+
+    // MARK: Keys
+
+    /// The X25519 secret tweaked by the recipient's SSH key, as agessh does; nil when either
+    /// step gives all zeros (a low-order point), which age refuses and swift-crypto does not.
+    private static func tweakedSecret(_ secret: SharedSecret, recipient: SSHPublicKey) throws -> [UInt8]? {
+        let raw = secret.withUnsafeBytes { Array($0) }
+        guard raw.contains(where: { $0 != 0 }) else { return nil }
+        // agessh: HKDF with no secret, salted with the recipient's SSH key.
+        let tweak = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: [UInt8]()), salt: recipient.wireBlob, info: sshLabel, outputByteCount: 32)
+        let scalar = try Curve25519.KeyAgreement.PrivateKey(rawRepresentation: tweak.withUnsafeBytes { Array($0) })
+        let tweaked = try scalar.sharedSecretFromKeyAgreement(with: try Curve25519.KeyAgreement.PublicKey(rawRepresentation: raw))
+            .withUnsafeBytes { Array($0) }
+        return tweaked.contains(where: { $0 != 0 }) ? tweaked : nil
+    }
+
+    private static func wrappingKey(_ shared: [UInt8], salt: [UInt8]) -> SymmetricKey {
+        HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: shared), salt: salt, info: sshLabel, outputByteCount: 32)
+    }
+
+    private static func headerKey(_ fileKey: SymmetricKey) -> SymmetricKey {
+        HKDF<SHA256>.deriveKey(inputKeyMaterial: fileKey, salt: [UInt8](), info: Array("header".utf8), outputByteCount: 32)
+    }
+
+    private static func payloadKey(_ fileKey: SymmetricKey, nonce: [UInt8]) -> SymmetricKey {
+        HKDF<SHA256>.deriveKey(inputKeyMaterial: fileKey, salt: nonce, info: Array("payload".utf8), outputByteCount: 32)
+    }
+
+    /// age seals a stanza's file key once per wrapping key, so a zero nonce is safe.
+    private static var zeroNonce: ChaChaPoly.Nonce { try! ChaChaPoly.Nonce(data: [UInt8](repeating: 0, count: 12)) }
+
+    /// STREAM's nonce: an 11-byte big-endian chunk counter, then 1 for the last chunk.
+    private static func chunkNonce(_ counter: UInt64, last: Bool) -> ChaChaPoly.Nonce {
+        var bytes = [UInt8](repeating: 0, count: 3)
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: counter >> UInt64(shift))) }
+        bytes.append(last ? 1 : 0)
+        return try! ChaChaPoly.Nonce(data: bytes)
+    }
+
+    // MARK: Text
+
+    /// Standard base64 without padding, as age writes it.
+    static func base64(_ bytes: [UInt8]) -> String {
+        var text = Data(bytes).base64EncodedString()
+        while text.hasSuffix("=") { text.removeLast() }
+        return text
+    }
+
+    /// Canonical unpadded base64 only (age refuses padding and stray bits).
+    static func decodeBase64(_ text: String) -> [UInt8]? {
+        guard !text.contains("="), text.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
+        let padded = text + String(repeating: "=", count: (4 - text.count % 4) % 4)
+        guard let data = Data(base64Encoded: padded), base64(Array(data)) == text else { return nil }
+        return Array(data)
+    }
+
+    /// A stanza body: base64 in lines of 64 columns, the last one shorter (empty if need be).
+    private static func bodyLines(_ body: [UInt8]) -> [UInt8] {
+        var text = base64(body)
+        var lines = ""
+        while text.count >= 64 {
+            lines += text.prefix(64) + "\n"
+            text.removeFirst(64)
+        }
+        return Array((lines + text + "\n").utf8)
+    }
+
+    private static func truncated(_ path: String) -> BundleError {
+        BundleError(.corrupt, "\(path): the encrypted bundle is cut short (no final chunk)")
+    }
+
+    static func readExactly(_ descriptor: Int32, _ offset: Int, _ count: Int, path: String) throws -> [UInt8] {
+        let input = try HashingFileInput(descriptor: descriptor, path: path, range: offset..<(offset + count))
+        let bytes = try input.readBytes(count)
+        guard bytes.count == count else { throw truncated(path) }
+        return bytes
+    }
+
+    private static func counted(_ count: Int, _ noun: String) -> String { "\(count) \(noun)\(count == 1 ? "" : "s")" }
+
+    /// The header as read from a file, bounded.
+    struct Header {
+        struct Stanza {
+            var arguments: [String]
+            var body: [UInt8]
+        }
+
+        var stanzas: [Stanza] = []
+        /// Everything the MAC covers: from the first byte through "---".
+        var authenticated: [UInt8] = []
+        var mac: [UInt8] = []
+        /// Bytes up to the payload's nonce.
+        var length = 0
+
+        init(descriptor: Int32, path: String, fileSize: Int) throws {
+            let input = try HashingFileInput(descriptor: descriptor, path: path, range: 0..<min(fileSize, maxHeaderBytes))
+            func corrupt(_ what: String) -> BundleError { BundleError(.corrupt, "\(path): damaged encrypted bundle (\(what))") }
+            func line() throws -> String {
+                var bytes: [UInt8] = []
+                while true {
+                    guard !input.isAtEnd else {
+                        throw input.consumed >= maxHeaderBytes ? corrupt("a header over \(maxHeaderBytes) bytes") : corrupt("the header ends too soon")
+                    }
+                    let byte = try input.readByte()
+                    if byte == 0x0a { break }
+                    guard byte >= 0x20 && byte < 0x7f else { throw corrupt("a header byte out of range") }
+                    bytes.append(byte)
+                }
+                return String(decoding: bytes, as: UTF8.self)
+            }
+            guard try line() == magicLine else { throw corrupt("not age-encryption.org/v1") }
+            var current = try line()
+            while current.hasPrefix("-> ") {
+                let arguments = current.dropFirst(3).split(separator: " ", omittingEmptySubsequences: false).map(String.init)
+                guard !arguments.isEmpty, !arguments.contains(where: \.isEmpty) else { throw corrupt("an empty stanza argument") }
+                var body: [UInt8] = []
+                while true {
+                    let bodyLine = try line()
+                    guard bodyLine.count <= 64, let bytes = decodeBase64(bodyLine) else { throw corrupt("a stanza body that is not base64") }
+                    body += bytes
+                    if bodyLine.count < 64 { break }
+                }
+                stanzas.append(Stanza(arguments: arguments, body: body))
+                current = try line()
+            }
+            guard current.hasPrefix("--- "), let mac = decodeBase64(String(current.dropFirst(4))), mac.count == 32 else {
+                throw corrupt("no header MAC line")
+            }
+            guard !stanzas.isEmpty else { throw corrupt("no recipient") }
+            self.mac = mac
+            length = input.consumed
+            // The MAC covers the header up to and including "---", not the space after it.
+            authenticated = try AgeFile.readExactly(descriptor, 0, length - current.utf8.count - 1 + 3, path: path)
+        }
+    }
+}
