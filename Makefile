@@ -57,10 +57,12 @@ $(RELEASE_BIN): deps FORCE
 # The man page comes from the command definitions (argument-parser's manual generator). The
 # plugin builds the package itself: a debug build in `.build`, the one the tests use anyway,
 # so it leaves the static release link alone. It runs before the tests, never during them.
-$(MANPAGE): $(RELEASE_BIN)
+$(MANPAGE): $(RELEASE_BIN) packaging/man-tail.mdoc
 	$(SWIFT) package plugin generate-manual --configuration debug
 	mkdir -p $(@D)
-	cp .build/plugins/GenerateManual/outputs/sqsync/sqsync.1 $@
+	sed '/^\.Sh "EXIT STATUS"/,$$d' .build/plugins/GenerateManual/outputs/sqsync/sqsync.1 > $@.tmp
+	cat packaging/man-tail.mdoc >> $@.tmp
+	mv $@.tmp $@
 
 $(DIST)/share/completion.%: $(RELEASE_BIN)
 	mkdir -p $(@D)
@@ -81,6 +83,7 @@ install: dist
 	install -m 0644 $(DIST)/share/completion.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/sqsync.fish
 	sed 's|@BINDIR@|$(PREFIX)/bin|g' packaging/sqsync.service > $(DESTDIR)$(PREFIX)/share/doc/sqsync/examples/sqsync.service
 	install -m 0644 packaging/sqsync.timer $(DESTDIR)$(PREFIX)/share/doc/sqsync/examples/sqsync.timer
+	install -m 0644 packaging/copyright $(DESTDIR)$(PREFIX)/share/doc/sqsync/copyright
 
 # A .deb made with dpkg-deb alone; Depends lists the packages of the libraries the binary links.
 deb: dist

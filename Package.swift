@@ -35,8 +35,10 @@ let package = Package(
             ]),
         // The bench drives SQLite's session extension from C, as the yardstick it measures against.
         .executableTarget(
-            name: "sqsync-bench", dependencies: ["ChangeLog", "Bundle", "Transport", "SQLiteDatabase", "CSQLite"],
+            name: "sqsync-bench", dependencies: ["ChangeLog", "Bundle", "Transport", "SQLiteDatabase", "CSQLite", "SampleData"],
             path: "Benchmarks/sqsync-bench"),
+        // Sample data made in SQL, for the tests and the bench alike (no XCTest in it).
+        .target(name: "SampleData", path: "Tests/SampleData"),
         .target(
             name: "TestSupport", dependencies: ["SQLiteDatabase", .product(name: "Crypto", package: "swift-crypto")],
             path: "Tests/TestSupport"),
@@ -49,6 +51,6 @@ let package = Package(
             ]),
         .testTarget(
             name: "TransportTests", dependencies: ["Transport", "Bundle", "ChangeLog", "SQLiteDatabase", "TestSupport"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["sqsync", "SQLiteDatabase", "TestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["sqsync", "SQLiteDatabase", "TestSupport", "SampleData"]),
     ]
 )

@@ -3,6 +3,7 @@ import CSQLite
 import ChangeLog
 import SQLiteDatabase
 import Foundation
+import SampleData
 
 /// `make bench`: sqsync against plain SQLite and SQLite's session extension, same data, same
 /// run, release build. Prints ratios; speed claims in the README come from here.
@@ -431,19 +432,13 @@ struct Bench {
             Double(relayed.bytes) / Double(fromOrigin.bytes), "of the origin's own bundle (A → B → C)")
     }
 
-    /// The Chinook sample (integer keys, foreign keys, a composite key): one bundle with
-    /// every row against the session changeset that inserts the same rows.
+    /// A Chinook-shaped sample (integer keys, foreign keys, a composite key; generated, see
+    /// `ChinookSample`): one bundle with every row against the session changeset that inserts
+    /// the same rows.
     static func chinook(folder: String, key: SigningKey) throws {
-        let sample = ["../shared/data/chinook.sqlite", "shared/data/chinook.sqlite"].first {
-            FileManager.default.fileExists(atPath: $0)
-        }
-        guard let sample else {
-            print("  Chinook sample not found (../shared/data/chinook.sqlite): skipped")
-            return
-        }
         let copy = folder + "/chinook.db"
         try? FileManager.default.removeItem(atPath: copy)
-        try FileManager.default.copyItem(atPath: sample, toPath: copy)
+        try Database(path: copy).execute(ChinookSample.sql)
         let replica = try Replica.initialize(path: copy, name: "chinook").replica
         try replica.track(try replica.userTableNames(), allowIntegerPrimaryKey: true)
         let bundle = try BundleExchange.export(

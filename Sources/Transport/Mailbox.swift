@@ -61,6 +61,9 @@ public final class Mailbox {
     private var verifiedAcknowledgements: [(replica: String, file: String, text: String)] = []
     /// Files this sync left unread (larger than a mailbox file may be), one line each.
     private var skipped: [String] = []
+    /// The key that signed each reader's acknowledgement file this sync read: the key to
+    /// encrypt to when none is pinned for that reader yet.
+    private var acknowledgementKeys: [String: SSHPublicKey] = [:]
 
     /// Whether bundles left here are encrypted to their readers (docs/BUNDLE_FORMAT.md,
     /// "Encryption"): yes unless `sync --no-encrypt`.
@@ -127,6 +130,7 @@ public final class Mailbox {
         let scratch = try ScratchDirectory(beside: replica.path)
         var report = SyncReport()
         verifiedAcknowledgements = []
+        acknowledgementKeys = [:]
         let me = replica.knowledgeID
         try replica.fold()
         try transport.makeDirectories("\(Self.outbox)/\(me)")
@@ -146,8 +150,10 @@ public final class Mailbox {
             }
         }
         let seen = try state(replica).seenBundles()
+        let unaddressed = try state(replica).unaddressedBundles()
         let retired = try replica.retiredPeerIDs()
-        for bundle in bundles where bundle.sender != me && seen[bundle.name] == nil && !retired.contains(bundle.sender) {
+        for bundle in bundles
+        where bundle.sender != me && seen[bundle.name] == nil && !unaddressed.contains(bundle.name) && !retired.contains(bundle.sender) {
             let local = scratch.path + "/" + bundle.name
             guard try fetch("\(Self.outbox)/\(bundle.sender)", bundle.name, to: local) else { continue }
             do {
@@ -164,8 +170,9 @@ public final class Mailbox {
                 try state(replica).markSeen(bundle: bundle.name, knowledge: result.senderKnowledge)
             } catch let error as BundleError where error.kind == .notAddressed {
                 // Encrypted before its sender knew this replica reads here: once it sees this
-                // replica's acknowledgement it leaves one this replica can read.
-                report.notes.append(naming(error.description, local, bundle) + "; its sender includes this replica once it has seen this replica's acknowledgement")
+                // replica's acknowledgement it leaves one this replica can read, under another name.
+                report.notes.append(naming(error.description, local, bundle))
+                try state(replica).markUnaddressed(bundle: bundle.name)
             } catch let error as BundleError where error.kind != .io {
                 report.rejected.append((bundle.name, naming(error.description, local, bundle)))
             } catch let error as ChangeLogError {
@@ -220,7 +227,8 @@ public final class Mailbox {
             let recipients =
                 encrypts
                 ? [key.publicKey]
-                    + (try KeyBinding.encryptionKeys(for: Set(readers.keys), replica: replica, trust: trust)).filter {
+                    + (try KeyBinding.encryptionKeys(
+                        for: Set(readers.keys), replica: replica, trust: trust, signedAcknowledgements: acknowledgementKeys)).filter {
                         $0 != key.publicKey
                     } : []
             let fingerprint = Self.fingerprint(knowledge: knowledge, base: base, recipients: recipients)
@@ -390,6 +398,7 @@ public final class Mailbox {
                         == nil
                 {
                     readers[reader] = acknowledgement.acknowledgement
+                    acknowledgementKeys[reader] = acknowledgement.key
                     break
                 }
                 let local = scratch.path + "/" + name
@@ -405,6 +414,7 @@ public final class Mailbox {
                         throw TransportError(.io, reason)
                     }
                     readers[reader] = acknowledgement
+                    acknowledgementKeys[reader] = verified.key
                     try replica.recordAcknowledgement(
                         of: reader, name: acknowledgement.name, knowledge: acknowledgement.knowledge)
                     verifiedAcknowledgements.append((reader, name, text))

@@ -21,7 +21,7 @@ struct MailboxState {
     /// Mailbox bundle names already imported, with the knowledge each carried.
     func seenBundles() throws -> [String: Knowledge] {
         var seen: [String: Knowledge] = [:]
-        for row in try database.rows(MailboxSQL.seenBundles) {
+        for row in try database.rows(MailboxSQL.seenBundles) where try row.string("knowledge") != Self.unaddressed {
             seen[try row.string("name")] = (try? Knowledge(parsing: try row.string("knowledge"))) ?? Knowledge()
         }
         return seen
@@ -31,10 +31,24 @@ struct MailboxState {
         try database.run(MailboxSQL.markSeen, .text(name), .text(knowledge.description))
     }
 
+    /// Bundles encrypted to other keys only. Not read again: a bundle re-encrypted for this
+    /// replica too gets another name (its recipients are part of it). Never taken as held.
+    private static let unaddressed = "-"
+
+    func markUnaddressed(bundle name: String) throws {
+        try database.run(MailboxSQL.markSeen, .text(name), .text(Self.unaddressed))
+    }
+
+    func unaddressedBundles() throws -> Set<String> {
+        Set(
+            try database.rows(MailboxSQL.seenBundles).filter { try $0.string("knowledge") == Self.unaddressed }
+                .map { try $0.string("name") })
+    }
+
     /// Forgets names no longer in any mailbox listing, so the list stays small.
     func forgetSeen(keeping names: Set<String>) throws {
-        for name in try seenBundles().keys where !names.contains(name) {
-            try database.run(MailboxSQL.forgetSeen, .text(name))
+        for row in try database.rows(MailboxSQL.seenBundles) where !names.contains(try row.string("name")) {
+            try database.run(MailboxSQL.forgetSeen, .text(try row.string("name")))
         }
     }
 

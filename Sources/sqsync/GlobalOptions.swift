@@ -5,16 +5,24 @@ import Foundation
 
 /// Options every command takes (SPEC §3).
 struct GlobalOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("This replica's Ed25519 private key (OpenSSH format).", valueName: "FILE"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "This replica's Ed25519 private key, OpenSSH format (default: $SQSYNC_KEY, else ~/.config/sqsync/id_ed25519).",
+            valueName: "FILE"))
     var key: String?
 
-    @Option(name: .long, help: ArgumentHelp("Trusted signers, in OpenSSH allowed_signers format.", valueName: "FILE"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Trusted signers, OpenSSH allowed_signers format (default: $SQSYNC_TRUST, else ~/.config/sqsync/allowed_signers).",
+            valueName: "FILE"))
     var trust: String?
 
     @Flag(name: .long, help: "Machine-readable output on stdout.")
     var json = false
 
-    @Flag(name: [.short, .long], help: "Print nothing on success.")
+    @Flag(name: [.short, .long], help: "Print nothing on success, results included (for cron); errors still go to stderr.")
     var quiet = false
 
     static var configDirectory: String {

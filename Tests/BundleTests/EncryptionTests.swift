@@ -174,6 +174,22 @@ final class EncryptionTests: XCTestCase {
         }
     }
 
+    /// A header of thousands of stanzas naming this key's tag is refused after the cap, not
+    /// tried one X25519 at a time.
+    func testAHeaderOfManyStanzasIsRefused() throws {
+        let reader = SigningKey.generate(comment: "reader")
+        let tag = AgeFile.base64(AgeFile.tag(of: reader.publicKey))
+        let share = AgeFile.base64([UInt8](repeating: 9, count: 32))
+        let body = AgeFile.base64([UInt8](repeating: 1, count: 32))
+        let stanza = "-> ssh-ed25519 \(tag) \(share)\n\(body)\n"
+        let text = "age-encryption.org/v1\n" + String(repeating: stanza, count: 2000) + "--- " + body + "\n"
+        let file = path("many.age")
+        try Data(text.utf8).write(to: URL(fileURLWithPath: file))
+        XCTAssertThrowsError(try decrypt(file, with: reader)) { error in
+            XCTAssertTrue("\(error)".contains("more than 1024 recipients"), "\(error)")
+        }
+    }
+
     // MARK: The standard age tool
 
     private func run(_ tool: String, _ arguments: [String]) throws -> (status: Int32, stderr: String) {

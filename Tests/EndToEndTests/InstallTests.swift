@@ -49,7 +49,10 @@ final class InstallTests: XCTestCase {
 
         let man = try installedText(root + "/usr/share/man/man1/sqsync.1")
         XCTAssertTrue(man.contains(".Dt SQSYNC 1"), "not a generated man page")
-        for command in ["keygen", "sync", "clone", "Fl -trust-self"] {
+        for command in [
+            "keygen", "sync", "clone", "why", "Fl -trust-self", "Fl -create", ".Sh ENVIRONMENT", "Ev SQSYNC_KEY", "Ev SQSYNC_TRUST",
+            ".Sh FILES", "~/.config/sqsync/allowed_signers",
+        ] {
             XCTAssertTrue(man.contains(command), "the man page does not mention \(command)")
         }
         XCTAssertTrue(try installedText(root + "/usr/share/bash-completion/completions/sqsync").contains("sqsync"))
@@ -77,6 +80,7 @@ final class InstallTests: XCTestCase {
             "./usr/bin/sqsync", "./usr/share/man/man1/sqsync.1.gz", "./usr/share/bash-completion/completions/sqsync",
             "./usr/share/zsh/site-functions/_sqsync", "./usr/share/fish/vendor_completions.d/sqsync.fish",
             "./usr/share/doc/sqsync/examples/sqsync.service", "./usr/share/doc/sqsync/examples/sqsync.timer",
+            "./usr/share/doc/sqsync/copyright",
         ] {
             let line = listing.stdout.split(separator: "\n").first { $0.hasSuffix(" " + file) }
             XCTAssertNotNil(line, "\(file) missing from the package:\n\(listing.stdout)")

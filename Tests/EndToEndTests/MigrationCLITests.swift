@@ -1,4 +1,5 @@
 import Foundation
+import SampleData
 import XCTest
 
 /// Schema migrations that real apps make (SPEC §2, README "Migrating the schema"), across two
@@ -234,13 +235,8 @@ final class MigrationCLITests: XCTestCase {
     // MARK: the Chinook sample: a parent table rebuilt under its children's foreign keys
 
     func testChinookAlbumRebuiltUnderForeignKeys() throws {
-        let sample = ChinookCLITests.sample
-        guard FileManager.default.fileExists(atPath: sample) else {
-            if ProcessInfo.processInfo.environment["CI"] != nil { XCTFail("missing \(sample)") }
-            throw XCTSkip("no Chinook sample at \(sample)")
-        }
         let hq = h.path("hq.db")
-        try FileManager.default.copyItem(atPath: sample, toPath: hq)
+        try h.sqlite(hq, ChinookSample.sql)
         try h.makeKey("HQ")
         try h.ok(["init", hq, "--name", "HQ"], key: "HQ")
         try h.ok(["track", hq, "--all", "--allow-integer-pk"], key: "HQ")

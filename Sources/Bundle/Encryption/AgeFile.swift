@@ -14,8 +14,12 @@ public enum AgeFile {
     static let sshLabel = Array("age-encryption.org/v1/ssh-ed25519".utf8)
     static let chunkSize = 64 << 10
     static let tagSize = 16
-    /// A header of a few dozen recipients is a few KB; this bounds what a hostile one costs.
+    /// A header of a few dozen recipients is a few KB; these bound what a hostile one costs.
     static let maxHeaderBytes = 1 << 20
+    static let maxStanzas = 1024
+    /// Stanzas naming this replica's key tag that are tried (a tag is 4 bytes: a second one is
+    /// already a coincidence or a forgery).
+    static let maxTagMatches = 4
 
     /// A recipient stanza as a reader sees it: the 4-byte tag of the SSH key it is for.
     public struct Recipient: Sendable, Equatable {
@@ -47,7 +51,7 @@ public enum AgeFile {
         var header = magic
         for recipient in recipients {
             guard let stanza = try wrap(fileKey, for: recipient) else {
-                throw BundleError(.io, "\(path): key \(recipient.fingerprint) cannot receive an encrypted bundle (not a point of the curve)")
+                throw BundleError(.io, "\(path): key \(recipient.fingerprint) cannot receive an encrypted bundle (it has no X25519 form)")
             }
             header += stanza
         }
@@ -91,6 +95,14 @@ public enum AgeFile {
 
     // MARK: Decrypting
 
+    /// True when the file at `path` starts as an age file does.
+    public static func isEncrypted(path: String) -> Bool {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        return isEncrypted(descriptor: descriptor)
+    }
+
     /// The recipients of the file at `path`; empty when it is not encrypted.
     public static func recipients(ofFile path: String) throws -> [Recipient] {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
@@ -119,10 +131,15 @@ public enum AgeFile {
     {
         let header = try Header(descriptor: descriptor, path: path, fileSize: fileSize)
         var fileKey: SymmetricKey?
-        let ourTag = tag(of: key.publicKey)
+        let identity = try Identity(key)
+        var tried = 0
         for stanza in header.stanzas where stanza.arguments.first == stanzaType {
-            guard stanza.arguments.count == 3, decodeBase64(stanza.arguments[1]) == ourTag else { continue }
-            if let unwrapped = try unwrap(stanza, with: key, path: path) {
+            guard stanza.arguments.count == 3 else {
+                throw BundleError(.corrupt, "\(path): damaged encrypted bundle (an ssh-ed25519 stanza without its two arguments)")
+            }
+            guard decodeBase64(stanza.arguments[1]) == identity.tag, tried < maxTagMatches else { continue }
+            tried += 1
+            if let unwrapped = try unwrap(stanza, with: identity, path: path) {
                 fileKey = unwrapped
                 break
             }
@@ -133,8 +150,8 @@ public enum AgeFile {
                 "\(path): encrypted, but not addressed to this replica's key \(key.publicKey.fingerprint) (its \(counted(header.stanzas.count, "recipient")) are other keys)"
             )
         }
-        let expected = HMAC<SHA256>.authenticationCode(for: header.authenticated, using: headerKey(fileKey))
-        guard Array(expected) == header.mac else {
+        guard HMAC<SHA256>.isValidAuthenticationCode(header.mac, authenticating: header.authenticated, using: headerKey(fileKey))
+        else {
             throw BundleError(.untrusted, "\(path): the encrypted bundle's header was altered (its MAC does not match)")
         }
         var offset = header.length
@@ -166,16 +183,35 @@ public enum AgeFile {
         try output.flush()
     }
 
+    /// A replica's key as a recipient: what unwrapping needs, computed once per file.
+    private struct Identity {
+        let publicKey: SSHPublicKey
+        let tag: [UInt8]
+        let montgomery: [UInt8]
+        let secret: Curve25519.KeyAgreement.PrivateKey
+
+        init(_ key: SigningKey) throws {
+            publicKey = key.publicKey
+            tag = AgeFile.tag(of: key.publicKey)
+            guard let montgomery = EdwardsToMontgomery.publicKey(key.publicKey) else {
+                throw BundleError(.io, "key \(key.publicKey.fingerprint) has no X25519 form")
+            }
+            self.montgomery = montgomery
+            secret = EdwardsToMontgomery.privateKey(seed: key.seedBytes)
+        }
+    }
+
     /// agessh's `Unwrap`: nil when the stanza is not for this key after all.
-    private static func unwrap(_ stanza: Header.Stanza, with key: SigningKey, path: String) throws -> SymmetricKey? {
+    private static func unwrap(_ stanza: Header.Stanza, with identity: Identity, path: String) throws -> SymmetricKey? {
         guard let share = decodeBase64(stanza.arguments[2]), share.count == 32, stanza.body.count == 32,
-            let ours = EdwardsToMontgomery.publicKey(key.publicKey),
             let theirKey = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: share)
         else {
             throw BundleError(.corrupt, "\(path): damaged encrypted bundle (an ssh-ed25519 recipient stanza is malformed)")
         }
-        let secret = EdwardsToMontgomery.privateKey(seed: key.seedBytes)
-        guard let shared = try tweakedSecret(try secret.sharedSecretFromKeyAgreement(with: theirKey), recipient: key.publicKey)
+        let ours = identity.montgomery
+        guard
+            let shared = try tweakedSecret(
+                try identity.secret.sharedSecretFromKeyAgreement(with: theirKey), recipient: identity.publicKey)
         else {
             throw BundleError(.untrusted, "\(path): an ssh-ed25519 recipient stanza gives a low-order share (all-zero secret)")
         }
@@ -284,8 +320,10 @@ public enum AgeFile {
         init(descriptor: Int32, path: String, fileSize: Int) throws {
             let input = try HashingFileInput(descriptor: descriptor, path: path, range: 0..<min(fileSize, maxHeaderBytes))
             func corrupt(_ what: String) -> BundleError { BundleError(.corrupt, "\(path): damaged encrypted bundle (\(what))") }
+            var read: [UInt8] = []
             func line() throws -> String {
                 var bytes: [UInt8] = []
+                defer { read += bytes + [0x0a] }
                 while true {
                     guard !input.isAtEnd else {
                         throw input.consumed >= maxHeaderBytes ? corrupt("a header over \(maxHeaderBytes) bytes") : corrupt("the header ends too soon")
@@ -300,6 +338,7 @@ public enum AgeFile {
             guard try line() == magicLine else { throw corrupt("not age-encryption.org/v1") }
             var current = try line()
             while current.hasPrefix("-> ") {
+                guard stanzas.count < maxStanzas else { throw corrupt("more than \(maxStanzas) recipients") }
                 let arguments = current.dropFirst(3).split(separator: " ", omittingEmptySubsequences: false).map(String.init)
                 guard !arguments.isEmpty, !arguments.contains(where: \.isEmpty) else { throw corrupt("an empty stanza argument") }
                 var body: [UInt8] = []
@@ -318,8 +357,9 @@ public enum AgeFile {
             guard !stanzas.isEmpty else { throw corrupt("no recipient") }
             self.mac = mac
             length = input.consumed
-            // The MAC covers the header up to and including "---", not the space after it.
-            authenticated = try AgeFile.readExactly(descriptor, 0, length - current.utf8.count - 1 + 3, path: path)
+            // The MAC covers the header up to and including "---", not the space after it:
+            // the very bytes parsed above.
+            authenticated = Array(read.prefix(read.count - current.utf8.count - 1 + 3))
         }
     }
 }

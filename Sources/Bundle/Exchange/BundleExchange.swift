@@ -58,7 +58,9 @@ public enum BundleExchange {
             let header = exporter.header
             let sites = exporter.sites
             let path = intoDirectory ? destination + "/" + fileName(sender: me, base: header.base, last: header.last, suffix: nameSuffix) : destination
-            let writer = try BundleWriter(destination: path, encryptTo: recipients)
+            let writer = try BundleWriter(
+                destination: path, encryptTo: recipients,
+                scratchDirectory: URL(fileURLWithPath: replica.path).deletingLastPathComponent().path)
             if header.last > header.base {
                 try writer.writeSegment(header, site: 0, key: key, progress: progress) { emit in try exporter.forEachChange(emit) }
             }
@@ -173,7 +175,9 @@ public enum BundleExchange {
         learning: LearningEvent.ByWriter = [:], progress: ((Int) -> Void)? = nil
     ) throws -> ImportResult {
         let trusted = try KeyBinding.trust(trust, replica: replica)
-        let reader = try BundleReader(path: path, trust: trusted, decryptingWith: key)
+        let reader = try BundleReader(
+            path: path, trust: trusted, decryptingWith: key,
+            scratchDirectory: URL(fileURLWithPath: replica.path).deletingLastPathComponent().path)
         let envelope = reader.envelope
         let sender = envelope.sender
         let signer = reader.signature.publicKey

@@ -32,7 +32,11 @@ public final class BundleReader {
     /// is read; without it (`inspect`), the signature is still checked. An encrypted bundle
     /// is first decrypted with `key` (docs/BUNDLE_FORMAT.md, "Encryption") into an unnamed
     /// scratch file, all of it authenticated before any of it is read as a bundle.
-    public init(path: String, trust: AllowedSigners?, decryptingWith key: SigningKey? = nil) throws {
+    /// The plaintext's scratch file goes in `scratchDirectory` (default: the temporary
+    /// folder); an import puts it beside the database, which holds the same rows anyway.
+    public init(path: String, trust: AllowedSigners?, decryptingWith key: SigningKey? = nil, scratchDirectory: String? = nil)
+        throws
+    {
         self.path = path
         var descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw BundleError(.io, "\(path): cannot read: \(String(cString: strerror(errno)))") }
@@ -51,9 +55,9 @@ public final class BundleReader {
             do {
                 recipients = try AgeFile.recipients(descriptor: descriptor, path: path, fileSize: fileSize)
                 guard let key else {
-                    throw BundleError(.untrusted, "\(path): encrypted; this replica's key (--key) is needed to read it")
+                    throw BundleError(.notAddressed, "\(path): encrypted; this replica's key (--key) is needed to read it")
                 }
-                let plaintext = try HashingFileOutput(scratchFor: path)
+                let plaintext = try HashingFileOutput(scratchFor: path, in: scratchDirectory)
                 try AgeFile.decrypt(descriptor: descriptor, path: path, fileSize: fileSize, with: key, into: plaintext)
                 close(descriptor)
                 descriptor = dup(plaintext.descriptor)
@@ -195,14 +199,19 @@ public final class BundleReader {
     /// Copies the verified bundle (its plaintext, if it came encrypted) to a new file.
     func copyWhole(to destination: String) throws {
         let input = try HashingFileInput(descriptor: descriptor, path: path, range: 0..<fileSize)
-        let output = try HashingFileOutput(creating: destination)
-        var remaining = fileSize
-        while remaining > 0 {
-            let part = try input.readBytes(min(remaining, 1 << 18))
-            try output.write(part)
-            remaining -= part.count
+        let output = try HashingFileOutput(creating: destination, mode: 0o600)
+        do {
+            var remaining = fileSize
+            while remaining > 0 {
+                let part = try input.readBytes(min(remaining, 1 << 18))
+                try output.write(part)
+                remaining -= part.count
+            }
+            try output.sync()
+        } catch {
+            unlink(destination)
+            throw error
         }
-        try output.sync()
     }
 
     /// Streams one segment's bytes as they stand in the file, for a relay to keep them.

@@ -24,13 +24,15 @@ public final class BundleWriter {
     /// With `recipients`, the signed bundle is written to an unnamed scratch file and only
     /// its encryption (age) goes beside `destination`: no plaintext is left there, even by
     /// a killed export.
-    public init(destination: String, encryptTo recipients: [SSHPublicKey] = []) throws {
+    /// `scratchDirectory`: where the unnamed plaintext goes (default: the temporary folder).
+    public init(destination: String, encryptTo recipients: [SSHPublicKey] = [], scratchDirectory: String? = nil) throws {
         self.destination = destination
         self.recipients = recipients
         directory = URL(fileURLWithPath: destination).deletingLastPathComponent().path
         output =
             recipients.isEmpty
-            ? try HashingFileOutput(creating: Self.temporaryPath(in: directory)) : try HashingFileOutput(scratchFor: destination)
+            ? try HashingFileOutput(creating: Self.temporaryPath(in: directory))
+            : try HashingFileOutput(scratchFor: destination, in: scratchDirectory)
         output.hashing = true
         try output.write(BundleCodec.magic + [BundleCodec.version])
     }

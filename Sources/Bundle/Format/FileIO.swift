@@ -30,21 +30,22 @@ final class HashingFileOutput {
 
     var pending: Int { buffer.count }
 
-    init(creating path: String) throws {
+    init(creating path: String, mode: mode_t = 0o644) throws {
         self.path = path
-        descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         if descriptor < 0 {
             throw BundleError(.io, "\(path): cannot create: \(String(cString: strerror(errno)))")
         }
         buffer.reserveCapacity(1 << 18)
     }
 
-    /// A scratch file that has no name (made in the temporary folder, then unlinked), for a
-    /// bundle's plaintext: it leaves nothing behind however the process ends. `path` names
-    /// the file it stands for, in messages.
-    init(scratchFor path: String) throws {
+    /// A scratch file that has no name (made in `directory`, else the temporary folder, then
+    /// unlinked at once, mode 0600), for a bundle's plaintext: it leaves nothing behind however
+    /// the process ends. `path` names the file it stands for, in messages.
+    init(scratchFor path: String, in directory: String? = nil) throws {
         self.path = path
-        var template = Array((FileManager.default.temporaryDirectory.path + "/.sqsync-plain-XXXXXX").utf8CString)
+        let folder = directory ?? FileManager.default.temporaryDirectory.path
+        var template = Array((folder + "/.sqsync-plain-XXXXXX").utf8CString)
         descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         if descriptor < 0 {
             throw BundleError(.io, "\(path): cannot make a scratch file to decrypt into: \(String(cString: strerror(errno)))")

@@ -395,16 +395,24 @@ extension KeyBinding {
     /// each reader's current pinned key; while any reader has none pinned yet, or no reader
     /// is known at all (a mailbox's first bundle, for whoever comes), every key `trust`
     /// allows to sign bundles, so that it can read the bundle all the same.
-    public static func encryptionKeys(for readers: Set<String>, replica: Replica, trust: AllowedSigners) throws
-        -> [SSHPublicKey]
-    {
+    /// `signedAcknowledgements`: the key that signed each reader's latest verified mailbox
+    /// acknowledgement, used for a reader with no key pinned. `trust` is followed through
+    /// recorded key moves first.
+    public static func encryptionKeys(
+        for readers: Set<String>, replica: Replica, trust: AllowedSigners, signedAcknowledgements: [String: SSHPublicKey] = [:]
+    ) throws -> [SSHPublicKey] {
         let pins = KeyPins(replica)
         var keys: [SSHPublicKey] = []
         var unpinned = readers.subtracting([replica.knowledgeID]).isEmpty
         for reader in readers.sorted() where reader != replica.knowledgeID {
-            if let key = try pins.currentKey(of: reader) { keys.append(key) } else { unpinned = true }
+            if let key = try pins.currentKey(of: reader) ?? signedAcknowledgements[reader] {
+                keys.append(key)
+            } else {
+                unpinned = true
+            }
         }
         if unpinned {
+            let trust = try Self.trust(trust, replica: replica)
             keys += trust.entries.map(\.key).filter {
                 trust.principal(for: $0, namespace: BundleCodec.signatureNamespace) != nil
             }

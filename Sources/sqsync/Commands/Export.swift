@@ -55,10 +55,13 @@ extension SQSync {
             }
             var recipients = try encryptTo.map(Self.recipientKey)
             if let peer, recipients.isEmpty && !noEncrypt {
-                recipients = try KeyBinding.encryptionKeys(
-                    for: [receiver ?? peer], replica: replica, trust: try global.trustedSigners())
+                let reader = receiver ?? peer.lowercased()
+                recipients = try KeyBinding.encryptionKeys(for: [reader], replica: replica, trust: try global.trustedSigners())
                 if recipients.isEmpty {
                     throw Failure.raise("\(db): no key to encrypt for \(peer) (none pinned, none in allowed_signers); give --encrypt-to KEY.pub or --no-encrypt")
+                }
+                if try KeyBinding.currentKey(of: reader, replica: replica) == nil {
+                    global.say("\(peer) has no key pinned here yet: encrypting to every trusted key (\(recipients.count)); --encrypt-to KEY.pub names its key")
                 }
             }
             let result = try BundleExchange.export(

@@ -29,8 +29,6 @@ extension SQSync {
         func run() throws {
             let replica = try Replica(path: db)
             let trust = try global.trustedSigners()
-            // Encrypted bundles are decrypted with this replica's key, when it has one.
-            let key = FileManager.default.fileExists(atPath: global.keyPath) ? try global.signingKey() : nil
             var files: [String] = []
             var outcomes: [Outcome] = []
             for path in bundles {
@@ -52,7 +50,10 @@ extension SQSync {
             if !dryRun {
                 outcomes += try BundleExchange.retryHeld(replica: replica, trust: trust).map(Outcome.imported)
             }
+            // Encrypted bundles are decrypted with this replica's key, read only when one comes.
+            var key: SigningKey?
             for file in files {
+                if key == nil, AgeFile.isEncrypted(path: file) { key = try global.signingKey() }
                 outcomes.append(try importing(file, into: replica, trust: trust, key: key))
             }
             report(outcomes)

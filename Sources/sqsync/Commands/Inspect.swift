@@ -22,15 +22,14 @@ extension SQSync {
 
         func run() throws {
             let reader: BundleReader
-            let recipients = try AgeFile.recipients(ofFile: file)
-            let recipientText = try recipients.map { try describe($0) }
+            var recipientText: [String] = []
             do {
                 let key = FileManager.default.fileExists(atPath: global.keyPath) ? try global.signingKey() : nil
+                recipientText = describe(try AgeFile.recipients(ofFile: file), key: key)
                 reader = try BundleReader(path: file, trust: nil, decryptingWith: key)
-            } catch let error as BundleError where !recipients.isEmpty && [.notAddressed, .untrusted].contains(error.kind)
-                && (error.kind == .notAddressed || error.description.contains("--key"))
-            {
-                // Encrypted for others: who it is for is all there is to show.
+            } catch let error as BundleError where error.kind == .notAddressed {
+                // Encrypted for others: who it is for (by a header nothing has authenticated,
+                // since only a recipient can) is all there is to show.
                 if global.json {
                     global.emitJSON([
                         "path": file, "encrypted": true, "recipients": recipientText, "verified": false,
@@ -38,7 +37,7 @@ extension SQSync {
                     ])
                 } else {
                     global.printResult(
-                        (["encrypted  to \(counted(recipients.count, "key")); cannot read it here: \(error.description)"]
+                        (["encrypted  to \(counted(recipientText.count, "key")) (as its unauthenticated header says); cannot read it here: \(error.description)"]
                             + recipientText.map { "recipient  \($0)" }).joined(separator: "\n"))
                 }
                 return
@@ -82,7 +81,7 @@ extension SQSync {
             if global.json {
                 global.emitJSON([
                     "path": file, "verified": verification.ok, "verification": verification.text,
-                    "encrypted": !recipients.isEmpty, "recipients": recipientText,
+                    "encrypted": reader.isEncrypted, "recipients": recipientText,
                     "signer_key": signer.fingerprint, "format_version": 3, "bytes": reader.fileSize,
                     "sender": sender.id, "sender_name": sender.name, "created_ms": envelope.createdAt,
                     "knowledge": Dictionary(uniqueKeysWithValues: envelope.sites.map { ($0.id, $0.knowledge) }),
@@ -107,8 +106,8 @@ extension SQSync {
                 "knowledge  \(Knowledge(Dictionary(uniqueKeysWithValues: envelope.sites.map { ($0.id, $0.knowledge) })))",
                 "base       \(Knowledge(Dictionary(uniqueKeysWithValues: envelope.sites.map { ($0.id, $0.base) })))",
             ]
-            if !recipients.isEmpty {
-                lines.insert("encrypted  to \(counted(recipients.count, "key")): decrypted with this replica's key", at: 1)
+            if reader.isEncrypted {
+                lines.insert("encrypted  to \(counted(recipientText.count, "key")): decrypted with this replica's key", at: 1)
                 lines.insert(contentsOf: recipientText.map { "recipient  \($0)" }, at: 2)
             }
             for segment in segments {
@@ -125,18 +124,19 @@ extension SQSync {
             if !verification.ok { throw ExitCode(Failure.rejectedBundle) }
         }
 
-        /// A recipient by the fingerprint and principal of the trusted key whose tag it names
+        /// Each recipient by the fingerprint and principal of the trusted key whose tag it names
         /// (a stanza names its key only by a 4-byte tag), or by the tag alone.
-        private func describe(_ recipient: AgeFile.Recipient) throws -> String {
-            guard recipient.type == "ssh-ed25519" else { return "a recipient of type \(displayText(recipient.type))" }
-            let tag = recipient.tag.map { String(format: "%02x", $0) }.joined()
+        private func describe(_ recipients: [AgeFile.Recipient], key: SigningKey?) -> [String] {
             var known: [(SSHPublicKey, String)] = []
             if let trust = try? global.trustedSigners() { known += trust.keysAndPrincipals() }
-            if let own = try? global.signingKey() { known.append((own.publicKey, "this replica's key")) }
-            if let match = known.first(where: { AgeFile.tag(of: $0.0) == recipient.tag }) {
-                return "\(match.0.fingerprint) (\(displayText(match.1)))"
+            if let key { known.append((key.publicKey, "this replica's key")) }
+            return recipients.map { recipient in
+                guard recipient.type == "ssh-ed25519" else { return "a recipient of type \(displayText(recipient.type))" }
+                if let match = known.first(where: { AgeFile.tag(of: $0.0) == recipient.tag }) {
+                    return "\(match.0.fingerprint) (\(displayText(match.1)))"
+                }
+                return "an ssh-ed25519 key unknown here (tag \(recipient.tag.map { String(format: "%02x", $0) }.joined()))"
             }
-            return "an ssh-ed25519 key unknown here (tag \(tag))"
         }
     }
 }
