@@ -120,7 +120,7 @@ public final class Database {
     }
 
     func error(_ rc: Int32, sql: String?) -> SQLiteError {
-        SQLiteError(code: ResultCode(rawValue: rc), message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+        SQLiteError(code: ResultCode(rawValue: rc), message: String(cString: sqlite3_errmsg(handle)), sql: sql, path: path)
     }
 
     /// Runs one or more statements that take no parameters.
@@ -130,7 +130,7 @@ public final class Database {
         if rc != SQLITE_OK {
             let message = errorMessage.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
             sqlite3_free(errorMessage)
-            throw SQLiteError(code: ResultCode(rawValue: rc), message: message, sql: sql)
+            throw SQLiteError(code: ResultCode(rawValue: rc), message: message, sql: sql, path: path)
         }
     }
 

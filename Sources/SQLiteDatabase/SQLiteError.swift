@@ -42,11 +42,15 @@ public struct SQLiteError: Error, CustomStringConvertible {
     public var code: ResultCode
     public var message: String
     public var sql: String?
+    /// The database file, when the message does not name it already ("database is locked"
+    /// must say which database).
+    public var path: String?
 
-    public init(code: ResultCode, message: String, sql: String? = nil) {
+    public init(code: ResultCode, message: String, sql: String? = nil, path: String? = nil) {
         self.code = code
         self.message = message
         self.sql = sql
+        self.path = path
     }
 
     public var isBusy: Bool { code.primary == .busy || code.primary == .locked }

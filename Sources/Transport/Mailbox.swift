@@ -75,6 +75,7 @@ public final class Mailbox {
     }
 
     public func sync(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {
+        try replica.refuseWhileMigrating("sync")
         try KeyBinding.prepareToSign(replica: replica, key: key)
         let trust = try KeyBinding.trust(trust, replica: replica)
         ScratchDirectory.clearLeftovers(beside: replica.path)
@@ -208,7 +209,7 @@ public final class Mailbox {
                 report.refused.append(
                     (
                         name,
-                        "\(transport.displayName)/\(path) carries changes of this replica's knowledge ID \(me) that it never made: another database is a copy of this one; keep one and make the others with `sqsync clone`"
+                        "\(transport.displayName)/\(path): written by another copy of this database (with changes this one never made); keep one copy and make the others with `sqsync clone`"
                     ))
                 return report
             }

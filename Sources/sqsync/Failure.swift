@@ -30,7 +30,8 @@ struct Failure {
             self.init(message: error.description, exitCode: error.kind == .usage ? Self.usage : Self.failed)
         case let error as SQLiteError:
             // One line: SQLite's own words and code; the SQL stays out of the message.
-            self.init(message: "\(error.message) (SQLite error \(error.code))", exitCode: Self.failed)
+            let file = error.path.map { "\($0): " } ?? ""
+            self.init(message: "\(file)\(error.message) (SQLite error \(error.code))", exitCode: Self.failed)
         case let error as TransportError:
             self.init(message: error.description, exitCode: Self.failed)
         case let error as KeyFormatError:

@@ -50,6 +50,7 @@ public enum BundleExchange {
         nameSuffix: String? = nil, receiver: String? = nil, readers: Set<String> = [], encryptTo recipients: [SSHPublicKey] = [],
         progress: ((Int) -> Void)? = nil
     ) throws -> ExportResult {
+        try replica.refuseWhileMigrating("export")
         try KeyBinding.prepareToSign(replica: replica, key: key)
         let me = replica.knowledgeID
         var leaving = readers.subtracting([me])
@@ -174,6 +175,7 @@ public enum BundleExchange {
         path: String, into replica: Replica, trust: AllowedSigners, decryptingWith key: SigningKey? = nil, dryRun: Bool = false,
         learning: LearningEvent.ByWriter = [:], progress: ((Int) -> Void)? = nil
     ) throws -> ImportResult {
+        try replica.refuseWhileMigrating("import")
         let trusted = try KeyBinding.trust(trust, replica: replica)
         let reader = try BundleReader(
             path: path, trust: trusted, decryptingWith: key,
@@ -366,7 +368,7 @@ public enum BundleExchange {
     private static func copiedIdentity(_ path: String, replica: Replica, _ detail: String) -> ChangeLogError {
         ChangeLogError(
             .identityClash,
-            "\(path): another database claims this replica's knowledge ID \(replica.knowledgeID) (\(detail)): one was copied instead of cloned; keep one and make the others with `sqsync clone`"
+            "\(path): written by another copy of this database, knowledge ID \(replica.knowledgeID) (\(detail)); keep one copy and make the others with `sqsync clone`"
         )
     }
 

@@ -159,7 +159,7 @@ public final class ChangeMerger {
         let id = siteIDs[site] ?? "?"
         return ChangeLogError(
             .identityClash,
-            "\(replica.path): two databases claim knowledge ID \(id): the bundle's change \(seq) of it differs from the one held here. One was copied instead of cloned; retire that ID with `sqsync peers retire` and re-create the copies with `sqsync clone`"
+            "\(replica.path): replica \(id) exists twice (its change \(seq) in the bundle differs from the one held here); retire it with `sqsync peers retire` and give each copy a fresh `sqsync clone`"
         )
     }
 

@@ -43,7 +43,7 @@ public final class OwnChangeCheck {
     private func copied(_ seq: Int64, _ detail: String) -> ChangeLogError {
         ChangeLogError(
             .identityClash,
-            "\(path): the bundle carries change \(seq) of this replica's knowledge ID \(replica.knowledgeID), made otherwise (\(detail)): another database claims that ID, one was copied instead of cloned; keep one and make the others with `sqsync clone`"
+            "\(path): another copy of this database made its change \(seq) otherwise (\(detail)); keep one copy and make the others with `sqsync clone`"
         )
     }
 }

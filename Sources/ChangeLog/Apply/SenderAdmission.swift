@@ -68,7 +68,7 @@ extension Replica {
                 if (seq > reportedSeq && hlc < reportedHLC) || (seq < reportedSeq && hlc > reportedHLC) {
                     throw ChangeLogError(
                         .identityClash,
-                        "\(path): two databases claim knowledge ID \(report.knowledgeID) (\(displayText(report.name))): its clock went \(reportedSeq)@\(reportedHLC) → \(seq)@\(hlc), which one replica never does. One was copied instead of cloned; retire that ID with `sqsync peers retire` and re-create the copies with `sqsync clone`"
+                        "\(path): replica \(report.label) exists twice (its clock went \(reportedSeq)@\(reportedHLC) → \(seq)@\(hlc), which one copy never does); retire it with `sqsync peers retire` and give each copy a fresh `sqsync clone`"
                     )
                 }
             }

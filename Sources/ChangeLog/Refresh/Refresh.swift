@@ -56,6 +56,17 @@ extension Replica {
         try database.int64(#"SELECT EXISTS (SELECT 1 FROM "_sqsync_snapshot")"#) == 1
     }
 
+    /// Refuses `what` (an export, an import, a sync) while a migration is pending: the
+    /// triggers are off, so the replica would send a state it has not captured, or take rows
+    /// the coming `refresh` would count as its own writes.
+    public func refuseWhileMigrating(_ what: String) throws {
+        guard try isMigrating() else { return }
+        throw ChangeLogError(
+            .migrationPending,
+            "\(path): \(what) waits for the migration in progress (`refresh --before-migration` took the triggers off); migrate, then run `sqsync refresh \(path)`"
+        )
+    }
+
     /// Rebuilds every tracked table's triggers after the app migrated its schema, and
     /// reconciles the tables with sqsync's metadata. A table renamed by `ALTER TABLE … RENAME
     /// TO` is followed (its triggers moved with it); a column renamed by `RENAME COLUMN` keeps

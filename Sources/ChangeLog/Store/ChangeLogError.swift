@@ -13,6 +13,8 @@ public struct ChangeLogError: Error, CustomStringConvertible, Equatable {
         case staleReplica
         case schemaMismatch
         case usage
+        /// Between `refresh --before-migration` and `refresh`: nothing is captured meanwhile.
+        case migrationPending
     }
 
     public var kind: Kind

@@ -17,6 +17,20 @@ enum KeyCodec {
         return bytes.isEmpty && values.count == columns ? values : nil
     }
 
+    /// A key as the conflict log writes it: SQL literals joined by ", ".
+    static func decodeLiterals(_ text: String) -> [SQLValue]? {
+        var values: [SQLValue] = []
+        var bytes = Array(text.utf8)[...]
+        while true {
+            guard let value = literal(&bytes) else { return nil }
+            values.append(value)
+            guard bytes.first == UInt8(ascii: ",") else { break }
+            bytes = bytes.dropFirst()
+            while bytes.first == UInt8(ascii: " ") { bytes = bytes.dropFirst() }
+        }
+        return bytes.isEmpty ? values : nil
+    }
+
     private static func literal(_ bytes: inout ArraySlice<UInt8>) -> SQLValue? {
         guard let first = bytes.first else { return nil }
         switch first {

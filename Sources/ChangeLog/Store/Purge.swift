@@ -55,6 +55,18 @@ extension Replica {
         return result
     }
 
+    /// A conflict's key as values (the log keeps it as SQL literals), nil when unreadable.
+    public static func conflictKey(_ text: String) -> [SQLValue]? { KeyCodec.decodeLiterals(text) }
+
+    /// Knowledge ID → name, for every replica heard of that has one (this one included).
+    public func replicaNames() throws -> [String: String] {
+        var names: [String: String] = [knowledgeID: name]
+        for row in try database.rows(#"SELECT "knowledge_id", "name" FROM "_sqsync_sites" WHERE coalesce("name", '') != ''"#) {
+            names[try row.string("knowledge_id")] = try row.string("name")
+        }
+        return names
+    }
+
     public func clearConflicts() throws -> Int {
         try database.execute(#"DELETE FROM "_sqsync_conflicts""#)
         return database.changes

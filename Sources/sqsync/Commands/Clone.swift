@@ -44,6 +44,10 @@ extension SQSync {
                 global.say(
                     "cloned \(source) to \(destination) as replica \(displayText(copy.name)) (\(copy.knowledgeID))"
                         + (id == nil ? "; it has no key of its own yet: its identity is bound to the first key it signs with" : ""))
+                // The source now counts the clone as a peer: purges there wait for it.
+                global.say(
+                    "\(source) keeps deletions for \(displayText(copy.name)) until it syncs; if the clone is thrown away, run `sqsync peers retire \(source) \(copy.knowledgeID)`"
+                )
             }
         }
     }

@@ -16,9 +16,20 @@ extension SQSync {
             let replica = try Replica(path: db)
             let conflicts = try replica.conflicts()
             let orphans = try replica.orphans()
+            let names = try replica.replicaNames()
+            func named(_ id: String?) -> String {
+                guard let id, !id.isEmpty else { return "" }
+                return names[id].map { "\(displayText($0)) (\(id))" } ?? id
+            }
             if global.json {
                 global.emitJSON([
-                    "conflicts": conflicts.map { $0.mapValues(Self.jsonValue) },
+                    "conflicts": conflicts.map { conflict in
+                        var entry = conflict.mapValues(Self.jsonValue)
+                        entry["key"] = conflict["pk"]?.stringValue.flatMap(Replica.conflictKey).map { $0.map(Self.jsonValue) } ?? NSNull()
+                        entry["lost_site_name"] = conflict["lost_site"]?.stringValue.flatMap { names[$0] } ?? NSNull()
+                        entry["won_site_name"] = conflict["won_site"]?.stringValue.flatMap { names[$0] } ?? NSNull()
+                        return entry
+                    },
                     "orphans": orphans.map { ["table": $0.table, "rowid": $0.rowid.map { $0 as Any } ?? NSNull(), "parent": $0.parent] },
                 ])
             } else {
@@ -27,7 +38,7 @@ extension SQSync {
                     let column = conflict["column_name"]?.stringValue.map { ".\($0)" } ?? ""
                     let lost = conflict["lost_row"]?.stringValue ?? conflict["lost_value"]?.literal ?? "NULL"
                     lines.append(
-                        "\(conflict["recorded_at"]?.stringValue ?? "") \(conflict["kind"]?.stringValue ?? ""): \(conflict["table_name"]?.stringValue ?? "")\(column) key \(conflict["pk"]?.stringValue ?? ""): lost \(lost) from \(conflict["lost_site"]?.stringValue ?? "")"
+                        "\(conflict["recorded_at"]?.stringValue ?? "") \(conflict["kind"]?.stringValue ?? ""): \(conflict["table_name"]?.stringValue ?? "")\(column) key \(conflict["pk"]?.stringValue ?? ""): lost \(lost) from \(named(conflict["lost_site"]?.stringValue))"
                     )
                 }
                 for orphan in orphans {

@@ -66,7 +66,8 @@ extension SQSync {
             let changesIn = applied.reduce(0) { $0 + $1.summary.changes }
             let conflicts = applied.reduce(0) { $0 + $1.summary.conflicts }
             for problem in report.rejected + report.refused {
-                FileHandle.standardError.write(Data("sqsync: \(target): \(problem.reason)\n".utf8))
+                // Each reason names its file in the mailbox already.
+                FileHandle.standardError.write(Data("sqsync: \(problem.reason)\n".utf8))
             }
             for warning in report.warnings {
                 FileHandle.standardError.write(Data("sqsync: warning: \(warning)\n".utf8))
