@@ -282,6 +282,14 @@ struct TriggerSQL {
             """
     }
 
+    /// Between `refresh --before-migration` and `refresh`, in place of the capture triggers:
+    /// it never fires and names no column (so a migration may drop any), but `ALTER TABLE …
+    /// RENAME TO` carries it to the table's new name, where `refresh` finds it.
+    var migrationMarker: (name: String, sql: String) {
+        let name = "_sqsync_\(table.name)_migrating"
+        return (name, "CREATE TRIGGER \(quoteIdentifier(name)) AFTER DELETE ON \(quotedTable) WHEN 0 BEGIN SELECT 0; END")
+    }
+
     /// Every trigger for the table, by name (unquoted) → CREATE statement.
     var all: [(name: String, sql: String)] {
         var result = [

@@ -42,6 +42,7 @@ extension Replica {
             var names: [String] = []
             for table in try trackedTables(skippingMissing: true) {
                 try dropTriggers(of: table.name)
+                try database.execute(TriggerSQL(table: table).migrationMarker.sql)
                 let snapshot = SnapshotSQL(table: table)
                 try database.run(SnapshotSQL.forget, .integer(Int64(table.tid)))
                 for column in table.columns where !column.isPrimaryKey { try database.execute(snapshot.keep(column)) }
@@ -213,8 +214,12 @@ extension Replica {
     /// The table a tracked table's triggers now belong to: `ALTER TABLE … RENAME TO` moves
     /// triggers with their table, and their names still carry the old one.
     private func tableHoldingTriggers(of oldName: String) throws -> String? {
-        try database.optionalString(
-            RefreshSQL.triggerTable, .text("_sqsync_\(oldName)_after_insert"))
+        for suffix in ["after_insert", "migrating"] {
+            if let table = try database.optionalString(RefreshSQL.triggerTable, .text("_sqsync_\(oldName)_\(suffix)")) {
+                return table
+            }
+        }
+        return nil
     }
 
     /// Recognises columns the migration renamed (SQLite rewrote the triggers' text to name
@@ -227,13 +232,26 @@ extension Replica {
         let triggerText = try database.rows(RefreshSQL.triggersOfTable, .text(declared.name)).map {
             try $0.string("sql")
         }.joined(separator: "\n")
-        for row in try database.rows(RefreshSQL.liveColumnsWithIDs, .integer(Int64(tid))) {
-            let cid = try row.int("cid"), name = try row.string("name"), isKey = try row.int64("is_pk") == 1
+        // After `--before-migration` no trigger names the columns: the copy of their values it
+        // kept tells a renamed column instead.
+        let migrating = try database.int64(SnapshotSQL.exists, .integer(Int64(tid))) == 1
+        let recorded = try database.rows(RefreshSQL.liveColumnsWithIDs, .integer(Int64(tid)))
+        for (position, row) in recorded.enumerated() {
+            let cid = try row.int("cid"), name = try row.string("name"), keyPosition = try row.int("is_pk")
+            let isKey = keyPosition > 0
             guard !declaredNames.contains(name) else { continue }
-            let renamedTo = added.firstIndex { column in
-                isKey
-                    ? column.primaryKeyPosition > 0 && triggerText.contains("NEW.\(quoteIdentifier(column.name))")
-                    : [false, true].contains { triggerText.contains(TriggerSQL.changedTerm(column.name, cid: cid, comparingStorageClass: $0)) }
+            let renamedTo: Int?
+            if migrating {
+                renamedTo = try renamedColumn(
+                    cid: cid, isKey: isKey, keyPosition: keyPosition, position: position, among: added, of: declared, tid: tid)
+            } else {
+                renamedTo = added.firstIndex { column in
+                    isKey
+                        ? column.primaryKeyPosition > 0 && triggerText.contains("NEW.\(quoteIdentifier(column.name))")
+                        : [false, true].contains {
+                            triggerText.contains(TriggerSQL.changedTerm(column.name, cid: cid, comparingStorageClass: $0))
+                        }
+                }
             }
             if let index = renamedTo {
                 let newName = added.remove(at: index).name
@@ -249,6 +267,35 @@ extension Replica {
     }
 }
 
+extension Replica {
+    /// Which of the columns a migration added is column `cid` renamed, told from the values
+    /// `--before-migration` kept: the one holding exactly those values in every row still
+    /// there, preferring, among several (an empty table, a column of NULLs), the one at the
+    /// column's old place. A key column (whose values the copy does not hold) is renamed to
+    /// the added key column at its place in the key. Nil: dropped.
+    fileprivate func renamedColumn(
+        cid: Int, isKey: Bool, keyPosition: Int, position: Int, among added: [DeclaredTable.Column], of declared: DeclaredTable,
+        tid: Int
+    ) throws -> Int? {
+        if isKey {
+            return added.firstIndex { $0.primaryKeyPosition == keyPosition }
+        }
+        let alias = quoteIdentifier("_sqsync_t")
+        let key = MetadataKey.sql(TriggerSQL.storedKey(declared.primaryKey.map { "\(alias).\(quoteIdentifier($0.name))" }))
+        var matching: [Int] = []
+        for (index, column) in added.enumerated() where column.primaryKeyPosition == 0 {
+            let differing = try database.int64(
+                """
+                SELECT count(*) FROM "_sqsync_snapshot" AS s JOIN \(quoteIdentifier(declared.name)) AS \(alias) ON \(key) = s."pk"
+                WHERE s."tid" = ?1 AND s."cid" = ?2 AND s."value" IS NOT \(alias).\(quoteIdentifier(column.name))
+                """, .integer(Int64(tid)), .integer(Int64(cid)))
+            if differing == 0 { matching.append(index) }
+        }
+        if matching.count <= 1 { return matching.first }
+        return matching.first { index in declared.columns.firstIndex { $0.name == added[index].name } == position }
+    }
+}
+
 /// The statements `refresh` runs on sqsync's own tables.
 enum RefreshSQL {
     static let renameTable = #"UPDATE "_sqsync_tables" SET "name" = ? WHERE "tid" = ?"#
@@ -258,7 +305,7 @@ enum RefreshSQL {
         """
     static let columnID = #"SELECT "cid" FROM "_sqsync_columns" WHERE "tid" = ? AND "name" = ? AND "dropped" = 0"#
     static let liveColumns = #"SELECT "name" FROM "_sqsync_columns" WHERE "tid" = ? AND "dropped" = 0"#
-    static let liveColumnsWithIDs = #"SELECT "cid", "name", "is_pk" FROM "_sqsync_columns" WHERE "tid" = ? AND "dropped" = 0"#
+    static let liveColumnsWithIDs = #"SELECT "cid", "name", "is_pk" FROM "_sqsync_columns" WHERE "tid" = ? AND "dropped" = 0 ORDER BY "cid""#
     static let renameColumn = #"UPDATE "_sqsync_columns" SET "name" = ? WHERE "tid" = ? AND "cid" = ?"#
     static let dropColumn = #"UPDATE "_sqsync_columns" SET "dropped" = 1, "is_pk" = 0 WHERE "tid" = ? AND "cid" = ?"#
     static let dropCellsOfColumn = """
