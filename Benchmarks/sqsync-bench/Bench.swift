@@ -573,6 +573,29 @@ struct Bench {
             String(
                 format: "  export of %d changes from a %d-row replica: %.1f ms; status: %.1f ms",
                 small.rows, largeRows, exportSeconds * 1000, statusSeconds * 1000))
+
+        // No live peer at all (the target retired): `export --since` a knowledge within the
+        // window of own changes kept for it (Replica.sinceWindow) still reads only what it sends.
+        _ = try source.retire(peer: target.knowledgeID)
+        let before = try source.knowledge()
+        try source.database.inTransaction {
+            let update = try source.database.statement("UPDATE items SET qty = qty + 1 WHERE rowid = ?")
+            for rowid in stride(from: 2, through: largeRows, by: max(1, largeRows / 100)).prefix(100) {
+                try update.bind([.integer(Int64(rowid))])
+                try update.run()
+            }
+        }
+        try source.fold()
+        var since: ExportResult!
+        let sinceSeconds = try time {
+            since = try BundleExchange.export(
+                replica: source, since: Knowledge(parsing: before.description), key: key, to: folder + "/since.sqsb",
+                intoDirectory: false)
+        }
+        print(
+            String(
+                format: "  export --since of %d changes from a %d-row replica with no live peer: %.1f ms (window %d own changes)",
+                since.rows, largeRows, sinceSeconds * 1000, Replica.sinceWindow))
     }
 
     /// The `sqsync` built beside this benchmark (`make bench` builds both).

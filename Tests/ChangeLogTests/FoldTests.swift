@@ -47,38 +47,57 @@ final class FoldTests: XCTestCase {
     }
 
     /// `_sqsync_changes` keeps a change until every live peer acknowledged it: a peer that has
-    /// not keeps it, retiring that peer lets it go, and with no live peer nothing is kept.
+    /// not keeps it, retiring that peer lets it go, and with no live peer nothing is kept but
+    /// the window of the newest own changes that `export --since` reads (``Replica/sinceWindow``).
     func testChangeNotesLeaveOnceEveryLivePeerAcknowledged() throws {
         let a = try sandbox.replica("a", schema: schema, track: ["items"])
         let (b, c) = (try sandbox.clone(a, "b"), try sandbox.clone(a, "c"))
+        let window = Replica.sinceWindow
         func notes() throws -> Int64 {
             try a.fold()
             return try XCTUnwrap(
                 a.database.scalar(#"SELECT count(*) FROM "_sqsync_changes" WHERE "site" = ?"#, .integer(Int64(a.site)))?.int64Value)
         }
-        try a.database.execute("INSERT INTO items VALUES ('x', 'one', 1, NULL), ('y', 'two', 2, NULL), ('z', 'three', 3, NULL)")
-        XCTAssertEqual(try notes(), 3)
+        // More than a window's worth of changes: kept whole while c lacks them all.
+        try a.database.execute(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(window + 5)) INSERT INTO items SELECT 'w' || i, 'w', i, NULL FROM n"
+        )
         try sync(from: a, to: b)
         try sync(from: b, to: a)
-        XCTAssertEqual(try notes(), 3, "c has not acknowledged them")
+        XCTAssertEqual(try notes(), window + 5, "c has not acknowledged them")
         try sync(from: a, to: c)
         try sync(from: c, to: a)
-        XCTAssertEqual(try notes(), 0)
+        XCTAssertEqual(try notes(), window, "every peer holds them: the window of the newest stays")
 
-        try a.database.execute("UPDATE items SET qty = 10 WHERE id = 'x'")
-        try sync(from: a, to: b)
-        try sync(from: b, to: a)
-        XCTAssertEqual(try notes(), 1)
+        try a.database.execute("UPDATE items SET qty = 10 WHERE id = 'w1'")
+        XCTAssertEqual(try notes(), window, "the window slides")
         _ = try a.retire(peer: c.knowledgeID)
-        XCTAssertEqual(try notes(), 0, "only b is live, and it acknowledged")
-        // What c lacks is still exported, read from the tables themselves.
+        // What c lacks is still exported.
         try sync(from: a, to: c)
-        XCTAssertEqual(try c.database.scalar("SELECT qty FROM items WHERE id = 'x'")?.int64Value, 10)
-
-        try a.database.execute("DELETE FROM items WHERE id = 'y'")
-        XCTAssertEqual(try notes(), 1)
+        XCTAssertEqual(try c.database.scalar("SELECT qty FROM items WHERE id = 'w1'")?.int64Value, 10)
+        try a.database.execute("DELETE FROM items WHERE id = 'w2'")
         _ = try a.retire(peer: b.knowledgeID)
-        XCTAssertEqual(try notes(), 0, "no live peer")
+        XCTAssertEqual(try notes(), window, "no live peer: the window only")
+    }
+
+    /// With no peer at all, `export --since` a knowledge within the window reads the rows
+    /// through the change notes, and sends exactly what that knowledge lacks.
+    func testExportSinceWithNoPeerReadsTheWindow() throws {
+        let a = try sandbox.replica("lonely", schema: schema, track: ["items"])
+        try a.database.execute("INSERT INTO items VALUES ('x', 'one', 1, NULL), ('y', 'two', 2, NULL)")
+        try a.fold()
+        let before = try a.knowledge()
+        try a.database.execute("UPDATE items SET qty = 5 WHERE id = 'y'; INSERT INTO items VALUES ('z', 'three', 3, NULL)")
+        try a.fold()
+        XCTAssertEqual(
+            try a.database.int64(#"SELECT count(*) FROM "_sqsync_changes" WHERE "site" = ?"#, .integer(Int64(a.site))), 4,
+            "kept with no peer to acknowledge them")
+        let keys = try ChangeExporter.snapshot(of: a, ownChangesAfter: before[a.knowledgeID]) { exporter in
+            var keys: [[SQLValue]] = []
+            try exporter.forEachChange { keys.append($0.key) }
+            return keys
+        }
+        XCTAssertEqual(Set(keys), [[.text("y")], [.text("z")]])
     }
 
     func testReadersGiveTheSameAnswersWithOrWithoutPendingLogRows() throws {

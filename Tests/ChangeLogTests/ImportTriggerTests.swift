@@ -143,7 +143,9 @@ final class ImportTriggerTests: XCTestCase {
         _ = try replica.prepareMigration()
         try replica.database.execute(#"UPDATE "_sqsync_replica" SET "trigger_version" = 5"#)
         let reopened = try Replica(path: replica.path)
-        XCTAssertEqual(try count(reopened, "SELECT count(*) FROM sqlite_schema WHERE name LIKE '\\_sqsync\\_items%' ESCAPE '\\'"), 0)
+        // Only the marker that follows a rename stays; no capture trigger is put back.
+        XCTAssertEqual(
+            try count(reopened, "SELECT count(*) FROM sqlite_schema WHERE name LIKE '\\_sqsync\\_items\\_after%' ESCAPE '\\'"), 0)
         try reopened.database.execute("UPDATE items SET qty = 7")
         _ = try reopened.refresh()
         XCTAssertEqual(try reopened.doctor(), [])

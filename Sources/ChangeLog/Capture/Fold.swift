@@ -34,9 +34,15 @@ extension Replica {
     /// most this much, and only what the work read.
     public static let bulkPageCacheKiB: Int64 = 16 * 1024
 
+    /// Own changes `_sqsync_changes` keeps whatever the peers acknowledged: `export --since`
+    /// a knowledge at most this many changes behind reads only what it sends; one further
+    /// behind reads every row (docs/CLI.md). About 40 bytes each.
+    public static let sinceWindow: Int64 = 10_000
+
     /// Drops from `_sqsync_changes` what every live peer acknowledged, site by site, and
     /// records up to where: an export or status for a peer that knows less reads the
-    /// entries themselves instead. With no live peer, nothing needs keeping.
+    /// entries themselves instead. With no live peer, nothing needs keeping but the window
+    /// of own changes for `export --since` (``sinceWindow``).
     func forgetAcknowledgedChanges() throws {
         try database.run(FoldSQL.advanceChangeHorizon, .integer(Int64(site)))
         try database.run(FoldSQL.forgetAllChangesWithoutPeers, .integer(Int64(site)))
@@ -359,24 +365,31 @@ enum FoldSQL {
     /// one pass over the acknowledgements (a peer without one for the site holds it at 0).
     /// Only horizons that move are written: every fold runs this, and a quiet sync folds with
     /// nothing new from a hundred peers.
+    /// This replica's own newest ``Replica/sinceWindow`` changes stay whatever the peers
+    /// acknowledged, so that `export --since` any knowledge within them costs what it sends.
     static let advanceChangeHorizon = """
-        UPDATE "_sqsync_sites" AS s SET "changes_from" = h."least"
+        UPDATE "_sqsync_sites" AS s SET "changes_from" =
+            CASE WHEN s."site" = ?1 THEN min(h."least", \(ownWindowStart)) ELSE h."least" END
         FROM (
             SELECT a."site" AS "site", min(a."seq") AS "least", count(*) AS "peers"
             FROM "_sqsync_acks" a JOIN "_sqsync_sites" p ON p."site" = a."peer"
             WHERE p."site" != ?1 AND p."retired" = 0
             GROUP BY a."site"
         ) AS h
-        WHERE h."site" = s."site" AND h."least" > s."changes_from"
+        WHERE h."site" = s."site"
+          AND CASE WHEN s."site" = ?1 THEN min(h."least", \(ownWindowStart)) ELSE h."least" END > s."changes_from"
           AND h."peers" = (SELECT count(*) FROM "_sqsync_sites" p WHERE p."site" != ?1 AND p."retired" = 0)
         """
+
+    /// Where the window of this replica's own changes kept for `export --since` starts.
+    private static let ownWindowStart = #"max(0, (SELECT "seq" FROM "_sqsync_replica") - \#(Replica.sinceWindow))"#
 
     /// With no live peer, nothing needs keeping.
     static let forgetAllChangesWithoutPeers = """
         UPDATE "_sqsync_sites" AS s SET "changes_from" =
-            CASE WHEN s."site" = ?1 THEN (SELECT "seq" FROM "_sqsync_replica") ELSE s."known_seq" END
+            CASE WHEN s."site" = ?1 THEN \(ownWindowStart) ELSE s."known_seq" END
         WHERE NOT EXISTS (SELECT 1 FROM "_sqsync_sites" p WHERE p."site" != ?1 AND p."retired" = 0)
-          AND "changes_from" < CASE WHEN s."site" = ?1 THEN (SELECT "seq" FROM "_sqsync_replica") ELSE s."known_seq" END
+          AND "changes_from" < CASE WHEN s."site" = ?1 THEN \(ownWindowStart) ELSE s."known_seq" END
         """
 
     /// The least any live peer other than this replica (?1) acknowledged of site `s`; NULL
