@@ -526,6 +526,17 @@ struct Bench {
 
     // MARK: Large import, in a child process to measure its peak memory
 
+    /// 100 updates spread over the large replica's rows, from rowid `first`.
+    static func updateHundredRows(_ replica: Replica, from first: Int) throws {
+        try replica.database.inTransaction {
+            let update = try replica.database.statement("UPDATE items SET qty = qty + 1 WHERE rowid = ?")
+            for rowid in stride(from: first, through: largeRows, by: max(1, largeRows / 100)).prefix(100) {
+                try update.bind([.integer(Int64(rowid))])
+                try update.run()
+            }
+        }
+    }
+
     static func largeImport(folder: String) throws {
         // Every replica signs with its own key (docs/KEYS.md).
         let key = SigningKey.generate(comment: "bench")
@@ -556,13 +567,7 @@ struct Bench {
             replica: target, since: try source.knowledge(), key: targetKey, to: folder + "/reply.sqsb", intoDirectory: false)
         _ = try BundleExchange.importBundle(path: reply.path, into: source, trust: try AllowedSigners(text: String(contentsOfFile: trustPath, encoding: .utf8)))
         let acknowledged = try source.knowledge()
-        try source.database.inTransaction {
-            let update = try source.database.statement("UPDATE items SET qty = qty + 1 WHERE rowid = ?")
-            for rowid in stride(from: 1, through: largeRows, by: max(1, largeRows / 100)).prefix(100) {
-                try update.bind([.integer(Int64(rowid))])
-                try update.run()
-            }
-        }
+        try updateHundredRows(source, from: 1)
         var small: ExportResult!
         let exportSeconds = try time {
             small = try BundleExchange.export(
@@ -578,13 +583,7 @@ struct Bench {
         // window of own changes kept for it (Replica.sinceWindow) still reads only what it sends.
         _ = try source.retire(peer: target.knowledgeID)
         let before = try source.knowledge()
-        try source.database.inTransaction {
-            let update = try source.database.statement("UPDATE items SET qty = qty + 1 WHERE rowid = ?")
-            for rowid in stride(from: 2, through: largeRows, by: max(1, largeRows / 100)).prefix(100) {
-                try update.bind([.integer(Int64(rowid))])
-                try update.run()
-            }
-        }
+        try updateHundredRows(source, from: 2)
         try source.fold()
         var since: ExportResult!
         let sinceSeconds = try time {

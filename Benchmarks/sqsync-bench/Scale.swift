@@ -84,7 +84,8 @@ enum Scale {
                         // The file as the mailbox holds it (the export's own path was a scratch file).
                         let name = URL(fileURLWithPath: exported.path).lastPathComponent
                         let file = folder + "/mailbox/sqsync/outbox/\(replica.knowledgeID)/\(name)"
-                        measured.envelopeBytesPerSite = Double(try envelopeLength(file)) / Double(exported.envelope.sites.count)
+                        measured.envelopeBytesPerSite =
+                            Double(try envelopeLength(file, key: keys[index])) / Double(exported.envelope.sites.count)
                     }
                 }
             }
@@ -109,7 +110,8 @@ enum Scale {
         try round(&measured.settled)
         let exported = try BundleExchange.export(
             replica: replicas[count / 2], since: Knowledge(), key: keys[count / 2], to: folder + "/export.sqsb", intoDirectory: false)
-        measured.exportEnvelopeBytesPerSite = Double(try envelopeLength(exported.path)) / Double(exported.envelope.sites.count)
+        measured.exportEnvelopeBytesPerSite =
+            Double(try envelopeLength(exported.path, key: keys[count / 2])) / Double(exported.envelope.sites.count)
         return measured
     }
 
@@ -118,11 +120,10 @@ enum Scale {
         return counts.allSatisfy { $0 == Int64(2 * replicas.count) }
     }
 
-    /// The envelope's length, from the file's trailer (docs/BUNDLE_FORMAT.md).
-    static func envelopeLength(_ path: String) throws -> Int {
-        let data = try Data(contentsOf: URL(fileURLWithPath: path))
-        let trailer = data.suffix(19)
-        return trailer.prefix(4).reduce(0) { $0 << 8 | Int($1) }
+    /// The envelope's length (docs/BUNDLE_FORMAT.md), decrypting the file with `key` when the
+    /// mailbox holds it encrypted.
+    static func envelopeLength(_ path: String, key: SigningKey) throws -> Int {
+        try BundleReader(path: path, trust: nil, decryptingWith: key).envelopeSize
     }
 
     static func folderBytes(_ path: String) throws -> Int {

@@ -113,4 +113,30 @@ final class MigrationRecipeTests: XCTestCase {
                 migration.name)
         }
     }
+
+    /// A table whose every column is in its key (nothing for `--before-migration` to copy):
+    /// between the two steps export refuses all the same, and a key column renamed meanwhile
+    /// keeps its rows' history (no delete and re-insert reaches the peer).
+    func testAKeyOnlyTableFollowsARenamedKeyColumn() throws {
+        let h = try Harness()
+        let a = try h.makeReplica(
+            "A", schema: "CREATE TABLE tag(item TEXT, label TEXT, PRIMARY KEY (item, label)); INSERT INTO tag VALUES ('1', 'red'), ('2', 'blue');")
+        let b = try h.cloneReplica(a, as: "B")
+        for (db, name) in [(a, "A"), (b, "B")] {
+            try h.ok(["refresh", db, "--before-migration"], key: name)
+            let refused = try h.sqsync(["export", db, "-o", h.path("early.sqsb")], key: name)
+            XCTAssertEqual(refused.status, 1, refused.stderr)
+            XCTAssertTrue(refused.stderr.contains("sqsync refresh"), refused.stderr)
+            _ = try h.sqlite(db, "ALTER TABLE tag RENAME COLUMN label TO colour;")
+            let refreshed = try h.okJSON(["refresh", db], key: name)
+            XCTAssertEqual(refreshed["renamed_columns"] as? [String: String], ["tag.label": "colour"], "\(refreshed)")
+            XCTAssertEqual((refreshed["captured"] as? [String: Int])?["deletes"], 0, "\(refreshed)")
+        }
+        _ = try h.sqlite(a, "INSERT INTO tag VALUES ('3', 'green');")
+        try h.send((a, "A"), to: (b, "B"))
+        try h.send((b, "B"), to: (a, "A"))
+        XCTAssertEqual(try h.dump(a, table: "tag", orderBy: "item"), try h.dump(b, table: "tag", orderBy: "item"))
+        XCTAssertEqual(try h.sqlite(b, "SELECT count(*) FROM tag;"), "3\n")
+        for db in [a, b] { try h.ok(["doctor", db]) }
+    }
 }

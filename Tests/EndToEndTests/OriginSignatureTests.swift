@@ -82,6 +82,17 @@ final class OriginSignatureTests: XCTestCase {
         XCTAssertFalse(expected.contains("forged"), expected, file: file, line: line)
     }
 
+    /// A moves to a new key and B learns of the move from A's next bundle. Returns the new
+    /// key's file.
+    private func rotateA() throws -> String {
+        let newKey = h.path("A-new.key")
+        try h.ok(["keygen", "--rotate", a, "--out", newKey, "--name", "A"], key: "A")
+        let rotated = h.path("rotated.sqsb")
+        try h.ok(["export", a, "-o", rotated, "--key", newKey])
+        try h.ok(["import", b, rotated], key: "B")
+        return newKey
+    }
+
     // MARK: identity
 
     /// HQ clones for a site from the site's public key alone: the clone's ID is made from
@@ -182,11 +193,7 @@ final class OriginSignatureTests: XCTestCase {
     /// mints a replica X moving to a brand-new untrusted key: refused, X never becomes a peer.
     func testARotatedAwayKeyMintsNothing() throws {
         try h.send((a, "A"), to: (b, "B"))
-        let newKey = h.path("A-new.key")
-        try h.ok(["keygen", "--rotate", a, "--out", newKey, "--name", "A"], key: "A")
-        let rotated = h.path("rotated.sqsb")
-        try h.ok(["export", a, "-o", rotated, "--key", newKey])
-        try h.ok(["import", b, rotated], key: "B")
+        _ = try rotateA()
 
         let minted = HandKey("X")
         let clockB = try h.clock(b)
@@ -222,11 +229,7 @@ final class OriginSignatureTests: XCTestCase {
         try h.sqlite(a, "UPDATE t SET v = 'genuine one' WHERE id = 'r1';")
         let signed = try h.clock(a)
         try h.send((a, "A"), to: (b, "B"))
-        let newKey = h.path("A-new.key")
-        try h.ok(["keygen", "--rotate", a, "--out", newKey, "--name", "A"], key: "A")
-        let rotated = h.path("rotated.sqsb")
-        try h.ok(["export", a, "-o", rotated, "--key", newKey])
-        try h.ok(["import", b, rotated], key: "B")
+        let newKey = try rotateA()
         // A signs with its new key from now on (keys["A"] keeps the old one, for the forger).
         for suffix in ["", ".pub"] {
             try FileManager.default.removeItem(atPath: h.keyPath("A") + suffix)

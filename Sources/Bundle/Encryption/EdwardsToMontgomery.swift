@@ -52,29 +52,13 @@ struct FieldElement: Equatable {
 
     static func + (a: FieldElement, b: FieldElement) -> FieldElement {
         // Both are below p < 2^255, so the sum fits in 256 bits.
-        var sum = [UInt64](repeating: 0, count: 4)
-        var carry: UInt64 = 0
-        for index in 0..<4 {
-            let (partial, overflow1) = a.limbs[index].addingReportingOverflow(b.limbs[index])
-            let (total, overflow2) = partial.addingReportingOverflow(carry)
-            sum[index] = total
-            carry = (overflow1 ? 1 : 0) + (overflow2 ? 1 : 0)
-        }
-        return FieldElement(reduced: subtractingModulusWhileAbove(sum))
+        FieldElement(reduced: subtractingModulusWhileAbove(adding(a.limbs, b.limbs)))
     }
 
     static func - (a: FieldElement, b: FieldElement) -> FieldElement {
-        var difference = [UInt64](repeating: 0, count: 4)
-        var borrow: UInt64 = 0
-        for index in 0..<4 {
-            let (partial, overflow1) = a.limbs[index].subtractingReportingOverflow(b.limbs[index])
-            let (total, overflow2) = partial.subtractingReportingOverflow(borrow)
-            difference[index] = total
-            borrow = (overflow1 ? 1 : 0) + (overflow2 ? 1 : 0)
-        }
+        let (difference, borrow) = subtracting(a.limbs, b.limbs)
         // Below zero: a − b + 2^256 is held; adding p (mod 2^256) gives a − b + p.
-        if borrow != 0 { difference = addingWithoutCarry(difference, modulus) }
-        return FieldElement(reduced: difference)
+        return FieldElement(reduced: borrow ? adding(difference, modulus) : difference)
     }
 
     static func * (a: FieldElement, b: FieldElement) -> FieldElement {
@@ -138,15 +122,7 @@ struct FieldElement: Equatable {
 
     private static func subtractingModulusWhileAbove(_ value: [UInt64]) -> [UInt64] {
         var value = value
-        while !isBelowModulus(value) {
-            var borrow: UInt64 = 0
-            for index in 0..<4 {
-                let (partial, overflow1) = value[index].subtractingReportingOverflow(modulus[index])
-                let (total, overflow2) = partial.subtractingReportingOverflow(borrow)
-                value[index] = total
-                borrow = (overflow1 ? 1 : 0) + (overflow2 ? 1 : 0)
-            }
-        }
+        while !isBelowModulus(value) { value = subtracting(value, modulus).difference }
         return value
     }
 
@@ -157,7 +133,8 @@ struct FieldElement: Equatable {
         return false
     }
 
-    private static func addingWithoutCarry(_ a: [UInt64], _ b: [UInt64]) -> [UInt64] {
+    /// The sum modulo 2^256.
+    private static func adding(_ a: [UInt64], _ b: [UInt64]) -> [UInt64] {
         var sum = [UInt64](repeating: 0, count: 4)
         var carry: UInt64 = 0
         for index in 0..<4 {
@@ -167,5 +144,18 @@ struct FieldElement: Equatable {
             carry = (overflow1 ? 1 : 0) + (overflow2 ? 1 : 0)
         }
         return sum
+    }
+
+    /// 256-bit difference, and whether it borrowed.
+    private static func subtracting(_ a: [UInt64], _ b: [UInt64]) -> (difference: [UInt64], borrow: Bool) {
+        var difference = [UInt64](repeating: 0, count: 4)
+        var borrow: UInt64 = 0
+        for index in 0..<4 {
+            let (partial, overflow1) = a[index].subtractingReportingOverflow(b[index])
+            let (total, overflow2) = partial.subtractingReportingOverflow(borrow)
+            difference[index] = total
+            borrow = (overflow1 ? 1 : 0) + (overflow2 ? 1 : 0)
+        }
+        return (difference, borrow != 0)
     }
 }

@@ -27,6 +27,8 @@ public final class BundleReader {
     /// The recipients an encrypted (age) bundle names; empty for one in the clear.
     public let recipients: [AgeFile.Recipient]
     public var isEncrypted: Bool { !recipients.isEmpty }
+    /// The signed envelope's size, for measuring what a bundle carries beyond its changes.
+    public var envelopeSize: Int { envelopeLength }
 
     /// Opens `path`. With `trust`, a signer it does not trust is refused before the envelope
     /// is read; without it (`inspect`), the signature is still checked. An encrypted bundle

@@ -22,12 +22,7 @@ extension ChangeMerger {
     }
 
     /// The key under which sqsync's metadata holds the row with these key values.
-    func metadataKey(_ values: [SQLValue]) throws -> SQLValue {
-        if values.count == 1 { return MetadataKey.of(values[0]) }
-        let statement = try database.statement(MergeSQL.compositeKey(columns: values.count))
-        try statement.bind(values)
-        return MetadataKey.of(try statement.fetchOne { $0.value(at: 0) } ?? .null)
-    }
+    func metadataKey(_ values: [SQLValue]) throws -> SQLValue { try replica.metadataKey(values) }
 
     /// Writes the entry of a row without its values (a deleted row). `exists`: the entry is
     /// known to be there, so it is updated in place rather than upserted (SQLite's upsert

@@ -87,18 +87,7 @@ enum MergeSQL {
             "site" = excluded."site", "seq" = excluded."seq", "cells" = excluded."cells", "sum" = excluded."sum"
         """
 
-    /// Raises the seq up to which `_sqsync_changes` may lack a site's changes: an import
-    /// leaves out notes of changes every live peer holds.
-    static let changesFromAtLeast = """
-        UPDATE "_sqsync_sites" SET "changes_from" = ?2 WHERE "site" = ?1 AND "changes_from" < ?2
-        """
 
-    /// Every live peer's acknowledgement: what each holds of each site.
-    static let livePeerAcknowledgements = """
-        SELECT p."site" AS "peer", a."site" AS "site", a."seq" AS "seq"
-        FROM "_sqsync_sites" p LEFT JOIN "_sqsync_acks" a ON a."peer" = p."site"
-        WHERE p."site" != ?1 AND p."retired" = 0
-        """
 
     /// A table's CREATE statement.
     static let tableDefinition = "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?"

@@ -23,12 +23,7 @@ public final class OwnChangeCheck {
     public func check(_ change: RowChange) throws {
         guard let stamp = change.rowStamp, let tid = tids[change.table] else { return }
         let database = replica.database
-        let key: SQLValue
-        if change.key.count == 1 {
-            key = MetadataKey.of(change.key[0])
-        } else {
-            key = MetadataKey.of(try database.scalar(MergeSQL.compositeKey(columns: change.key.count), change.key) ?? .null)
-        }
+        let key = try replica.metadataKey(change.key)
         guard let entry = try database.row(MergeSQL.rowEntry, .integer(Int64(tid)), key) else {
             if !purgedAnything { throw copied(stamp.seq, "no trace of it here") }
             return

@@ -384,7 +384,7 @@ enum FoldSQL {
     /// Where the window of this replica's own changes kept for `export --since` starts.
     private static let ownWindowStart = #"max(0, (SELECT "seq" FROM "_sqsync_replica") - \#(Replica.sinceWindow))"#
 
-    /// With no live peer, nothing needs keeping.
+    /// With no live peer, nothing needs keeping but the window of own changes.
     static let forgetAllChangesWithoutPeers = """
         UPDATE "_sqsync_sites" AS s SET "changes_from" =
             CASE WHEN s."site" = ?1 THEN \(ownWindowStart) ELSE s."known_seq" END

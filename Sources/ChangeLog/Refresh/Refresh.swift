@@ -54,7 +54,7 @@ extension Replica {
 
     /// True between `prepareMigration()` and the `refresh()` that ends it.
     public func isMigrating() throws -> Bool {
-        try database.int64(#"SELECT EXISTS (SELECT 1 FROM "_sqsync_snapshot")"#) == 1
+        try database.int64(RefreshSQL.migrating) == 1
     }
 
     /// Refuses `what` (an export, an import, a sync) while a migration is pending: the
@@ -232,18 +232,19 @@ extension Replica {
         let triggerText = try database.rows(RefreshSQL.triggersOfTable, .text(declared.name)).map {
             try $0.string("sql")
         }.joined(separator: "\n")
-        // After `--before-migration` no trigger names the columns: the copy of their values it
-        // kept tells a renamed column instead.
-        let migrating = try database.int64(SnapshotSQL.exists, .integer(Int64(tid))) == 1
+        // After `--before-migration` no trigger names the columns (only its marker is left,
+        // naming none): the copy of their values it kept tells a renamed column instead.
+        let migrating = try database.int64(RefreshSQL.tableMigrating, .text(declared.name)) == 1
         let recorded = try database.rows(RefreshSQL.liveColumnsWithIDs, .integer(Int64(tid)))
+        let recordedKey = try database.rows(RefreshSQL.keyColumns, .integer(Int64(tid))).map { try $0.string("name") }
         for (position, row) in recorded.enumerated() {
-            let cid = try row.int("cid"), name = try row.string("name"), keyPosition = try row.int("is_pk")
-            let isKey = keyPosition > 0
+            let cid = try row.int("cid"), name = try row.string("name"), isKey = try row.int64("is_pk") > 0
             guard !declaredNames.contains(name) else { continue }
             let renamedTo: Int?
             if migrating {
                 renamedTo = try renamedColumn(
-                    cid: cid, isKey: isKey, keyPosition: keyPosition, position: position, among: added, of: declared, tid: tid)
+                    cid: cid, keyPosition: recordedKey.firstIndex(of: name).map { $0 + 1 }, position: position, among: added,
+                    of: declared, tid: tid)
             } else {
                 renamedTo = added.firstIndex { column in
                     isKey
@@ -270,29 +271,43 @@ extension Replica {
 extension Replica {
     /// Which of the columns a migration added is column `cid` renamed, told from the values
     /// `--before-migration` kept: the one holding exactly those values in every row still
-    /// there, preferring, among several (an empty table, a column of NULLs), the one at the
-    /// column's old place. A key column (whose values the copy does not hold) is renamed to
-    /// the added key column at its place in the key. Nil: dropped.
+    /// there (when some are). A key column (whose values the copy does not hold) is renamed
+    /// to the added key column at its place in the key when the rows' recorded keys read the
+    /// same through it. With no row to tell (an empty table), the added column at the old
+    /// one's place. Nil: dropped.
     fileprivate func renamedColumn(
-        cid: Int, isKey: Bool, keyPosition: Int, position: Int, among added: [DeclaredTable.Column], of declared: DeclaredTable,
-        tid: Int
+        cid: Int, keyPosition: Int?, position: Int, among added: [DeclaredTable.Column], of declared: DeclaredTable, tid: Int
     ) throws -> Int? {
-        if isKey {
-            return added.firstIndex { $0.primaryKeyPosition == keyPosition }
-        }
         let alias = quoteIdentifier("_sqsync_t")
+        let table = quoteIdentifier(declared.name)
         let key = MetadataKey.sql(TriggerSQL.storedKey(declared.primaryKey.map { "\(alias).\(quoteIdentifier($0.name))" }))
-        var matching: [Int] = []
-        for (index, column) in added.enumerated() where column.primaryKeyPosition == 0 {
-            let differing = try database.int64(
+        let atOldPlace = { (index: Int) in declared.columns.firstIndex { $0.name == added[index].name } == position }
+        if let keyPosition {
+            guard let index = added.firstIndex(where: { $0.primaryKeyPosition == keyPosition }) else { return nil }
+            let rows = try database.int64("SELECT count(*) FROM \(table)")
+            if rows == 0 { return index }
+            let matched = try database.int64(
                 """
-                SELECT count(*) FROM "_sqsync_snapshot" AS s JOIN \(quoteIdentifier(declared.name)) AS \(alias) ON \(key) = s."pk"
-                WHERE s."tid" = ?1 AND s."cid" = ?2 AND s."value" IS NOT \(alias).\(quoteIdentifier(column.name))
-                """, .integer(Int64(tid)), .integer(Int64(cid)))
-            if differing == 0 { matching.append(index) }
+                SELECT count(*) FROM \(table) AS \(alias) JOIN "_sqsync_rows" AS r ON r."tid" = ?1 AND r."pk" = \(key) AND r."cl" % 2 = 1
+                """, .integer(Int64(tid)))
+            return matched == rows ? index : nil
         }
+        let candidates = added.indices.filter { added[$0].primaryKeyPosition == 0 }
+        guard !candidates.isEmpty else { return nil }
+        // One pass over the kept values: how many rows join, and how many differ per candidate.
+        let differing = candidates.map { "sum(s.\"value\" IS NOT \(alias).\(quoteIdentifier(added[$0].name)))" }
+        guard
+            let counts = try database.row(
+                """
+                SELECT count(*) AS "joined", \(differing.enumerated().map { "\($0.element) AS \"d\($0.offset)\"" }.joined(separator: ", "))
+                FROM "_sqsync_snapshot" AS s JOIN \(table) AS \(alias) ON \(key) = s."pk"
+                WHERE s."tid" = ?1 AND s."cid" = ?2
+                """, .integer(Int64(tid)), .integer(Int64(cid)))
+        else { return nil }
+        if try counts.int64("joined") == 0 { return candidates.first(where: atOldPlace) }
+        let matching = try candidates.enumerated().filter { try counts.int64("d\($0.offset)") == 0 }.map(\.element)
         if matching.count <= 1 { return matching.first }
-        return matching.first { index in declared.columns.firstIndex { $0.name == added[index].name } == position }
+        return matching.first(where: atOldPlace)
     }
 }
 
@@ -318,6 +333,15 @@ enum RefreshSQL {
     static let setKeyColumn = #"UPDATE "_sqsync_columns" SET "is_pk" = ? WHERE "tid" = ? AND "name" = ?"#
     /// The key as recorded: "is_pk" is the position in the key (1 for every part of keys
     /// recorded before positions were, whose parts then go in column-id order).
+    /// A migration prepared and not refreshed: values kept, or a marker (a table with no
+    /// non-key value to keep has only that).
+    static let migrating = """
+        SELECT EXISTS (SELECT 1 FROM "_sqsync_snapshot") OR EXISTS (\(markers))
+        """
+    static let tableMigrating = "SELECT EXISTS (\(markers) AND tbl_name = ?)"
+    private static let markers = """
+        SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name LIKE '\\_sqsync\\_%\\_migrating' ESCAPE '\\'
+        """
     static let keyColumns = """
         SELECT "name" FROM "_sqsync_columns" WHERE "tid" = ? AND "is_pk" > 0 AND "dropped" = 0 ORDER BY "is_pk", "cid"
         """

@@ -141,3 +141,13 @@ extension MetadataKey {
         }
     }
 }
+
+extension Replica {
+    /// The key under which sqsync's metadata holds the row with these key values.
+    func metadataKey(_ values: [SQLValue]) throws -> SQLValue {
+        if values.count == 1 { return MetadataKey.of(values[0]) }
+        let statement = try database.statement(MergeSQL.compositeKey(columns: values.count))
+        try statement.bind(values)
+        return MetadataKey.of(try statement.fetchOne { $0.value(at: 0) } ?? .null)
+    }
+}

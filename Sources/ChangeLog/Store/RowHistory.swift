@@ -35,7 +35,9 @@ public struct RowHistory: Sendable {
         public var column: String?
         public var lostValue: SQLValue
         public var lostRow: String?
+        /// The knowledge ID that wrote what lost, and its name here ("" when none).
         public var lostBy: String
+        public var lostByName: String
         public var lostHLC: Int64
         public var wonBy: String?
         public var wonHLC: Int64?
@@ -60,7 +62,13 @@ extension Replica {
     /// row (never seen, or deleted and purged).
     public func history(table name: String, key keyTexts: [String]) throws -> RowHistory? {
         try fold()
-        guard let table = try trackedTables().first(where: { $0.name == name }) else {
+        return try readSnapshot { try history(of: name, key: keyTexts) }
+    }
+
+    private func history(of name: String, key keyTexts: [String]) throws -> RowHistory? {
+        guard let tid = try database.optionalInt64(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name)),
+            let table = try trackedTable(tid: Int(tid), name: name)
+        else {
             throw ChangeLogError(.noSuchTable, "\(path): table \(displayText(name)) is not tracked (see `sqsync status \(path)`)")
         }
         let keyColumns = table.primaryKey
@@ -71,13 +79,7 @@ extension Replica {
             )
         }
         let key = try keyValues(of: table, texts: keyTexts)
-        let metadataKey: SQLValue
-        if key.count == 1 {
-            metadataKey = MetadataKey.of(key[0])
-        } else {
-            metadataKey = MetadataKey.of(try database.row(MergeSQL.compositeKey(columns: key.count), key)?.values.first ?? .null)
-        }
-        guard let entry = try database.row(HistorySQL.rowEntry, .integer(Int64(table.tid)), metadataKey) else { return nil }
+        guard let entry = try database.row(MergeSQL.rowEntry, .integer(Int64(table.tid)), try metadataKey(key)) else { return nil }
         let writers = try HistoryWriters(replica: self)
         let row = RowClock(hlc: try entry.int64("hlc"), site: try entry.int("site"))
         let life = writers.change(site: row.site, seq: try entry.int64("seq"), hlc: row.hlc)
@@ -110,7 +112,7 @@ extension Replica {
                 recordedAt: try conflict.string("recorded_at"), kind: try conflict.string("kind"),
                 column: try conflict.optionalString("column_name"), lostValue: try conflict.value("lost_value"),
                 lostRow: try conflict.optionalString("lost_row"), lostBy: try conflict.string("lost_site"),
-                lostHLC: try conflict.int64("lost_hlc"), wonBy: try conflict.optionalString("won_site"),
+                lostByName: writers.name(of: try conflict.string("lost_site")), lostHLC: try conflict.int64("lost_hlc"), wonBy: try conflict.optionalString("won_site"),
                 wonHLC: try conflict.optionalInt64("won_hlc"))
         }
         return RowHistory(
@@ -134,7 +136,11 @@ extension Replica {
             switch column.affinity {
             case .integer, .numeric:
                 if let integer = Int64(text) { return .integer(integer) }
-                if let real = Double(text) { return .real(real) }
+                // As SQLite stores it: a real that is a whole number within range as an integer.
+                if let real = Double(text) {
+                    if real == real.rounded(), abs(real) < 9.2e18 { return .integer(Int64(real)) }
+                    return .real(real)
+                }
                 return .text(text)
             case .real: return Double(text).map(SQLValue.real) ?? .text(text)
             case .text, .blob: return .text(text)
@@ -158,6 +164,10 @@ private struct HistoryWriters {
         self.sites = sites
     }
 
+    func name(of knowledgeID: String) -> String {
+        sites.values.first { $0.id == knowledgeID }?.name ?? ""
+    }
+
     func change(site: Int, seq: Int64, hlc: Int64) -> RowHistory.Change {
         let known = sites[site]
         return RowHistory.Change(
@@ -166,10 +176,6 @@ private struct HistoryWriters {
 }
 
 enum HistorySQL {
-    static let rowEntry = """
-        SELECT "cl", "hlc", "site", "seq", "cells" FROM "_sqsync_rows" WHERE "tid" = ? AND "pk" = ?
-        """
-
     static let conflicts = """
         SELECT "recorded_at", "kind", "column_name", "lost_value", "lost_row", "lost_site", "lost_hlc", "won_site", "won_hlc"
         FROM "_sqsync_conflicts" WHERE "table_name" = ? AND "pk" = ? ORDER BY "id"

@@ -28,6 +28,7 @@ extension SQSync {
 
         func run() throws {
             let replica = try Replica(path: db)
+            try replica.refuseWhileMigrating("import")
             let trust = try global.trustedSigners()
             var files: [String] = []
             var outcomes: [Outcome] = []

@@ -48,7 +48,7 @@ extension SQSync {
                     [
                         "recorded_at": conflict.recordedAt, "kind": conflict.kind, "column": conflict.column as Any,
                         "lost_value": Conflicts.jsonValue(conflict.lostValue), "lost_row": conflict.lostRow as Any,
-                        "lost_by": conflict.lostBy, "lost_time": time(conflict.lostHLC), "won_by": conflict.wonBy as Any,
+                        "lost_by": conflict.lostBy, "lost_by_name": conflict.lostByName, "lost_time": time(conflict.lostHLC), "won_by": conflict.wonBy as Any,
                         "won_time": conflict.wonHLC.map(time) as Any,
                     ] as [String: Any]
                 },
@@ -88,7 +88,8 @@ extension SQSync {
                     let what = conflict.column.map { "\(displayText($0)) lost \(displayText(conflict.lostValue.literal))" }
                         ?? "the row lost \(displayText(conflict.lostRow ?? ""))"
                     lines.append(
-                        "    \(conflict.recordedAt) \(conflict.kind): \(what), written by \(conflict.lostBy) at \(time(conflict.lostHLC))")
+                        "    \(conflict.recordedAt) \(conflict.kind): \(what), written by \(conflict.lostByName.isEmpty ? conflict.lostBy : "\(displayText(conflict.lostByName)) (\(conflict.lostBy))") at \(time(conflict.lostHLC))"
+                    )
                 }
             }
             return lines.joined(separator: "\n")
