@@ -229,7 +229,8 @@ public final class Mailbox {
                 encrypts
                 ? [key.publicKey]
                     + (try KeyBinding.encryptionKeys(
-                        for: Set(readers.keys), replica: replica, trust: trust, signedAcknowledgements: acknowledgementKeys)).filter {
+                        for: Set(readers.keys), replica: replica, trust: trust, signedAcknowledgements: acknowledgementKeys,
+                        unmetReaders: true)).filter {
                         $0 != key.publicKey
                     } : []
             let fingerprint = Self.fingerprint(knowledge: knowledge, base: base, recipients: recipients)

@@ -40,6 +40,10 @@ final class EncryptedBundleTests: XCTestCase {
         try h.sqlite(a, "INSERT INTO note VALUES ('n2', 'from A', 'A secret');")
         try h.sqlite(b, "INSERT INTO note VALUES ('n3', 'from B', 'B secret');")
         try h.sqlite(c, "UPDATE note SET body = 'edited by C' WHERE id = 'n1';")
+        // D is trusted and A has met it elsewhere, but D never reads the stick: A's bundles
+        // there are not for D's key.
+        let d = try h.cloneReplica(a, as: "D")
+        try h.send((d, "D"), to: (a, "A"))
         for (db, name) in [(a, "A"), (b, "B"), (c, "C")] { try h.syncOK(db, as: name, stick) }
         let bundles = bundlesIn(stick)
         XCTAssertGreaterThanOrEqual(bundles.count, 2, "B's and C's bundles after the first round (A's may be gone)")
@@ -55,6 +59,15 @@ final class EncryptedBundleTests: XCTestCase {
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(Array(h.fileBytes(opened).prefix(7)), Array("SQSYNCB".utf8), "a signed bundle inside")
         try h.ok(["inspect", opened])
+
+        // Now that A knows the stick's readers, its next bundle is for them, not for D.
+        try h.sqlite(a, "INSERT INTO note VALUES ('n4', 'for the readers', 'x');")
+        try h.syncOK(a, as: "A", stick)
+        let aID = try h.knowledgeID(a)
+        let fromA = try XCTUnwrap(bundlesIn(stick).first { $0.contains("/\(aID)/") }, "A's bundle")
+        let byD = try h.sqsync(["import", d, fromA], key: "D")
+        XCTAssertEqual(byD.status, 3, byD.stderr)
+        XCTAssertTrue(byD.stderr.contains("not addressed to this replica's key"), byD.stderr)
 
         for _ in 0..<2 {
             for (db, name) in [(a, "A"), (b, "B"), (c, "C")] { try h.syncOK(db, as: name, stick) }

@@ -397,9 +397,13 @@ extension KeyBinding {
     /// allows to sign bundles, so that it can read the bundle all the same.
     /// `signedAcknowledgements`: the key that signed each reader's latest verified mailbox
     /// acknowledgement, used for a reader with no key pinned. `trust` is followed through
-    /// recorded key moves first.
+    /// recorded key moves first. `unmetReaders`: a mailbox may gain readers this replica has
+    /// not met, so its bundle also goes to every trusted key pinned to no replica here
+    /// (whoever comes next reads it at once, as before bundles were encrypted), never to a
+    /// key of a replica met elsewhere that does not read this mailbox.
     public static func encryptionKeys(
-        for readers: Set<String>, replica: Replica, trust: AllowedSigners, signedAcknowledgements: [String: SSHPublicKey] = [:]
+        for readers: Set<String>, replica: Replica, trust: AllowedSigners, signedAcknowledgements: [String: SSHPublicKey] = [:],
+        unmetReaders: Bool = false
     ) throws -> [SSHPublicKey] {
         let pins = KeyPins(replica)
         var keys: [SSHPublicKey] = []
@@ -411,10 +415,10 @@ extension KeyBinding {
                 unpinned = true
             }
         }
-        if unpinned {
+        if unpinned || unmetReaders {
             let trust = try Self.trust(trust, replica: replica)
-            keys += trust.entries.map(\.key).filter {
-                trust.principal(for: $0, namespace: BundleCodec.signatureNamespace) != nil
+            for key in trust.entries.map(\.key) where trust.principal(for: key, namespace: BundleCodec.signatureNamespace) != nil {
+                if try unpinned || pins.owner(of: key) == nil { keys.append(key) }
             }
         }
         var seen: Set<SSHPublicKey> = []
