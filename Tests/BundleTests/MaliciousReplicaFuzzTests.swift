@@ -198,54 +198,15 @@ private final class World {
     private func write(on index: Int, step: Int) throws {
         let member = members[index]
         let database = member.replica.database
-        let present = Set(try database.valueRows("SELECT id FROM notes").compactMap { $0[0].stringValue })
-        let absent = MaliciousReplicaFuzzTests.keys.filter { !present.contains($0) }
         if history.chance(4) {
             // A clock running up to 5 s fast; a hybrid clock only ever moves forward.
             let ahead = ClockBound.now + Int64(history.below(5000))
             try database.run(#"UPDATE "_sqsync_replica" SET "hlc" = max("hlc", ?)"#, .integer(ahead))
             history.note("step \(step): \(member.name)'s clock jumps ahead")
         }
+        // Drawn before the write, and the same title wherever the write uses one.
         let title = String(format: "title %04d", history.below(10_000))
-        let roll = history.below(100)
-        if present.isEmpty || (roll < 30 && !absent.isEmpty) {
-            let key = history.pick(absent)
-            try database.run(
-                "INSERT INTO notes VALUES (?, ?, ?, ?)", .text(key), .text(title), .integer(Int64(history.below(1000))), value())
-            history.note("step \(step): \(member.name) inserts \(key)")
-        } else if roll < 75 {
-            let key = history.pick(present.sorted())
-            let columns = ["title", "n", "body"].filter { _ in history.chance(50) }
-            guard !columns.isEmpty else { return }
-            let values: [SQLValue] = columns.map { column in
-                switch column {
-                case "title": return .text(title)
-                case "n": return .integer(Int64(history.below(1000)))
-                default: return value()
-                }
-            }
-            try database.run(
-                "UPDATE notes SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?", values + [.text(key)])
-            history.note("step \(step): \(member.name) updates \(key) \(columns)")
-        } else if roll < 92 || absent.isEmpty {
-            let key = history.pick(present.sorted())
-            try database.run("DELETE FROM notes WHERE id = ?", .text(key))
-            history.note("step \(step): \(member.name) deletes \(key)")
-        } else {
-            let old = history.pick(present.sorted()), new = history.pick(absent)
-            try database.run("UPDATE notes SET id = ? WHERE id = ?", .text(new), .text(old))
-            history.note("step \(step): \(member.name) renames \(old) → \(new)")
-        }
-    }
-
-    private func value() -> SQLValue {
-        switch history.below(5) {
-        case 0: return .null
-        case 1: return .integer(Int64(bitPattern: history.random.next()))
-        case 2: return .real(Double(history.below(1_000_000)) / 7.0)
-        case 3: return .text("t\(history.below(100))-é")
-        default: return .blob((0..<history.below(5)).map { _ in UInt8(truncatingIfNeeded: history.random.next()) })
-        }
+        try history.writeNote(in: database, keys: MaliciousReplicaFuzzTests.keys, who: "step \(step): \(member.name)", valueKinds: 5) { _ in title }
     }
 
     // MARK: Honest exchanges
@@ -263,19 +224,24 @@ private final class World {
             replica: sender.replica, since: base, key: sender.key, to: directory + "/bundles", intoDirectory: true,
             receiver: receiver.id)
         let label = "step \(step): \(sender.name) → \(receiver.name)\(full ? " (full)" : "") \(exported.rows) rows"
-        let delivery = Delivery(file: exported.path, from: source, to: destination, label: label, attack: nil)
+        try post(Delivery(file: exported.path, from: source, to: destination, label: label, attack: nil))
+    }
+
+    /// What a mailbox or a stick does with a bundle: drops it, holds it back for later,
+    /// delivers an honest one twice, or delivers it.
+    private func post(_ delivery: Delivery) throws {
         switch history.below(10) {
         case 0:
-            history.note(label + " dropped")
+            history.note(delivery.label + " dropped")
         case 1, 2:
-            history.note(label + " held back")
+            history.note(delivery.label + " held back")
             late.append(delivery)
-        case 3:
-            history.note(label + " delivered twice")
+        case 3 where delivery.attack == nil:
+            history.note(delivery.label + " delivered twice")
             try deliver(delivery)
             try deliver(delivery)
         default:
-            history.note(label)
+            if delivery.attack == nil { history.note(delivery.label) }
             try deliver(delivery)
         }
     }
@@ -433,16 +399,7 @@ private final class World {
         let file = directory + "/bundles/attack-\(step).sqsb"
         try bundle.write(to: file)
         let label = "step \(step): M → \(members[target].name): \(attack.rawValue)"
-        let delivery = Delivery(file: file, from: Self.m, to: target, label: label, attack: attack)
-        switch history.below(10) {
-        case 0:
-            history.note(label + " dropped")
-        case 1, 2:
-            history.note(label + " held back")
-            late.append(delivery)
-        default:
-            try deliver(delivery)
-        }
+        try post(Delivery(file: file, from: Self.m, to: target, label: label, attack: attack))
     }
 
     /// The import of an attack: refused for the reason it should be, the receiver unchanged

@@ -106,8 +106,6 @@ final class ConvergenceTests: XCTestCase {
     /// One random local write: insert or re-insert, update, delete, or key change.
     private func write(on replica: Replica, index: Int, _ history: inout PropertyHistory) throws {
         let database = replica.database
-        let present = Set(try database.valueRows("SELECT id FROM notes").compactMap { $0[0].stringValue })
-        let absent = Self.keys.filter { !present.contains($0) }
         if history.chance(5) {
             // A clock running up to 5 s fast: merge must still converge. (A hybrid clock never
             // goes back, so only ever move it forward.)
@@ -115,51 +113,6 @@ final class ConvergenceTests: XCTestCase {
             try setClock(of: replica, to: max(try clock(of: replica).hlc, ahead))
             history.note("r\(index): clock jumps ahead")
         }
-        let roll = history.below(100)
-        if present.isEmpty || (roll < 30 && !absent.isEmpty) {
-            guard !absent.isEmpty else { return }
-            let key = history.pick(absent)
-            try database.run(
-                "INSERT INTO notes VALUES (?, ?, ?, ?)", .text(key), .text("title \(history.below(50))"),
-                .integer(Int64(history.below(1000))), history.value())
-            history.note("r\(index): insert \(key)")
-        } else if roll < 75 {
-            let key = history.pick(present.sorted())
-            let columns = ["title", "n", "body"].filter { _ in history.chance(50) }
-            guard !columns.isEmpty else { return }
-            let values: [SQLValue] = columns.map { column in
-                switch column {
-                case "title": return .text("title \(history.below(50))")
-                case "n": return .integer(Int64(history.below(1000)))
-                default: return history.value()
-                }
-            }
-            try database.run(
-                "UPDATE notes SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?",
-                values + [.text(key)])
-            history.note("r\(index): update \(key) \(columns)")
-        } else if roll < 92 || absent.isEmpty {
-            let key = history.pick(present.sorted())
-            try database.run("DELETE FROM notes WHERE id = ?", .text(key))
-            history.note("r\(index): delete \(key)")
-        } else {
-            let old = history.pick(present.sorted()), new = history.pick(absent)
-            try database.run("UPDATE notes SET id = ? WHERE id = ?", .text(new), .text(old))
-            history.note("r\(index): rename \(old) → \(new)")
-        }
-    }
-}
-
-extension PropertyHistory {
-    /// A value of any storage class, for a column without a declared type.
-    mutating func value() -> SQLValue {
-        switch below(6) {
-        case 0: return .null
-        case 1: return .integer(Int64(bitPattern: random.next()))
-        case 2: return .real(Double(below(1_000_000)) / 7.0)
-        case 3: return .text("t\(below(100))-é")
-        case 4: return .blob((0..<below(5)).map { _ in UInt8(truncatingIfNeeded: random.next()) })
-        default: return .integer(Int64(below(10)))
-        }
+        try history.writeNote(in: database, keys: Self.keys, who: "r\(index)", valueKinds: 6) { "title \($0.below(50))" }
     }
 }
