@@ -217,34 +217,44 @@ public final class Mailbox {
             report.warnings.append(
                 "\(transport.displayName)/\(path): not a bundle signed by this replica's knowledge ID; removed")
         }
-        let base = Knowledge.common(Array(readers.values))
-        // Readers leave their own changes here themselves: this replica offers its own and
-        // those it relays for replicas that do not read this mailbox.
-        let offersNothing = try !BundleExchange.hasChanges(of: replica, since: base, except: Set(readers.keys))
-        let everyoneHasAll = !readers.isEmpty && offersNothing
+        // Readers with different scopes get bundles of their own (docs/SCOPES.md); with no
+        // reader yet, one bundle holds every row.
+        let rules = try replica.adminRules() ?? AdminRules()
+        var groups: [String: (scope: [String]?, readers: [String: Knowledge])] = [:]
+        for (reader, held) in readers {
+            let scope = rules.scope(of: reader)
+            groups[Self.scopeKey(scope), default: (scope, [:])].readers[reader] = held
+        }
+        if readers.isEmpty { groups["*"] = (nil, [:]) }
         var keep: Set<String> = []
-        if !everyoneHasAll {
+        let uploaded = try state(replica).uploadedBundles()
+        for (scopeKey, group) in groups.sorted(by: { $0.key < $1.key }) {
+            let base = Knowledge.common(Array(group.readers.values))
+            // Readers leave their own changes here themselves: this replica offers its own and
+            // those it relays for replicas that do not read this mailbox.
+            let offersNothing = try !BundleExchange.hasChanges(of: replica, since: base, except: Set(readers.keys))
+            if !group.readers.isEmpty && offersNothing { continue }
             // This replica's own key too, so that it can check its own outbox.
             let recipients =
                 encrypts
                 ? [key.publicKey]
                     + (try KeyBinding.encryptionKeys(
-                        for: Set(readers.keys), replica: replica, trust: trust, signedAcknowledgements: acknowledgementKeys,
-                        unmetReaders: true)).filter {
+                        for: Set(group.readers.keys), replica: replica, trust: trust, signedAcknowledgements: acknowledgementKeys,
+                        unmetReaders: group.scope == nil)).filter {
                         $0 != key.publicKey
                     } : []
-            let fingerprint = Self.fingerprint(knowledge: knowledge, base: base, recipients: recipients)
-            let uploaded = try state(replica).uploadedBundles()
+            let fingerprint = Self.fingerprint(
+                knowledge: knowledge, base: base, recipients: recipients, scope: group.scope == nil ? "" : scopeKey)
             if let existing = mine.first(where: { $0.hasSuffix("_\(fingerprint).sqsb") && uploaded.contains($0) }) {
                 keep.insert(existing)
             } else {
                 let exported = try BundleExchange.export(
                     replica: replica, since: base, key: key, to: scratch.path, intoDirectory: true, nameSuffix: fingerprint,
-                    readers: Set(readers.keys), encryptTo: recipients)
+                    readers: Set(readers.keys), encryptTo: recipients, scope: group.scope)
                 let name = URL(fileURLWithPath: exported.path).lastPathComponent
                 try transport.writeFile(from: exported.path, to: "\(Self.outbox)/\(me)/\(name)")
                 keep.insert(name)
-                report.exported = exported
+                if exported.rows >= (report.exported?.rows ?? 0) { report.exported = exported }
             }
         }
         for name in mine where !keep.contains(name) {
@@ -257,6 +267,8 @@ public final class Mailbox {
         for verified in verifiedAcknowledgements {
             try state(replica).cacheAcknowledgement(replica: verified.replica, file: verified.file, text: verified.text)
         }
+        // Own writes outside this replica's scope leave it once every peer has them.
+        try replica.removeRowsOutOfScope()
         return report
     }
 
@@ -288,10 +300,15 @@ public final class Mailbox {
 
     /// Same knowledge, base and recipients give the same name, so an unchanged replica does
     /// not write the same bundle again (and a new reader's key gets a new one).
-    static func fingerprint(knowledge: Knowledge, base: Knowledge, recipients: [SSHPublicKey] = []) -> String {
+    static func fingerprint(knowledge: Knowledge, base: Knowledge, recipients: [SSHPublicKey] = [], scope: String = "") -> String {
         let keys = recipients.map(\.openSSHLine).sorted().joined(separator: ",")
-        let digest = SHA256.hash(data: Data((knowledge.description + "|" + base.description + "|" + keys).utf8))
+        let digest = SHA256.hash(data: Data((knowledge.description + "|" + base.description + "|" + keys + scope).utf8))
         return digest.prefix(4).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// A scope as a dictionary key: "*" for every row.
+    static func scopeKey(_ scope: [String]?) -> String {
+        scope.map { "[" + $0.sorted().joined(separator: "\u{1f}") + "]" } ?? "*"
     }
 
     /// Removes what uploads of this replica killed half-way left in the two folders only it

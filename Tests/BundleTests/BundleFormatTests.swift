@@ -769,8 +769,8 @@ final class BundleFormatTests: XCTestCase {
                     naming: ["version \(version)", "older sqsync", "upgrade sqsync where it was written"], into: fresh)
             }
         }
-        let newer = Array("SQSYNCB\0".utf8) + [4] + [UInt8](repeating: 7, count: 100)
-        try assertRefused(newer, "version 4", kinds: [.corrupt], naming: ["version 4", "newer", "upgrade sqsync"], into: fresh)
+        let newer = Array("SQSYNCB\0".utf8) + [5] + [UInt8](repeating: 7, count: 100)
+        try assertRefused(newer, "version 5", kinds: [.corrupt], naming: ["version 5", "newer", "upgrade sqsync"], into: fresh)
     }
 
     /// Each acknowledgement statement is read as a whole knowledge vector, one entry per

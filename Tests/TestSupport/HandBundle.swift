@@ -67,14 +67,24 @@ public struct HandKey {
 
     /// SSHSIG's signed data for `message` in namespace `sqsync`, signed: what sqsync's own
     /// messages (segment headers, statements, moves) carry, 64 bytes.
-    public func sign(_ message: [UInt8]) -> [UInt8] {
-        Array(try! privateKey.signature(for: Self.signedData(message)))
+    public func sign(_ message: [UInt8], namespace: String = "sqsync") -> [UInt8] {
+        Array(try! privateKey.signature(for: Self.signedData(message, namespace: namespace)))
     }
 
-    static func signedData(_ message: [UInt8]) -> [UInt8] {
-        Array("SSHSIG".utf8) + Wire.string(Array("sqsync".utf8)) + Wire.string([]) + Wire.string(Array("sha512".utf8))
+    static func signedData(_ message: [UInt8], namespace: String = "sqsync") -> [UInt8] {
+        Array("SSHSIG".utf8) + Wire.string(Array(namespace.utf8)) + Wire.string([]) + Wire.string(Array("sha512".utf8))
             + Wire.string(Array(SHA512.hash(data: message)))
     }
+
+    /// An admin statement (docs/SCOPES.md) with `json` as its act, signed in `namespace`
+    /// (`sqsync-admin` unless a test tries another).
+    public func adminStatement(json: String, issued: Int64, namespace: String = "sqsync-admin") -> [UInt8] {
+        let message = Array("SQSYNC-ADMIN-1\n".utf8) + publicKey + Wire.varint(UInt64(issued)) + Array(json.utf8)
+        return message + sign(message, namespace: namespace)
+    }
+
+    /// Its allowed_signers line with the admin namespace too.
+    public var adminSignersLine: String { "\(name) namespaces=\"sqsync,sqsync-admin\" \(openSSHLine)" }
 
     /// The SSHSIG blob (PROTOCOL.sshsig) over `message`, as a bundle's trailer holds it.
     func sshsigBlob(_ message: [UInt8]) -> [UInt8] {
@@ -142,6 +152,9 @@ public struct HandSegment {
     public var alterChunkAfterSigning = false
     /// Capabilities the header names (none by default: every table `lww`).
     public var capabilities: [String] = []
+    /// The admin statements (their 16-byte ids) the segment says its changes were made under
+    /// (capability `admin-statements`).
+    public var adminStatements: [[UInt8]] = []
     /// The chunks as given, instead of one chunk of ``records`` (see ``recordBytes()``): for
     /// records cut, miscounted or compressed otherwise than a writer would.
     public var chunks: [HandChunk]?
@@ -191,8 +204,9 @@ public struct HandSegment {
         let chunks = chunks ?? (records.isEmpty ? [] : [HandChunk(raw: raw, records: records.count)])
         var header = Array("SQSYNC-SEGMENT-3\n".utf8) + Wire.id(origin) + Wire.text(originName)
         header += Wire.varint(UInt64(base)) + Wire.varint(UInt64(last)) + Wire.varint(UInt64(created)) + [0]
-        header += Wire.varint(UInt64(capabilities.count))
-        for capability in capabilities { header += Wire.text(capability) }
+        let named = capabilities + (adminStatements.isEmpty ? [] : ["admin-statements"])
+        header += Wire.varint(UInt64(named.count))
+        for capability in named { header += Wire.text(capability) }
         var known = knowledge
         known[origin] = known[origin] ?? last
         let entries = known.filter { $0.value > 0 }.sorted { $0.key < $1.key }
@@ -211,6 +225,10 @@ public struct HandSegment {
         for chunk in chunks {
             header += Wire.varint(UInt64(chunk.rawLength)) + Wire.varint(UInt64(chunk.compressed.count))
             header += Wire.varint(UInt64(chunk.records)) + Array(SHA256.hash(data: chunk.compressed))
+        }
+        if !adminStatements.isEmpty {
+            header += Wire.varint(UInt64(adminStatements.count))
+            for id in adminStatements { header += id }
         }
         var body = chunks.flatMap(\.compressed)
         if alterChunkAfterSigning, !body.isEmpty { body[body.count - 5] ^= 0x01 }
@@ -302,6 +320,8 @@ public struct HandBundle {
     public var blankStatements = 0
     /// Who signs the envelope (normally the sender's key).
     public var signer: HandKey
+    /// Admin statements at the envelope's end; with any, the file is format 4.
+    public var adminStatements: [[UInt8]] = []
 
     public init(sites: [HandSite], senderSeq: Int64, senderHLC: Int64, signer: HandKey) {
         self.sites = sites
@@ -312,7 +332,7 @@ public struct HandBundle {
 
     /// The file's bytes.
     public func bytes() -> [UInt8] {
-        var body = Array("SQSYNCB".utf8) + [0, 3]
+        var body = Array("SQSYNCB".utf8) + [0, adminStatements.isEmpty ? 3 : 4]
         let all = segments.map { (origin: $0.origin, base: $0.base, last: $0.last, bytes: $0.bytes()) }
             + rawSegments.map { (origin: $0.origin, base: $0.base, last: $0.last, bytes: $0.bytes) }
         var directory: [UInt8] = Wire.varint(UInt64(all.count))
@@ -344,6 +364,10 @@ public struct HandBundle {
             envelope += [UInt8](repeating: 0, count: 64)
         }
         envelope += directory
+        if !adminStatements.isEmpty {
+            envelope += Wire.varint(UInt64(adminStatements.count))
+            for statement in adminStatements { envelope += Wire.varint(UInt64(statement.count)) + statement }
+        }
         let signature = signer.sshsigBlob(envelope)
         return body + envelope + signature + Wire.u32(UInt32(envelope.count)) + Wire.u32(UInt32(signature.count))
             + Array("SQSYNC-SIG\n".utf8)

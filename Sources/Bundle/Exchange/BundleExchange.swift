@@ -48,13 +48,18 @@ public enum BundleExchange {
     public static func export(
         replica: Replica, since base: Knowledge, key: SigningKey, to destination: String, intoDirectory: Bool,
         nameSuffix: String? = nil, receiver: String? = nil, readers: Set<String> = [], encryptTo recipients: [SSHPublicKey] = [],
-        progress: ((Int) -> Void)? = nil
+        scope: [String]? = nil, progress: ((Int) -> Void)? = nil
     ) throws -> ExportResult {
         try replica.refuseWhileMigrating("export")
         try KeyBinding.prepareToSign(replica: replica, key: key)
         let me = replica.knowledgeID
         var leaving = readers.subtracting([me])
         if let receiver { leaving.insert(receiver) }
+        let scope = scope.map { Array(Set($0)).sorted() }
+        let ownScope = try replica.ownScope()
+        let rules = try replica.adminRules() ?? AdminRules()
+        let epochs = try replica.adminEpochs()
+        let adminStatements = try SignedAdminStatement.carried(by: replica)
         return try ChangeExporter.snapshot(of: replica, ownChangesAfter: base[me]) { exporter in
             let header = exporter.header
             let sites = exporter.sites
@@ -63,13 +68,33 @@ public enum BundleExchange {
                 destination: path, encryptTo: recipients,
                 scratchDirectory: URL(fileURLWithPath: replica.path).deletingLastPathComponent().path)
             if header.last > header.base {
-                try writer.writeSegment(header, site: 0, key: key, progress: progress) { emit in try exporter.forEachChange(emit) }
+                let parts = ownSegments(
+                    after: header.base, through: header.last, epochs: epochs, scope: scope, knownScopes: rules.distinctScopes)
+                if parts.count == 1 && parts[0].scope == nil {
+                    var whole = header
+                    whole.adminStatements = parts[0].statements
+                    try writer.writeSegment(whole, site: 0, key: key, progress: progress) { emit in try exporter.forEachChange(emit) }
+                } else {
+                    for part in parts {
+                        let partExporter = try exporter.part(after: part.after, through: part.through, scope: part.scope)
+                        var partHeader = partExporter.header
+                        partHeader.adminStatements = part.statements
+                        try writer.writeSegment(partHeader, site: 0, key: key, progress: progress) { emit in
+                            try partExporter.forEachChange(emit)
+                        }
+                    }
+                }
             }
             var origins = [me]
             let store = SegmentStore(replica)
             var relayed: [(site: Int, segment: SegmentStore.Stored)] = []
-            for (index, site) in sites.enumerated() where index > 0 && !site.retired && !leaving.contains(site.knowledgeID) {
-                for segment in try store.segments(of: site.knowledgeID, after: min(base[site.knowledgeID], site.known)) {
+            // A replica relays only to a reader whose scope lies within its own, and only the
+            // segments cut for that scope (or for one within it, which the reader relays on).
+            let relays = scope.map { wanted in ownScope.map { Set(wanted).isSubset(of: $0) } ?? true } ?? (ownScope == nil)
+            for (index, site) in sites.enumerated()
+            where relays && index > 0 && !site.retired && !leaving.contains(site.knowledgeID) {
+                for segment in try store.segments(of: site.knowledgeID, after: min(base[site.knowledgeID], site.known))
+                where segment.scope == scope || (scope != nil && segment.scope.map { Set($0).isStrictSubset(of: Set(scope!)) } == true) {
                     relayed.append((index, segment))
                 }
             }
@@ -98,9 +123,32 @@ public enum BundleExchange {
             envelope.acknowledgements = statements.filter { statement in
                 statement.knowledge.seqs.keys.allSatisfy { index[$0] != nil } && index[statement.replica] != nil
             }
+            envelope.adminStatements = adminStatements
             let (bytes, finished) = try writer.finish(envelope: envelope, signingKey: key)
             return ExportResult(path: path, envelope: finished, rows: writer.recordCount, bytes: bytes)
         }
+    }
+
+    /// The segments of this replica's own changes after `base` through `last`: one per admin
+    /// epoch (the statements its changes were made under), and per scope: the reader's, and
+    /// each known scope within it, which the reader keeps to relay (docs/SCOPES.md).
+    static func ownSegments(
+        after base: Int64, through last: Int64, epochs: [(afterSeq: Int64, ids: [[UInt8]])], scope: [String]?,
+        knownScopes: [[String]]
+    ) -> [(after: Int64, through: Int64, statements: [[UInt8]], scope: [String]?)] {
+        func statements(from seq: Int64) -> [[UInt8]] { epochs.last { $0.afterSeq < seq }?.ids ?? [] }
+        var bounds = [base]
+        for epoch in epochs where epoch.afterSeq > base && epoch.afterSeq < last { bounds.append(epoch.afterSeq) }
+        bounds.append(last)
+        var scopes: [[String]?] = [scope]
+        if let scope {
+            scopes += knownScopes.filter { Set($0).isStrictSubset(of: Set(scope)) }.map { $0 }
+        }
+        var parts: [(after: Int64, through: Int64, statements: [[UInt8]], scope: [String]?)] = []
+        for (start, end) in zip(bounds, bounds.dropFirst()) where end > start {
+            for cut in scopes { parts.append((start, end, statements(from: start + 1), cut)) }
+        }
+        return parts
     }
 
     /// Bytes of statements and their keys an envelope may carry per replica it lists (and
@@ -224,11 +272,16 @@ public enum BundleExchange {
                     for site in envelope.sites { _ = try replica.siteNumber(for: site.id, name: site.name) }
                     result.warnings += try KeyBinding.admitAcknowledgements(
                         envelope, path: path, replica: replica, trust: movedTrust)
+                    // Admin statements count only signed by an admin key; one that is not
+                    // refuses the bundle before any change in it is read.
+                    try replica.addAdminStatements(
+                        try SignedAdminStatement.admitted(envelope.adminStatements, trust: movedTrust, path: path))
                     result.summary = try mergeSegments(
                         of: reader, into: replica, trust: movedTrust, learning: learning, warnings: &result.warnings,
                         progress: progress)
                     if !result.superseded { try replica.recordSender(envelope.senderReport) }
                     try replica.observeClock(envelope.senderHLC)
+                    try replica.removeRowsOutOfScope()
                 }
             }
         } catch let error as ChangeLogError where error.kind == .schemaMismatch {
@@ -256,6 +309,8 @@ public enum BundleExchange {
         let path = reader.path
         let me = replica.knowledgeID
         let retired = try replica.retiredPeers()
+        let ownScope = try replica.ownScope()
+        var relayOnly: [(entry: BundleEnvelope.SegmentEntry, changes: ChangeSetHeader, records: Int)] = []
         var summary = ApplySummary()
         summary.knowledgeAdvanced = true
         var applied = 0
@@ -298,17 +353,35 @@ public enum BundleExchange {
                 if let ahead = ClockBound.excess(of: changes.createdHLC) {
                     throw clockAhead(path, who: changes.originLabel, by: ahead)
                 }
+                // A segment cut for another scope is not this replica's to merge; one cut for a
+                // scope within its own is kept to relay (docs/SCOPES.md).
+                if changes.scope != ownScope {
+                    if let own = ownScope, let cut = changes.scope, Set(cut).isStrictSubset(of: Set(own)) {
+                        relayOnly.append((segment.entry, changes, segment.header.recordCount))
+                    }
+                    advanced.insert(index)
+                    return
+                }
+                guard let rules = try replica.adminRules(only: changes.adminStatements) else {
+                    throw ChangeLogError(
+                        .schemaMismatch,
+                        "\(path): the changes of \(changes.originLabel) were made under admin statements this replica does not hold yet; held until they arrive")
+                }
                 let merger = try ChangeMerger(
                     replica: replica, header: changes,
                     learning: learning.merging(changes.learningByOrigin) { mailbox, signed in
                         mailbox.merging(signed) { _, signedByOrigin in signedByOrigin }
                     })
+                if rules.isRestricted(changes.origin) {
+                    merger.authorization = Authorization(rules: rules, origin: changes.origin)
+                }
                 try segment.forEachChange { change in
                     try merger.apply(change)
                     applied += 1
                     if applied % 10_000 == 0 { progress?(applied) }
                 }
                 let merged = try merger.finish()
+                try replica.startNewLives(of: merger.relabelled)
                 summary.add(merged)
                 if merged.knowledgeAdvanced {
                     advanced.insert(index)
@@ -316,7 +389,7 @@ public enum BundleExchange {
                     if try store.isNeeded(origin: changes.origin, last: changes.last, sender: envelope.sender.id) {
                         try store.keep(
                             origin: changes.origin, base: changes.base, last: changes.last, createdHLC: changes.createdHLC,
-                            records: segment.header.recordCount, length: segment.entry.length
+                            records: segment.header.recordCount, length: segment.entry.length, scope: changes.scope
                         ) { consumer in try reader.copySegment(segment.entry, to: consumer) }
                     }
                 }
@@ -325,6 +398,17 @@ public enum BundleExchange {
             waiting.subtract(advanced)
         }
         if !waiting.isEmpty { summary.knowledgeAdvanced = false }
+        // Never relays what it does not hold: a segment for a scope within this replica's own
+        // is kept only once this replica holds its origin's changes through it.
+        let knowledge = try replica.knowledge()
+        let store = SegmentStore(replica)
+        for kept in relayOnly where knowledge[kept.changes.origin] >= kept.changes.last {
+            guard try store.isNeeded(origin: kept.changes.origin, last: kept.changes.last, sender: envelope.sender.id) else { continue }
+            try store.keep(
+                origin: kept.changes.origin, base: kept.changes.base, last: kept.changes.last,
+                createdHLC: kept.changes.createdHLC, records: kept.records, length: kept.entry.length, scope: kept.changes.scope
+            ) { consumer in try reader.copySegment(kept.entry, to: consumer) }
+        }
         return summary
     }
 

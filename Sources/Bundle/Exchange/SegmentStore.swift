@@ -1,4 +1,5 @@
 import ChangeLog
+import Foundation
 import SQLiteDatabase
 
 /// Other replicas' signed segments this replica keeps, byte for byte, to relay them to a
@@ -19,6 +20,18 @@ struct SegmentStore {
         var createdHLC: Int64
         var records: Int
         var length: Int
+        /// The labels it was cut for; nil: every row.
+        var scope: [String]?
+    }
+
+    /// How the `scope` column names a segment's scope.
+    static func scopeText(_ scope: [String]?) throws -> String {
+        guard let scope else { return "*" }
+        return String(decoding: try JSONEncoder().encode(scope.sorted()), as: UTF8.self)
+    }
+
+    static func scope(ofText text: String) throws -> [String]? {
+        text == "*" ? nil : try JSONDecoder().decode([String].self, from: Data(text.utf8))
     }
 
     /// True when a live peer other than this replica, the origin and the sender has not
@@ -29,13 +42,13 @@ struct SegmentStore {
 
     /// Keeps a segment, streamed by `bytes` (called with a consumer), unless the same is kept.
     func keep(
-        origin: String, base: Int64, last: Int64, createdHLC: Int64, records: Int, length: Int,
+        origin: String, base: Int64, last: Int64, createdHLC: Int64, records: Int, length: Int, scope: [String]? = nil,
         bytes: (([UInt8]) throws -> Void) throws -> Void
     ) throws {
         let site = try replica.siteNumber(for: origin, name: nil)
         try database.run(
             StoreSQL.insert, .integer(Int64(site)), .integer(base), .integer(last), .integer(createdHLC),
-            .integer(Int64(records)), .integer(Int64(length)))
+            .integer(Int64(records)), .text(try Self.scopeText(scope)), .integer(Int64(length)))
         guard database.changes == 1 else { return }
         let blob = try database.openBlob(table: "_sqsync_segments", column: "bytes", rowid: database.lastInsertRowID, writable: true)
         var offset = 0
@@ -50,7 +63,8 @@ struct SegmentStore {
         try database.rows(StoreSQL.segments, .text(origin), .integer(base)).map {
             Stored(
                 rowid: try $0.int64("id"), origin: origin, base: try $0.int64("first"), last: try $0.int64("last"),
-                createdHLC: try $0.int64("created_hlc"), records: try $0.int("records"), length: try $0.int("length"))
+                createdHLC: try $0.int64("created_hlc"), records: try $0.int("records"), length: try $0.int("length"),
+                scope: try Self.scope(ofText: try $0.string("scope")))
         }
     }
 
@@ -76,11 +90,11 @@ enum StoreSQL {
                             WHERE a."peer" = p."site" AND o."knowledge_id" = ?1), 0) < ?3)
         """
     static let insert = """
-        INSERT OR IGNORE INTO "_sqsync_segments" ("site", "first", "last", "created_hlc", "records", "bytes")
-        VALUES (?, ?, ?, ?, ?, zeroblob(?))
+        INSERT OR IGNORE INTO "_sqsync_segments" ("site", "first", "last", "created_hlc", "records", "scope", "bytes")
+        VALUES (?, ?, ?, ?, ?, ?, zeroblob(?))
         """
     static let segments = """
-        SELECT g."id", g."first", g."last", g."created_hlc", g."records", length(g."bytes") AS "length"
+        SELECT g."id", g."first", g."last", g."created_hlc", g."records", g."scope", length(g."bytes") AS "length"
         FROM "_sqsync_segments" g JOIN "_sqsync_sites" s ON s."site" = g."site"
         WHERE s."knowledge_id" = ? AND g."last" > ? ORDER BY g."first", g."last"
         """

@@ -7,7 +7,9 @@ enum BundleCodec {
     static let magic: [UInt8] = Array("SQSYNCB".utf8) + [0]
     /// The version this sqsync writes and reads: changes signed by their origin, in segments
     /// a relay forwards as they are (docs/BUNDLE_FORMAT.md).
-    static let version: UInt8 = 3
+    static let version: UInt8 = 4
+    /// Version 3 (sqsync 0.2) lacks only the admin statements at the envelope's end: read as is.
+    static let oldestReadable: UInt8 = 3
     static let trailerMagic: [UInt8] = Array("SQSYNC-SIG\n".utf8)
     /// Every signature sqsync makes or checks is an SSHSIG one in this namespace, the one
     /// `allowed_signers` names; each signed message starts with its own tag, so one kind can
@@ -16,7 +18,11 @@ enum BundleCodec {
     /// Columns that merge other than last-writer-wins: the segment lists their policies and
     /// row records may carry counter contributions.
     static let mergePolicies = "merge-policies"
-    static let knownCapabilities: Set<String> = [mergePolicies]
+    /// The segment names the admin statements its changes were made under (docs/SCOPES.md).
+    static let adminStatements = "admin-statements"
+    /// The segment holds only the rows of some labels, which it names.
+    static let scope = "scope"
+    static let knownCapabilities: Set<String> = [mergePolicies, adminStatements, scope]
     static let endRecord: UInt8 = 0
 
     /// The first byte of a row record: bit 0 is always set, the others say what is left out.
@@ -143,6 +149,7 @@ final class ArraySource: ByteSource {
     }
 
     var isAtEnd: Bool { position == bytes.count }
+    var remaining: Int { bytes.count - position }
 
     func readByte() throws -> UInt8 {
         guard position < bytes.count else { throw BundleError(.corrupt, "\(path): the bundle header is truncated") }

@@ -97,10 +97,10 @@ public final class BundleReader {
             try read(0..<BundleCodec.magic.count) == BundleCodec.magic
         else { throw BundleError(.corrupt, "\(path): not a bundle") }
         let version = try read(BundleCodec.magic.count..<preamble)[0]
-        guard version == BundleCodec.version else {
+        guard (BundleCodec.oldestReadable...BundleCodec.version).contains(version) else {
             throw BundleError(
                 .corrupt,
-                version < BundleCodec.version
+                version < BundleCodec.oldestReadable
                     ? "\(path): bundle format version \(version) comes from an older sqsync, whose changes are not signed by the replica that made them; upgrade sqsync where it was written"
                     : "\(path): bundle format version \(version) is newer than this sqsync reads (version \(BundleCodec.version)); upgrade sqsync"
             )
@@ -142,7 +142,7 @@ public final class BundleReader {
             throw trust != nil && trusted == nil
                 ? untrusted : BundleError(.untrusted, "\(path): bad signature: the bundle was altered after it was signed")
         }
-        let envelope = try BundleEnvelope.decode(envelopeBytes, path: path)
+        let envelope = try BundleEnvelope.decode(envelopeBytes, path: path, version: version)
         var principal: String?
         if let trust {
             let moves = envelope.moves.filter(\.isValid).map { ($0.from, $0.to) }

@@ -51,6 +51,8 @@ public struct BundleEnvelope: Sendable, Equatable {
     /// Other replicas' own acknowledgement statements, as they signed them.
     public var acknowledgements: [AcknowledgementStatement] = []
     public var segments: [SegmentEntry] = []
+    /// Every admin statement the sender holds, as signed (format 4; docs/SCOPES.md).
+    public var adminStatements: [[UInt8]] = []
 
     public var sender: Site { sites[0] }
 
@@ -134,11 +136,16 @@ public struct BundleEnvelope: Sendable, Equatable {
             BundleCodec.appendVarint(segment.offset, to: &bytes)
             BundleCodec.appendVarint(segment.length, to: &bytes)
         }
+        BundleCodec.appendVarint(adminStatements.count, to: &bytes)
+        for statement in adminStatements {
+            BundleCodec.appendVarint(statement.count, to: &bytes)
+            bytes += statement
+        }
         return bytes
     }
 
     /// Decodes an envelope whose signature has been checked.
-    static func decode(_ bytes: [UInt8], path: String) throws -> BundleEnvelope {
+    static func decode(_ bytes: [UInt8], path: String, version: UInt8 = BundleCodec.version) throws -> BundleEnvelope {
         guard Array(bytes.prefix(tag.count)) == tag else {
             throw BundleError(.corrupt, "\(path): damaged bundle (the signed envelope lacks its tag)")
         }
@@ -198,6 +205,11 @@ public struct BundleEnvelope: Sendable, Equatable {
                     site: try source.readIndex(below: siteCount, "replica"), base: try source.readInt64(),
                     last: try source.readInt64(), offset: try source.readCount(limit: bodyLength),
                     length: try source.readCount(limit: bodyLength)))
+        }
+        if version >= 4 {
+            for _ in 0..<(try source.readCount(limit: SignedAdminStatement.maxCount)) {
+                envelope.adminStatements.append(try source.readBytes(try source.readCount(limit: SignedAdminStatement.maxBytes)))
+            }
         }
         guard source.isAtEnd else { throw source.corrupt("bytes after the envelope") }
         var end = BundleCodec.magic.count + 1

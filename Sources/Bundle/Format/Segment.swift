@@ -37,7 +37,9 @@ public struct SegmentHeader: Sendable, Equatable {
         } else {
             bytes.append(0)
         }
-        let capabilities = changes.tables.contains(where: \.hasPolicies) ? [BundleCodec.mergePolicies] : []
+        var capabilities = changes.tables.contains(where: \.hasPolicies) ? [BundleCodec.mergePolicies] : []
+        if !changes.adminStatements.isEmpty { capabilities.append(BundleCodec.adminStatements) }
+        if changes.scope != nil { capabilities.append(BundleCodec.scope) }
         BundleCodec.appendVarint(capabilities.count, to: &bytes)
         for capability in capabilities { BundleCodec.appendString(capability, to: &bytes) }
         let knowledge = changes.originKnowledge.seqs.filter { $0.value > 0 }.sorted { $0.key < $1.key }
@@ -74,6 +76,14 @@ public struct SegmentHeader: Sendable, Equatable {
             BundleCodec.appendVarint(chunk.compressedLength, to: &bytes)
             BundleCodec.appendVarint(chunk.records, to: &bytes)
             bytes += chunk.digest
+        }
+        if !changes.adminStatements.isEmpty {
+            BundleCodec.appendVarint(changes.adminStatements.count, to: &bytes)
+            for id in changes.adminStatements { bytes += id }
+        }
+        if let scope = changes.scope {
+            BundleCodec.appendVarint(scope.count, to: &bytes)
+            for label in scope { BundleCodec.appendString(label, to: &bytes) }
         }
         return bytes
     }
@@ -154,10 +164,22 @@ public struct SegmentHeader: Sendable, Equatable {
             guard raw > 0, compressed > 0, records > 0 else { throw source.corrupt("an empty chunk") }
             chunks.append(Chunk(rawLength: raw, compressedLength: compressed, records: records, digest: try source.readBytes(32)))
         }
+        var adminStatements: [[UInt8]] = []
+        if capabilities.contains(BundleCodec.adminStatements) {
+            for _ in 0..<(try source.readCount(limit: SignedAdminStatement.maxCount)) { adminStatements.append(try source.readBytes(16)) }
+        }
+        var scope: [String]?
+        if capabilities.contains(BundleCodec.scope) {
+            var labels: [String] = []
+            for _ in 0..<(try source.readCount(limit: 1 << 16)) { labels.append(try source.readString(limit: 4096)) }
+            scope = labels
+        }
         guard source.isAtEnd else { throw source.corrupt("bytes after a segment header") }
-        let changes = ChangeSetHeader(
+        var changes = ChangeSetHeader(
             origin: origin, originName: originName, base: base, last: last, createdHLC: created,
             originKnowledge: Knowledge(knowledge), learned: learned, schemaVersion: schemaVersion, tables: tables)
+        changes.adminStatements = adminStatements
+        changes.scope = scope
         return SegmentHeader(changes: changes, chunks: chunks)
     }
 

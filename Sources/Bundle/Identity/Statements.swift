@@ -138,15 +138,15 @@ public struct KeyMove: Sendable, Equatable {
 /// SSHSIG signed data for the message's SHA-512 in namespace `sqsync`, without SSHSIG's
 /// framing (64 bytes instead of about 300). Every message starts with a tag of its kind.
 enum SignedMessage {
-    static func sign(_ message: [UInt8], key: SigningKey) throws -> [UInt8] {
-        try SSHSignature.sign(
-            messageDigest: SHA512.hash(data: message), namespace: BundleCodec.signatureNamespace, key: key
-        ).signature
+    static func sign(_ message: [UInt8], key: SigningKey, namespace: String = BundleCodec.signatureNamespace) throws -> [UInt8] {
+        try SSHSignature.sign(messageDigest: SHA512.hash(data: message), namespace: namespace, key: key).signature
     }
 
-    static func isValid(_ signature: [UInt8], of message: [UInt8], by key: SSHPublicKey) -> Bool {
+    static func isValid(
+        _ signature: [UInt8], of message: [UInt8], by key: SSHPublicKey, namespace: String = BundleCodec.signatureNamespace
+    ) -> Bool {
         guard signature.count == 64 else { return false }
-        let signed = SSHSignature.signedData(messageDigest: SHA512.hash(data: message), namespace: BundleCodec.signatureNamespace)
+        let signed = SSHSignature.signedData(messageDigest: SHA512.hash(data: message), namespace: namespace)
         return key.isValidSignature(signature, for: signed)
     }
 }

@@ -65,6 +65,11 @@ public final class ChangeMerger {
     let learning: LearningEvent.ByWriter
     var highestClock: Int64
     let statements: Statements
+    /// Rows (table, key) whose label a concurrent life changed in this merge: the caller
+    /// starts new lives of them once the merge is done (``Replica/startNewLives(of:)``).
+    public private(set) var relabelled: [(table: String, key: [SQLValue])] = []
+    /// The rules the origin's changes are judged by, when its grants restrict it.
+    public var authorization: Authorization?
     /// True while this merge has the capture triggers off on its connection.
     private(set) var triggersOff = false
     /// `PRAGMA foreign_keys` when the merge began: its actions (ON UPDATE CASCADE) run even
@@ -174,6 +179,7 @@ public final class ChangeMerger {
     /// call, and the table shows the rows only once ``finish()`` returned.
     public func apply(_ change: RowChange) throws {
         let target = targets[change.table]
+        if let authorization, try !isAllowed(change, in: target, by: authorization) { return }
         var kept = change
         if !target.dropped.isEmpty {
             kept.columns.removeAll { target.dropped.contains($0.column) }
@@ -256,6 +262,17 @@ public final class ChangeMerger {
             try recordLocalLosses(
                 target: target, values: change.key, kind: "update lost to delete", life: localStamp, cells: localCells)
         }
+        // A life whose label is outside this replica's scope comes with the label's columns
+        // only: its entry is kept, its row is not (docs/SCOPES.md).
+        if target.info.label != nil && !target.carriesEveryColumn(change), try !holdsRow(target: target, keyValues: change.key) {
+            try writeLiveRowEntry(
+                target: target, key: key, keyValues: change.key, cl: change.causalLength, stamp: stamp,
+                cells: columnClocks(of: change, in: target, differingFrom: stamp), checksum: nil)
+            try database.run(ScopeSQL.markGhost, .integer(Int64(target.info.tid)), key)
+            if known { try deleteCounters(of: target, key: key) }
+            target.counts.unchanged += 1
+            return
+        }
         // The row's values when it was inserted whole and no trigger of the app's ran: they
         // are stored as given, or else ``Target/checksum(ofInserted:)`` declines.
         var insertedWhole = false
@@ -266,10 +283,13 @@ public final class ChangeMerger {
         ) {
             insertedWhole = false
             updatedChecksum = nil
-            if liveHere {
+            // A row that left this replica's scope keeps its entry but not its row: a new
+            // life brings it back whole (docs/SCOPES.md).
+            if liveHere, try target.info.label == nil || self.holdsRow(target: target, keyValues: change.key) {
                 updatedChecksum = try self.runUpdate(target: target, columns: change.columns, keyValues: change.key)
                 return
             }
+            if liveHere { try self.database.run(ScopeSQL.forgetGhost, .integer(Int64(target.info.tid)), key) }
             do {
                 insertedWhole = try self.runInsert(target: target, change: change)
             } catch let error as SQLiteError where error.isPrimaryKeyConstraint {
@@ -386,9 +406,27 @@ public final class ChangeMerger {
             target: target, keyValues: change.key, writing: { Self.values(named: changes, in: target) },
             lifeStamp: rowStamp, cl: change.causalLength
         ) {
+            // A whole life of a row whose entry stayed when it left this replica's scope,
+            // that wins: the row comes back.
+            if target.info.label != nil, change.rowStamp != nil, target.carriesEveryColumn(change),
+                try !self.holdsRow(target: target, keyValues: change.key)
+            {
+                _ = try self.runInsert(target: target, change: change)
+                try self.database.run(ScopeSQL.forgetGhost, .integer(Int64(target.info.tid)), key)
+                return
+            }
             updatedChecksum = try self.runUpdate(target: target, columns: changes, keyValues: change.key)
         }
         guard written else { return }
+        // A concurrent life of the row won its label here: the row may now belong to readers
+        // who lack columns written in the life that lost. It starts a new life of this
+        // replica's after the merge, which carries it whole (docs/SCOPES.md).
+        if change.rowStamp != nil, target.info.label != nil {
+            let reads = Set(target.info.labelColumns.map(\.cid))
+            if winners.contains(where: { reads.contains($0.column.cid) }) {
+                relabelled.append((target.info.name, change.key))
+            }
+        }
         for winner in winners {
             let clock = CellClock(cid: winner.column.cid, stamp: winner.stamp)
             if let index = clocks.firstIndex(where: { $0.cid == clock.cid }) {

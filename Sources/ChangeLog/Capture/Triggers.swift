@@ -298,6 +298,75 @@ struct TriggerSQL {
             ("_sqsync_\(table.name)_after_update_key", keyUpdateTrigger),
         ]
         if let updateTrigger { result.append(("_sqsync_\(table.name)_after_update", updateTrigger)) }
-        return result
+        if let labelMoveTrigger { result.append(("_sqsync_\(table.name)_after_update_label", labelMoveTrigger)) }
+        return result + grantTriggers
+    }
+
+    // MARK: Labels and grants (docs/SCOPES.md)
+
+    /// The row's label, for the row `alias` (NEW or OLD): the admin's expression over its own
+    /// columns, evaluated on them as a one-row table.
+    func label(of alias: String) -> String {
+        guard let expression = table.label else { return "NULL" }
+        let columns = table.columns.map { "\(alias).\(quoteIdentifier($0.name)) AS \(quoteIdentifier($0.name))" }
+            .joined(separator: ", ")
+        return "(SELECT \(ScopeSQL.labelValue(expression)) FROM (SELECT \(columns)))"
+    }
+
+    /// A row that changes label starts a new life, logged as a delete and an insert: it
+    /// reaches readers of its new label whole, and readers of the old one see it go.
+    var labelMoveTrigger: String? {
+        guard table.label != nil else { return nil }
+        return """
+            CREATE TRIGGER \(quoteIdentifier("_sqsync_\(table.name)_after_update_label")) AFTER UPDATE ON \(quotedTable)
+            WHEN \(keyUnchanged) AND \(label(of: "OLD")) IS NOT \(label(of: "NEW"))
+            BEGIN
+            \(logRow(operation: Operation.delete, key: keyExpression("OLD")))
+            \(logRow(operation: Operation.insert, key: keyExpression("NEW")))
+            END
+            """
+    }
+
+    /// SQL true when this replica's grants allow `operation` on the row `alias`.
+    private func granted(_ operation: GrantOperations, _ alias: String) -> String {
+        let terms = (table.grants ?? []).filter { $0.operations.contains(operation) }.map { grant in
+            grant.labels.isEmpty ? "1" : "coalesce(\(label(of: alias)) IN (\(grant.labels.map(quoteLiteral).joined(separator: ", "))), 0)"
+        }
+        return terms.isEmpty ? "0" : "(" + terms.joined(separator: " OR ") + ")"
+    }
+
+    /// What a refused write says: the table, the operation and what the grants allow.
+    private func refusal(_ operation: String) -> String {
+        let held = (table.grants ?? []).map { grant in
+            "\(grant.operations)" + (grant.labels.isEmpty ? "" : " on labels \(grant.labels.joined(separator: ", "))")
+        }
+        let allowed = held.isEmpty ? "nothing" : held.joined(separator: "; ")
+        return quoteLiteral(
+            "sqsync: this replica's grants do not allow \(operation) on \(table.name) (granted: \(allowed)); see `sqsync grant`")
+    }
+
+    /// With grants, a write they do not allow fails in the writer, whoever writes; a peer's
+    /// changes that sqsync applies are judged on import instead.
+    var grantTriggers: [(name: String, sql: String)] {
+        guard table.grants != nil else { return [] }
+        let notApplying = #"(SELECT "applying" FROM "_sqsync_replica") = 0"#
+        let checks: [(String, String, String)] = [
+            ("insert", "INSERT", granted(.insert, "NEW")),
+            ("update", "UPDATE", "\(granted(.update, "OLD")) AND \(granted(.update, "NEW"))"),
+            ("delete", "DELETE", granted(.delete, "OLD")),
+        ]
+        return checks.map { operation, event, allowed in
+            let name = "_sqsync_\(table.name)_grant_\(operation)"
+            return (
+                name,
+                """
+                CREATE TRIGGER \(quoteIdentifier(name)) BEFORE \(event) ON \(quotedTable)
+                WHEN \(notApplying) AND NOT (\(allowed))
+                BEGIN
+                  SELECT RAISE(ABORT, \(refusal(operation)));
+                END
+                """
+            )
+        }
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import SQLiteDatabase
 
 /// Reads this replica's own changes after a sequence number out of its tables, row by row,
@@ -13,14 +14,18 @@ import SQLiteDatabase
 /// Use ``snapshot(of:ownChangesAfter:_:)``: it folds pending local changes, then reads inside
 /// one transaction so that the header and the rows describe the same moment.
 public final class ChangeExporter {
-    public let header: ChangeSetHeader
+    public private(set) var header: ChangeSetHeader
     /// Every replica this one knows, itself first, as of the same moment: what a bundle's
     /// envelope says of them.
     public let sites: [SiteSummary]
     private let replica: Replica
     private let tables: [TableInfo]
-    /// The changes after this one of this replica's own are sent.
+    /// The changes after this one of this replica's own are sent, through `last`.
     private let base: Int64
+    private let last: Int64
+    /// The labels the receiver holds; nil: every row. Out of it, only deletions travel, and
+    /// a new life of a row that readers of its old label must see go (docs/SCOPES.md).
+    private let scope: [String]?
     /// True when few changes are needed: rows are then found through `_sqsync_changes` and
     /// read by key, so the export costs what it sends, not the database size.
     private let byKey: Bool
@@ -50,6 +55,13 @@ public final class ChangeExporter {
         }
     }
 
+    /// Another exporter over the same snapshot, for own changes after `base` through
+    /// `through`, cut for `scope`: a bundle carries one segment per admin epoch and scope.
+    public func part(after base: Int64, through: Int64, scope: [String]?) throws -> ChangeExporter {
+        try ChangeExporter(
+            replica: replica, ownChangesAfter: base, through: through, scope: scope, keyPathLimit: Self.keyPathLimit)
+    }
+
     /// A change the triggers wrote after the fold: the snapshot must be taken again.
     struct UnnumberedChange: Error {}
 
@@ -59,7 +71,11 @@ public final class ChangeExporter {
         try self.init(replica: replica, ownChangesAfter: base, keyPathLimit: Self.keyPathLimit)
     }
 
-    init(replica: Replica, ownChangesAfter requestedBase: Int64, keyPathLimit: Int) throws {
+    init(
+        replica: Replica, ownChangesAfter requestedBase: Int64, through: Int64? = nil, scope: [String]? = nil,
+        keyPathLimit: Int
+    ) throws {
+        self.scope = scope
         self.replica = replica
         let database = replica.database
         // Writes made after the fold wait in the log: their values are in the tables already,
@@ -69,7 +85,8 @@ public final class ChangeExporter {
         guard let me = sites.first, me.knowledgeID == replica.knowledgeID,
             let clock = try database.row(#"SELECT "seq", "hlc" FROM "_sqsync_replica""#)
         else { throw ChangeLogError(.notAReplica, "\(replica.path): sqsync metadata is damaged (no replica row)") }
-        let last = try clock.int64("seq")
+        let last = min(try clock.int64("seq"), through ?? .max)
+        self.last = last
         base = max(0, min(requestedBase, last))
         var baseBySite: [Int: Int64] = [:]
         for site in try database.rows(#"SELECT "site" FROM "_sqsync_sites""#) { baseBySite[try site.int("site")] = .max }
@@ -107,6 +124,7 @@ public final class ChangeExporter {
                     primaryKey: table.primaryKey.map { key in table.columns.firstIndex { $0.cid == key.cid }! },
                     policies: table.columns.map(\.policy))
             })
+        header.scope = scope
     }
 
     private static func loadBase(_ base: [Int: Int64], into database: Database) throws {
@@ -153,7 +171,7 @@ public final class ChangeExporter {
     }
 
     /// One of this replica's own changes in the range.
-    private func isNeeded(site: Int64, seq: Int64) -> Bool { site == Int64(replica.site) && seq > base }
+    private func isNeeded(site: Int64, seq: Int64) -> Bool { site == Int64(replica.site) && seq > base && seq <= last }
 
     /// Calls `body` with each row that has a change the receiver lacks: live rows table by
     /// table, parents before children, then deletions, children before parents, so an
@@ -162,20 +180,45 @@ public final class ChangeExporter {
         let database = replica.database
         for (tableIndex, table) in tables.enumerated() {
             let emitter = LiveRowEmitter(table: table, tableIndex: tableIndex)
+            let cut = scope != nil && table.label != nil
+            let width = table.columns.count
             if byKey {
                 let keys = try database.statement(ExportSQL.changedLiveRows)
                 try keys.bind([.integer(Int64(table.tid))])
-                let lookup = try database.statement(ExportSQL.rowByKey(table))
+                let lookup = try database.statement(ExportSQL.rowByKey(table, withLabel: cut))
                 while try keys.step() {
                     guard let key = MetadataKey.values(keys.value(at: 4), columns: table.primaryKey.count) else {
                         throw undecodableKey(table)
                     }
                     try lookup.bind(key)
                     // A row the metadata holds alive but the table lacks (a write that bypassed
-                    // the triggers) has nothing to send; doctor reports it.
-                    guard let values = try lookup.fetchOne({ row in (0..<table.columns.count).map { row.value(at: $0) } })
+                    // the triggers, or a row that left this replica's scope) has nothing to send.
+                    guard let values = try lookup.fetchOne({ row in (0..<(cut ? width + 1 : width)).map { row.value(at: $0) } })
                     else { continue }
-                    try emit(emitter, entry: keys, values: values, body)
+                    let inScope = !cut || AdminRules.holds(scope, label: values[width].stringValue)
+                    try emit(emitter, entry: keys, values: Array(values.prefix(width)), inScope: inScope, body)
+                }
+            } else if cut, let scope {
+                // Only the rows of the receiver's labels are read, through the label's index;
+                // of the others, only new lives of rows (which readers of their old label must see go).
+                let scopeJSON = String(decoding: try JSONEncoder().encode(scope), as: UTF8.self)
+                let live = try database.statement(ExportSQL.liveRowsWithLabel(table))
+                try live.bind([.text(scopeJSON)])
+                while try live.step() {
+                    try emit(emitter, entry: live, values: (0..<width).map { live.value(at: 6 + $0) }, body)
+                }
+                let relives = try database.statement(ExportSQL.newLives)
+                try relives.bind([.integer(Int64(table.tid)), .integer(Int64(replica.site)), .integer(base), .integer(last)])
+                let lookup = try database.statement(ExportSQL.rowByKey(table, withLabel: true))
+                while try relives.step() {
+                    guard let key = MetadataKey.values(relives.value(at: 4), columns: table.primaryKey.count) else {
+                        throw undecodableKey(table)
+                    }
+                    try lookup.bind(key)
+                    guard let values = try lookup.fetchOne({ row in (0...width).map { row.value(at: $0) } }),
+                        !AdminRules.holds(scope, label: values[width].stringValue)
+                    else { continue }
+                    try emit(emitter, entry: relives, values: Array(values.prefix(width)), inScope: false, body)
                 }
             } else {
                 let live = try database.statement(ExportSQL.liveRows(table))
@@ -215,6 +258,8 @@ public final class ChangeExporter {
         let keyPositions: [Int]
         let nonKey: [(offset: Int, element: ColumnInfo)]
         let hasCounters: Bool
+        /// Positions of the columns the table's label reads, outside the key.
+        let labelColumns: [Int]
 
         init(table: TableInfo, tableIndex: Int) {
             self.table = table
@@ -223,14 +268,16 @@ public final class ChangeExporter {
             columnIndex = Dictionary(uniqueKeysWithValues: table.columns.enumerated().map { ($0.element.cid, $0.offset) })
             keyPositions = table.primaryKey.map { key in table.columns.firstIndex { $0.cid == key.cid }! }
             nonKey = table.columns.enumerated().filter { !$0.element.isPrimaryKey }.map { ($0.offset, $0.element) }
+            let reads = Set(table.labelColumns.map(\.cid))
+            labelColumns = nonKey.filter { reads.contains($0.element.cid) }.map(\.offset)
         }
     }
 
     /// One live row: `entry` holds its row entry (cl, hlc, site, seq, metadata key, column
     /// clocks) in its first six columns, `values` every column of the row in table order.
-    private func emit(_ emitter: LiveRowEmitter, entry: Statement, values: [SQLValue], _ body: (RowChange) throws -> Void)
-        throws
-    {
+    private func emit(
+        _ emitter: LiveRowEmitter, entry: Statement, values: [SQLValue], inScope: Bool = true, _ body: (RowChange) throws -> Void
+    ) throws {
         let rowNeeded = isNeeded(site: entry.int64(at: 2), seq: entry.int64(at: 3))
         // The row's own stamp travels only with a life this replica began in the range.
         let rowStamp = rowNeeded ? try ownStamp(hlc: entry.int64(at: 1), seq: entry.int64(at: 3)) : nil
@@ -239,6 +286,21 @@ public final class ChangeExporter {
         for clock in try replica.cellClocks(entry.value(at: 5), of: row) {
             guard let column = emitter.columnIndex[clock.cid], isNeeded(site: Int64(clock.site), seq: clock.seq) else { continue }
             cellStamps[column] = try ownStamp(hlc: clock.hlc, seq: clock.seq)
+        }
+        guard inScope else {
+            // Out of the receiver's scope: only the label's columns this replica wrote in the
+            // range, so that a reader holding the row sees it leave (and one that does not
+            // keeps only its entry), as every replica merges those columns.
+            let columns = emitter.labelColumns.compactMap { offset -> ColumnChange? in
+                guard let stamp = cellStamps[offset] ?? rowStamp else { return nil }
+                return ColumnChange(column: offset, value: values[offset], stamp: stamp)
+            }
+            guard !columns.isEmpty else { return }
+            try body(
+                RowChange(
+                    table: emitter.tableIndex, key: emitter.keyPositions.map { values[$0] }, causalLength: entry.int64(at: 0),
+                    rowStamp: rowStamp, columns: columns))
+            return
         }
         var counters: [CounterChange] = []
         var values = values
@@ -341,8 +403,9 @@ enum ExportSQL {
 
     /// One row by its key values; `IS`, so a NULL part of a composite key still matches, as
     /// the one-pass export's join on the metadata key does.
-    static func rowByKey(_ table: TableInfo) -> String {
-        let columns = table.columns.map { quoteIdentifier($0.name) }.joined(separator: ", ")
+    static func rowByKey(_ table: TableInfo, withLabel: Bool = false) -> String {
+        var columns = table.columns.map { quoteIdentifier($0.name) }.joined(separator: ", ")
+        if withLabel, let label = table.label { columns += ", " + ScopeSQL.labelValue(label) }
         let condition = table.primaryKey.enumerated().map { "\(quoteIdentifier($0.element.name)) IS ?\($0.offset + 1)" }
             .joined(separator: " AND ")
         return "SELECT \(columns) FROM \(quoteIdentifier(table.name)) WHERE \(condition)"
@@ -368,6 +431,27 @@ enum ExportSQL {
 
     static let deletedRows = """
         SELECT "pk", "cl", "hlc", "site", "seq" FROM "_sqsync_rows" WHERE "tid" = ? AND "cl" % 2 = 0
+        """
+
+    /// Live rows whose label is in the scope ?1 (a JSON list), found through the label's index,
+    /// with their entry, as ``liveRows(_:)`` gives them.
+    static func liveRowsWithLabel(_ table: TableInfo) -> String {
+        let alias = quoteIdentifier("_sqsync_t")
+        let columns = table.columns.map { "\(alias).\(quoteIdentifier($0.name))" }.joined(separator: ", ")
+        let key = MetadataKey.sql(TriggerSQL(table: table).keyExpression(alias))
+        return """
+            SELECT r."cl", r."hlc", r."site", r."seq", r."pk", r."cells", \(columns)
+            FROM (SELECT * FROM \(quoteIdentifier(table.name))
+                  WHERE \(ScopeSQL.labelValue(table.label ?? "NULL")) IN (SELECT "value" FROM json_each(?1))) AS \(alias)
+            JOIN "_sqsync_rows" AS r ON r."tid" = \(table.tid) AND r."pk" = \(key) AND r."cl" % 2 = 1
+            """
+    }
+
+    /// Live rows in a second life or later that this replica (?2) began after ?3 through ?4,
+    /// with their entry (cl, hlc, site, seq, metadata key, column clocks).
+    static let newLives = """
+        SELECT "cl", "hlc", "site", "seq", "pk", "cells" FROM "_sqsync_rows" INDEXED BY "_sqsync_relives"
+        WHERE "tid" = ?1 AND "cl" >= 3 AND "site" = ?2 AND "seq" > ?3 AND "seq" <= ?4 AND "cl" % 2 = 1
         """
 
     /// Live rows with their row entry: cl, hlc, site, seq, metadata key, column clocks, then

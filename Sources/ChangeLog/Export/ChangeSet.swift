@@ -130,6 +130,11 @@ public struct ChangeSetHeader: Sendable, Equatable {
     /// The origin's `PRAGMA user_version`, named when a set must be held for a migration.
     public var schemaVersion: Int64?
     public var tables: [TableSchema]
+    /// The admin statements (their ids) the origin made these changes under: grants are
+    /// judged by them (docs/SCOPES.md).
+    public var adminStatements: [[UInt8]] = []
+    /// The labels the set was cut for, or nil when it holds every change of the range.
+    public var scope: [String]?
 
     public init(
         origin: String, originName: String, base: Int64, last: Int64, createdHLC: Int64, originKnowledge: Knowledge,

@@ -426,7 +426,8 @@ struct ReconcileSQL {
           SELECT \(table.tid), \(TriggerSQL.Operation.delete), sqsync_stored_key(r."pk"), \(stamp)
           FROM "_sqsync_rows" r
           WHERE r."tid" = \(table.tid) AND r."cl" % 2 = 1
-            AND NOT EXISTS (SELECT 1 FROM temp."_sqsync_present" p WHERE p."pk" = r."pk");
+            AND NOT EXISTS (SELECT 1 FROM temp."_sqsync_present" p WHERE p."pk" = r."pk")
+            AND NOT EXISTS (SELECT 1 FROM "_sqsync_ghosts" g WHERE g."tid" = r."tid" AND g."pk" = r."pk");
         """
     }
 

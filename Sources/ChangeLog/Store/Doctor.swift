@@ -5,6 +5,7 @@ extension Replica {
     public func doctor() throws -> [String] {
         try fold()
         var problems: [String] = []
+        let scoped = try ownScope() != nil
         for name in try trackedTableNames() {
             guard let declared = try DeclaredTable.read(name, in: database) else {
                 problems.append("tracked table \(name) no longer exists; run `sqsync untrack \(path) \(name)`")
@@ -19,15 +20,8 @@ extension Replica {
                     "table \(name) has columns the triggers do not capture (\(uncovered.joined(separator: ", "))); run `sqsync refresh \(path)`"
                 )
             }
-            let policies = try columnPolicies(tid: tid)
-            let columns = declared.columns.compactMap { column in
-                ids[column.name].map {
-                    ColumnInfo(
-                        cid: $0, name: column.name, primaryKeyPosition: column.primaryKeyPosition, policy: policies[$0] ?? .lww,
-                        declaredType: column.declaredType)
-                }
-            }
-            let expected = TriggerSQL(table: TableInfo(tid: tid, name: name, columns: columns)).all
+            guard let table = try trackedTable(tid: tid, name: name) else { continue }
+            let expected = TriggerSQL(table: table).all
             for trigger in expected {
                 let installed = try database.optionalString(
                     "SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = ?", .text(trigger.name))
@@ -41,7 +35,8 @@ extension Replica {
                 try database.int64(
                     #"SELECT count(*) FROM "_sqsync_rows" WHERE "tid" = ? AND "cl" % 2 = 1"#, .integer(Int64(tid)))
             let rows = try database.int64("SELECT count(*) FROM \(quoteIdentifier(name))")
-            if liveEntries != rows {
+            // A scoped replica keeps the entries of rows that left its scope (docs/SCOPES.md).
+            if liveEntries != rows && !(table.label != nil && scoped) {
                 problems.append(
                     "table \(name) has \(rows) rows but sqsync records \(liveEntries) live rows; a write bypassed the triggers (for example INSERT OR REPLACE removing another row through a UNIQUE column)"
                 )

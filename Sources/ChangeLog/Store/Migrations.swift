@@ -438,6 +438,60 @@ enum MetadataSQL {
             WHERE "site" != (SELECT "site" FROM "_sqsync_replica") AND "known_seq" > 0;
             """
         ),
+        (
+            15,
+            """
+            -- Admin statements (labels, scopes, grants: docs/SCOPES.md), each verified against an
+            -- admin key before it is kept; "act" is what it says, "signed" its bytes as signed.
+            CREATE TABLE "_sqsync_admin" (
+                "id" BLOB PRIMARY KEY,
+                "issued" INTEGER NOT NULL,
+                "act" TEXT NOT NULL,
+                "signed" BLOB NOT NULL
+            ) WITHOUT ROWID;
+
+            -- This replica's own changes after "after_seq" were made under the admin statements
+            -- "statements" (their ids, sorted and joined): peers judge them by those.
+            CREATE TABLE "_sqsync_admin_epochs" (
+                "after_seq" INTEGER PRIMARY KEY,
+                "statements" BLOB NOT NULL
+            );
+
+            -- What the statements make of each table here: its label expression, and what this
+            -- replica's own grants allow on it (JSON; NULL: everything).
+            ALTER TABLE "_sqsync_tables" ADD COLUMN "label" TEXT;
+            ALTER TABLE "_sqsync_tables" ADD COLUMN "grants" TEXT;
+
+            -- Kept segments are written for a scope: '*' for every row, else the labels (JSON).
+            CREATE TABLE "_sqsync_segments_15" (
+                "id" INTEGER PRIMARY KEY,
+                "site" INTEGER NOT NULL,
+                "first" INTEGER NOT NULL,
+                "last" INTEGER NOT NULL,
+                "created_hlc" INTEGER NOT NULL,
+                "records" INTEGER NOT NULL,
+                "scope" TEXT NOT NULL DEFAULT '*',
+                "bytes" BLOB NOT NULL,
+                UNIQUE ("site", "first", "last", "scope")
+            );
+            INSERT INTO "_sqsync_segments_15" ("id", "site", "first", "last", "created_hlc", "records", "bytes")
+              SELECT "id", "site", "first", "last", "created_hlc", "records", "bytes" FROM "_sqsync_segments";
+            DROP TABLE "_sqsync_segments";
+            ALTER TABLE "_sqsync_segments_15" RENAME TO "_sqsync_segments";
+
+            -- Rows that left this replica's scope: their entries stay (a stale copy cannot come
+            -- back), their rows are gone, and no one deleted them.
+            CREATE TABLE "_sqsync_ghosts" (
+                "tid" INTEGER NOT NULL,
+                "pk" NOT NULL,
+                PRIMARY KEY ("tid", "pk")
+            ) WITHOUT ROWID;
+
+            -- Rows in their second life or later: a reader whose scope a row left is told so
+            -- without reading every row.
+            CREATE INDEX "_sqsync_relives" ON "_sqsync_rows" ("tid", "site", "seq") WHERE "cl" >= 3;
+            """
+        ),
     ]
 
     /// Gives a table's "pk" column its metadata form. BLOB keys go out and come back, so no

@@ -55,6 +55,10 @@ public struct TableInfo: Sendable {
     public var name: String
     /// In the table's own column order.
     public var columns: [ColumnInfo]
+    /// The admin's label expression (docs/SCOPES.md), if the table has one.
+    public var label: String?
+    /// What this replica's grants allow on the table; nil when it may change everything.
+    public var grants: [TableGrant]?
 
     public var primaryKey: [ColumnInfo] {
         columns.filter(\.isPrimaryKey).sorted { $0.primaryKeyPosition < $1.primaryKeyPosition }

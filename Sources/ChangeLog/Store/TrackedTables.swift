@@ -31,7 +31,18 @@ extension Replica {
                 cid: cid, name: column.name, primaryKeyPosition: column.primaryKeyPosition, policy: policies[cid] ?? .lww,
                 declaredType: column.declaredType)
         }
-        return TableInfo(tid: tid, name: name, columns: columns)
+        var table = TableInfo(tid: tid, name: name, columns: columns)
+        try loadRules(into: &table)
+        return table
+    }
+
+    /// The table's label and this replica's grants on it, as ``applyAdminRules()`` recorded them.
+    private func loadRules(into table: inout TableInfo) throws {
+        guard let rules = try database.row(ScopeSQL.tableRules, .integer(Int64(table.tid))) else { return }
+        table.label = try rules.optionalString("label")
+        if let grants = try rules.optionalString("grants") {
+            table.grants = try JSONDecoder().decode([TableGrant].self, from: Data(grants.utf8))
+        }
     }
 
     func columnIDs(tid: Int) throws -> [String: Int] {
@@ -111,6 +122,8 @@ extension Replica {
                 captured.append((table.name, try captureExistingRows(of: info)))
             }
             try fold()
+            // A table tracked after the admin labelled it, or granted on it, follows at once.
+            if try database.int64(#"SELECT EXISTS (SELECT 1 FROM "_sqsync_admin")"#) == 1 { try applyAdminRules() }
             return captured
         }
     }
@@ -141,7 +154,9 @@ extension Replica {
                     cid: cid, name: column.name, primaryKeyPosition: column.primaryKeyPosition, policy: policies[cid] ?? .lww,
                     declaredType: column.declaredType))
         }
-        return TableInfo(tid: tid, name: table.name, columns: columns)
+        var info = TableInfo(tid: tid, name: table.name, columns: columns)
+        try loadRules(into: &info)
+        return info
     }
 
     func installTriggers(for table: TableInfo) throws {

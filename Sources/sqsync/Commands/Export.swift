@@ -64,9 +64,11 @@ extension SQSync {
                     global.say("\(peer) has no key pinned here yet: encrypting to every trusted key (\(recipients.count)); --encrypt-to KEY.pub names its key")
                 }
             }
+            // A scoped peer gets only the rows of its labels (docs/SCOPES.md).
+            let scope = try peer.flatMap { try replica.adminRules()?.scope(of: receiver ?? $0.lowercased()) }
             let result = try BundleExchange.export(
                 replica: replica, since: base, key: key, to: to ?? output!, intoDirectory: to != nil, receiver: receiver,
-                encryptTo: recipients, progress: global.progress("exporting"))
+                encryptTo: recipients, scope: scope, progress: global.progress("exporting"))
             global.endProgress()
             if global.json {
                 global.emitJSON([

@@ -57,6 +57,11 @@ extension SQSync {
                 if key == nil, AgeFile.isEncrypted(path: file) { key = try global.signingKey() }
                 outcomes.append(try importing(file, into: replica, trust: trust, key: key))
             }
+            // What these files brought (admin statements, a peer's migration) may release
+            // bundles held before them.
+            if !dryRun && !files.isEmpty {
+                outcomes += try BundleExchange.retryHeld(replica: replica, trust: trust).map(Outcome.imported)
+            }
             report(outcomes)
             let codes = outcomes.compactMap { outcome -> Int32? in
                 if case .failed(_, _, let code) = outcome { return code }

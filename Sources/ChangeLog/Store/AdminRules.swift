@@ -1,0 +1,140 @@
+import Foundation
+
+/// What a replica may change: insert, update, delete.
+public struct GrantOperations: OptionSet, Sendable, Hashable, Codable, CustomStringConvertible {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+
+    public static let insert = GrantOperations(rawValue: 1)
+    public static let update = GrantOperations(rawValue: 2)
+    public static let delete = GrantOperations(rawValue: 4)
+    public static let all: GrantOperations = [.insert, .update, .delete]
+
+    private static let names: [(String, GrantOperations)] = [("insert", .insert), ("update", .update), ("delete", .delete)]
+
+    /// A comma list as the command line takes it: `insert,update`.
+    public init?(list: String) {
+        var operations: GrantOperations = []
+        for part in list.split(separator: ",", omittingEmptySubsequences: false) {
+            guard let named = Self.names.first(where: { $0.0 == part.trimmingCharacters(in: .whitespaces).lowercased() })
+            else { return nil }
+            operations.insert(named.1)
+        }
+        guard !operations.isEmpty else { return nil }
+        self = operations
+    }
+
+    public var description: String { Self.names.filter { contains($0.1) }.map(\.0).joined(separator: ",") }
+}
+
+/// One admin decision: what `sqsync label`, `scope`, `grant` and `revoke` sign, and every
+/// replica replays in the same order (docs/SCOPES.md). Replicas are named by knowledge ID.
+public enum AdminAct: Sendable, Equatable, Codable {
+    /// A table's label expression; an empty one removes the label.
+    case label(table: String, expression: String)
+    /// The labels a replica receives; nil: every row.
+    case scope(replica: String, labels: [String]?)
+    /// Operations a replica may make on a table, on rows with one of `labels` (empty: any row).
+    case grant(replica: String, table: String, operations: GrantOperations, labels: [String])
+    /// Operations taken back from every grant of a replica on a table.
+    case revoke(replica: String, table: String, operations: GrantOperations)
+
+    /// The replica the act is about, if any.
+    public var replica: String? {
+        switch self {
+        case .label: return nil
+        case .scope(let replica, _), .grant(let replica, _, _, _), .revoke(let replica, _, _): return replica
+        }
+    }
+}
+
+/// One grant a replica holds on one table.
+public struct TableGrant: Sendable, Equatable, Codable {
+    public var operations: GrantOperations
+    /// Empty: rows of any label (and of a table without one).
+    public var labels: [String]
+
+    public init(operations: GrantOperations, labels: [String]) {
+        self.operations = operations
+        self.labels = labels
+    }
+
+    func allows(_ operation: GrantOperations, label: String?) -> Bool {
+        guard operations.contains(operation) else { return false }
+        if labels.isEmpty { return true }
+        guard let label else { return false }
+        return labels.contains(label)
+    }
+}
+
+/// Labels, scopes and grants as a list of admin acts leaves them, replayed in order: the
+/// later act on the same table (label), replica (scope) or replica and table (grants) wins.
+public struct AdminRules: Sendable, Equatable {
+    /// Label expression by table name.
+    public private(set) var labels: [String: String] = [:]
+    /// Labels by replica; a replica not listed receives every row.
+    public private(set) var scopes: [String: [String]] = [:]
+    /// Grants by replica, then table. A replica listed here may change only what they allow;
+    /// one named by a grant or revoke stays listed even with nothing left.
+    public private(set) var grants: [String: [String: [TableGrant]]] = [:]
+
+    public init() {}
+
+    public init(acts: [AdminAct]) {
+        for act in acts { apply(act) }
+    }
+
+    mutating func apply(_ act: AdminAct) {
+        switch act {
+        case .label(let table, let expression):
+            labels[table] = expression.isEmpty ? nil : expression
+        case .scope(let replica, let chosen):
+            scopes[replica] = chosen.map { Array(Set($0)).sorted() }
+        case .grant(let replica, let table, let operations, let chosen):
+            let wanted = Array(Set(chosen)).sorted()
+            var held = grants[replica, default: [:]][table, default: []]
+            if let index = held.firstIndex(where: { $0.labels == wanted }) {
+                held[index].operations.formUnion(operations)
+            } else {
+                held.append(TableGrant(operations: operations, labels: wanted))
+            }
+            grants[replica, default: [:]][table] = held
+        case .revoke(let replica, let table, let operations):
+            var held = grants[replica, default: [:]][table, default: []]
+            for index in held.indices { held[index].operations.subtract(operations) }
+            held.removeAll { $0.operations.isEmpty }
+            grants[replica, default: [:]][table] = held
+        }
+    }
+
+    /// Every scope some replica has, once each.
+    public var distinctScopes: [[String]] {
+        Array(Set(scopes.values)).sorted { $0.lexicographicallyPrecedes($1) }
+    }
+
+    /// The labels a replica receives, or nil when it receives every row.
+    public func scope(of replica: String) -> [String]? { scopes[replica] }
+
+    /// Whether a replica's changes are checked against grants at all.
+    public func isRestricted(_ replica: String) -> Bool { grants[replica] != nil }
+
+    /// The grants a restricted replica holds on a table (nil: it is not restricted).
+    public func grants(of replica: String, on table: String) -> [TableGrant]? {
+        guard let byTable = grants[replica] else { return nil }
+        return byTable[table] ?? []
+    }
+
+    /// Whether `replica` may make `operation` on a row of `table` whose label is `label`
+    /// (nil: no label, or not known here, which only a grant for any label covers).
+    public func allows(_ replica: String, _ operation: GrantOperations, on table: String, label: String?) -> Bool {
+        guard let held = grants(of: replica, on: table) else { return true }
+        return held.contains { $0.allows(operation, label: label) }
+    }
+
+    /// Whether a row with `label` of a table with a label expression goes to a replica with `scope`.
+    public static func holds(_ scope: [String]?, label: String?) -> Bool {
+        guard let scope else { return true }
+        guard let label else { return false }
+        return scope.contains(label)
+    }
+}

@@ -1,0 +1,351 @@
+import Foundation
+import SQLiteDatabase
+
+/// An admin statement as a replica keeps it, after its signature and signer were checked.
+public struct StoredAdminStatement: Sendable, Equatable {
+    /// SHA-256 of the signed message, first 16 bytes: names it in segments.
+    public var id: [UInt8]
+    /// Unix time in milliseconds the admin gave it: statements replay in (issued, id) order.
+    public var issued: Int64
+    public var act: AdminAct
+    /// The message and its signature, as carried in bundles.
+    public var signed: [UInt8]
+
+    public init(id: [UInt8], issued: Int64, act: AdminAct, signed: [UInt8]) {
+        self.id = id
+        self.issued = issued
+        self.act = act
+        self.signed = signed
+    }
+}
+
+extension Replica {
+    /// Every admin statement held here, in the order they replay.
+    public func adminStatements() throws -> [StoredAdminStatement] {
+        try database.rows(ScopeSQL.statements).map { row in
+            StoredAdminStatement(
+                id: try row.blob("id"), issued: try row.int64("issued"),
+                act: try JSONDecoder().decode(AdminAct.self, from: Data(try row.string("act").utf8)), signed: try row.blob("signed"))
+        }
+    }
+
+    /// Keeps statements whose signatures the caller checked; when any is new, applies what the
+    /// statements now say (``applyAdminRules()``). Returns the number new here.
+    @discardableResult
+    public func addAdminStatements(_ statements: [StoredAdminStatement]) throws -> Int {
+        var added = 0
+        for statement in statements {
+            let act = String(decoding: try JSONEncoder().encode(statement.act), as: UTF8.self)
+            try database.run(
+                ScopeSQL.insertStatement, .blob(statement.id), .integer(statement.issued), .text(act), .blob(statement.signed))
+            added += database.changes
+        }
+        if added > 0 { try applyAdminRules() }
+        return added
+    }
+
+    /// Keeps a statement this replica's admin key just signed, and numbers it as a change of
+    /// this replica's (one without rows): every peer then lacks something of it, so the next
+    /// export or sync carries the statement to them, and relays pass it on.
+    public func issueAdminStatement(_ statement: StoredAdminStatement) throws {
+        try database.inTransaction(immediate: true) {
+            try addAdminStatements([statement])
+            try database.run(ScopeSQL.numberStatement)
+        }
+    }
+
+    /// Starts a new life, as this replica's own write, for every row here whose label was
+    /// outside `before` and is inside `after` (nil: every label): a replica whose scope grew
+    /// receives those rows whole with the next export, as it does a row moved to its labels.
+    /// Values stay as they are. Returns the rows.
+    @discardableResult
+    public func startNewLives(outside before: [String], inside after: [String]?) throws -> Int {
+        try database.inTransaction(immediate: true) {
+            try fold()
+            var rows = 0
+            let json = { (labels: [String]) in String(decoding: try JSONEncoder().encode(labels), as: UTF8.self) }
+            for table in try trackedTables(skippingMissing: true) where table.label != nil {
+                try database.run(ScopeSQL.logNewLives(table), .text(try json(before)), after.map { .text(try json($0)) } ?? .null)
+                rows += database.changes / 2
+            }
+            try fold()
+            return rows
+        }
+    }
+
+    /// Starts a new life, as this replica's own write, of each row given (table, key) that
+    /// is here: after a merge that changed their labels (``ChangeMerger/relabelled``).
+    public func startNewLives(of rows: [(table: String, key: [SQLValue])]) throws {
+        // Only a replica that holds every row knows the merged label for certain.
+        guard !rows.isEmpty, try ownScope() == nil else { return }
+        let tables = Dictionary(try trackedTables(skippingMissing: true).map { ($0.name, $0) }) { first, _ in first }
+        try database.inTransaction {
+            for (name, key) in rows {
+                guard let table = tables[name] else { continue }
+                try database.run(ScopeSQL.logNewLife(table), key)
+            }
+            try fold()
+        }
+    }
+
+    /// The rules the statements held here make, or only those named by `ids` (the set another
+    /// replica's changes were made under); nil when one of `ids` is not held here.
+    public func adminRules(only ids: [[UInt8]]? = nil) throws -> AdminRules? {
+        var statements = try adminStatements()
+        if let ids {
+            let wanted = Set(ids)
+            statements.removeAll { !wanted.contains($0.id) }
+            guard statements.count == wanted.count else { return nil }
+        }
+        return AdminRules(acts: statements.map(\.act))
+    }
+
+    /// The labels this replica receives; nil: every row.
+    public func ownScope() throws -> [String]? {
+        try adminRules()?.scope(of: knowledgeID)
+    }
+
+    /// The statements this replica's own changes after each sequence number were made under,
+    /// oldest first.
+    public func adminEpochs() throws -> [(afterSeq: Int64, ids: [[UInt8]])] {
+        try database.rows(ScopeSQL.epochs).map { row in
+            let joined = try row.blob("statements")
+            return (try row.int64("after_seq"), stride(from: 0, to: joined.count, by: 16).map { Array(joined[$0..<min($0 + 16, joined.count)]) })
+        }
+    }
+
+    /// Makes the replica follow its statements: each table's label and this replica's grants
+    /// go into the triggers (and an index on the label), a new epoch starts for its own
+    /// changes, and rows that left its scope leave its tables.
+    func applyAdminRules() throws {
+        try fold()
+        guard let rules = try adminRules() else { return }
+        let me = knowledgeID
+        var relabelled: [TableInfo] = []
+        for table in try trackedTables(skippingMissing: true) {
+            let label = rules.labels[table.name]
+            let grants = rules.grants(of: me, on: table.name)
+            guard label != table.label || grants != table.grants else { continue }
+            let grantsText = try grants.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
+            try database.run(
+                ScopeSQL.setTableRules, label.map(SQLValue.text) ?? .null, grantsText.map(SQLValue.text) ?? .null,
+                .integer(Int64(table.tid)))
+            if label != table.label {
+                try database.execute("DROP INDEX IF EXISTS \(ScopeSQL.labelIndex(table.name))")
+                if let label {
+                    try database.execute(
+                        "CREATE INDEX \(ScopeSQL.labelIndex(table.name)) ON \(quoteIdentifier(table.name)) (\(ScopeSQL.labelValue(label)))")
+                }
+            }
+            var updated = table
+            updated.label = label
+            updated.grants = grants
+            try installTriggers(for: updated)
+            if label != nil && label != table.label { relabelled.append(updated) }
+        }
+        // This replica's own changes made before it knew the label went as plain updates: a
+        // reader of a label that a row entered by one of them would get only that column. Those
+        // its peers still lack become new lives, which carry the whole row.
+        if !relabelled.isEmpty {
+            try database.execute(ScopeSQL.createUndelivered)
+            try database.execute(#"DELETE FROM temp."_sqsync_undelivered""#)
+            try database.run(ScopeSQL.collectUndelivered, .integer(Int64(site)))
+            for table in relabelled { try database.execute(ScopeSQL.logNewLivesOfUndelivered(table)) }
+            try fold()
+        }
+        let ids = try adminStatements().map(\.id).sorted { $0.lexicographicallyPrecedes($1) }
+        if try adminEpochs().last?.ids != ids { try database.run(ScopeSQL.startEpoch, .blob(ids.flatMap { $0 })) }
+        try removeRowsOutOfScope()
+    }
+
+    /// Removes from the tables, without a tombstone, the rows whose label is outside this
+    /// replica's scope, except those with a change of its own that a live peer still lacks
+    /// (they go once delivered). Their entries stay: a stale copy cannot come back, and a new
+    /// life that brings the row back into scope inserts it whole. Returns the rows removed.
+    @discardableResult
+    public func removeRowsOutOfScope() throws -> Int {
+        guard let scope = try ownScope() else { return 0 }
+        return try database.inTransaction {
+            // Writes still in the log are not numbered yet: they must count as undelivered.
+            try fold()
+            return try removeRows(outside: scope)
+        }
+    }
+
+    private func removeRows(outside scope: [String]) throws -> Int {
+        let labelled = try trackedTables(skippingMissing: true).filter { $0.label != nil }
+        guard !labelled.isEmpty else { return 0 }
+        let scopeJSON = String(decoding: try JSONEncoder().encode(scope), as: UTF8.self)
+        try database.execute(ScopeSQL.createUndelivered)
+        try database.execute(#"DELETE FROM temp."_sqsync_undelivered""#)
+        try database.run(ScopeSQL.collectUndelivered, .integer(Int64(site)))
+        var removed = 0
+        try database.setTriggersEnabled(false)
+        defer { try? database.setTriggersEnabled(true) }
+        for table in labelled {
+            try database.run(ScopeSQL.markOutOfScope(table), .text(scopeJSON))
+            try database.run(ScopeSQL.removeOutOfScope(table), .text(scopeJSON))
+            removed += database.changes
+        }
+        return removed
+    }
+
+    /// Refuses a label that is not an expression over the table's own columns (an empty one
+    /// removes the label). A label read from another table would change without the row
+    /// changing, and no replica could tell its rows moved.
+    public func checkLabel(_ expression: String, of table: String) throws {
+        guard try trackedTableNames().contains(table) else {
+            throw ChangeLogError(.noSuchTable, "\(path): table \(table) is not tracked")
+        }
+        guard !expression.isEmpty else { return }
+        if expression.range(of: #"\bselect\b"#, options: [.regularExpression, .caseInsensitive]) != nil || expression.contains(";") {
+            throw ChangeLogError(.usage, "\(path): a label is an expression over \(table)'s own columns, without a subquery")
+        }
+        do {
+            _ = try database.rows("SELECT \(ScopeSQL.labelValue(expression)) FROM \(quoteIdentifier(table)) LIMIT 0")
+        } catch let error as SQLiteError {
+            throw ChangeLogError(.usage, "\(path): \(expression) is not an expression over \(table)'s columns (\(error.message))")
+        }
+    }
+
+    /// The label of each row a query over one table gives, as SQL: the table's expression.
+    public func labelExpression(of table: String) throws -> String? {
+        try database.optionalString(#"SELECT "label" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(table))
+    }
+}
+
+extension TableInfo {
+    /// The columns the label expression reads, found by name (as an identifier, quoted or
+    /// not): what a reader outside the row's scope is sent of a row, so that it can tell the
+    /// row left (docs/SCOPES.md).
+    public var labelColumns: [ColumnInfo] {
+        guard let label else { return [] }
+        return columns.filter { column in
+            let name = NSRegularExpression.escapedPattern(for: column.name)
+            return label.range(of: #"(?i)(^|[^A-Za-z0-9_$])\#(name)($|[^A-Za-z0-9_$])"#, options: .regularExpression) != nil
+        }
+    }
+}
+
+/// The SQL of labels, scopes and grants, in one place.
+enum ScopeSQL {
+    static let statements = #"SELECT "id", "issued", "act", "signed" FROM "_sqsync_admin" ORDER BY "issued", "id""#
+
+    static let insertStatement = """
+        INSERT OR IGNORE INTO "_sqsync_admin" ("id", "issued", "act", "signed") VALUES (?, ?, ?, ?)
+        """
+
+    static let numberStatement = """
+        UPDATE "_sqsync_replica" SET "seq" = "seq" + 1, "hlc" = max("hlc" + 1, \(MetadataSQL.wallClockMilliseconds))
+        """
+
+    static let tableRules = #"SELECT "label", "grants" FROM "_sqsync_tables" WHERE "tid" = ?"#
+
+    static let setTableRules = #"UPDATE "_sqsync_tables" SET "label" = ?, "grants" = ? WHERE "tid" = ?"#
+
+    static let epochs = #"SELECT "after_seq", "statements" FROM "_sqsync_admin_epochs" ORDER BY "after_seq""#
+
+    /// Own changes after the current sequence number are made under the statements ?1.
+    static let startEpoch = """
+        INSERT OR REPLACE INTO "_sqsync_admin_epochs" ("after_seq", "statements")
+        VALUES ((SELECT "seq" FROM "_sqsync_replica"), ?1)
+        """
+
+    /// A row's label as every comparison uses it: the expression's value as text, so that
+    /// `region_id` labels compare with the labels a scope names.
+    static func labelValue(_ expression: String) -> String { "CAST((\(expression)) AS TEXT)" }
+
+    static func labelIndex(_ table: String) -> String { quoteIdentifier("_sqsync_\(table)_label") }
+
+    static let createUndelivered = """
+        CREATE TEMP TABLE IF NOT EXISTS "_sqsync_undelivered" ("tid" INTEGER NOT NULL, "pk" NOT NULL,
+            PRIMARY KEY ("tid", "pk")) WITHOUT ROWID
+        """
+
+    /// Rows with a change of this replica's own (?1) that some live peer has not acknowledged.
+    static let collectUndelivered = """
+        INSERT OR IGNORE INTO temp."_sqsync_undelivered" ("tid", "pk")
+          SELECT c."tid", c."pk" FROM "_sqsync_changes" c, "_sqsync_sites" s
+          WHERE s."site" = ?1 AND c."site" = ?1 AND c."seq" > coalesce(\(FoldSQL.leastAcknowledged), 0)
+        """
+
+    /// Rows whose label is not in the scope ?1 (a JSON list) and that have no undelivered
+    /// own change.
+    private static func outOfScope(_ table: TableInfo) -> String {
+        let key = MetadataKey.sql(TriggerSQL(table: table).keyExpression(quoteIdentifier(table.name)))
+        return """
+            coalesce(\(labelValue(table.label ?? "NULL")) NOT IN (SELECT "value" FROM json_each(?1)), 1)
+              AND NOT EXISTS (SELECT 1 FROM temp."_sqsync_undelivered" u WHERE u."tid" = \(table.tid) AND u."pk" = \(key))
+            """
+    }
+
+    /// Remembers the rows about to leave as ghosts: `refresh` and `doctor` then do not take
+    /// their absence for a delete made while no trigger ran.
+    static func markOutOfScope(_ table: TableInfo) -> String {
+        let key = MetadataKey.sql(TriggerSQL(table: table).keyExpression(quoteIdentifier(table.name)))
+        return """
+            INSERT OR IGNORE INTO "_sqsync_ghosts" ("tid", "pk")
+              SELECT \(table.tid), \(key) FROM \(quoteIdentifier(table.name)) WHERE \(outOfScope(table))
+            """
+    }
+
+    static func removeOutOfScope(_ table: TableInfo) -> String {
+        "DELETE FROM \(quoteIdentifier(table.name)) WHERE \(outOfScope(table))"
+    }
+
+    /// A delete and an insert of each row whose label is not in ?1 but is in ?2 (NULL: any),
+    /// key by key, as the label-move trigger logs them.
+    static func logNewLives(_ table: TableInfo) -> String {
+        let alias = quoteIdentifier("_sqsync_t")
+        let label = labelValue(table.label ?? "NULL")
+        let key = TriggerSQL(table: table).keyExpression(alias)
+        let chosen = """
+            SELECT \(key) AS "k" FROM \(quoteIdentifier(table.name)) AS \(alias)
+            WHERE coalesce(\(label) NOT IN (SELECT "value" FROM json_each(?1)), 0)
+              AND (?2 IS NULL OR \(label) IN (SELECT "value" FROM json_each(?2)))
+            """
+        return """
+            INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp")
+              SELECT \(table.tid), "op", "k", \(MetadataSQL.logStamp)
+              FROM (SELECT "k", \(TriggerSQL.Operation.delete) AS "op", 0 AS "o" FROM (\(chosen))
+                    UNION ALL SELECT "k", \(TriggerSQL.Operation.insert), 1 FROM (\(chosen)))
+              ORDER BY "k", "o"
+            """
+    }
+
+    static let markGhost = #"INSERT OR IGNORE INTO "_sqsync_ghosts" ("tid", "pk") VALUES (?1, ?2)"#
+
+    /// A delete and an insert of each row with an undelivered change of this replica's own.
+    static func logNewLivesOfUndelivered(_ table: TableInfo) -> String {
+        let alias = quoteIdentifier("_sqsync_t")
+        let key = TriggerSQL(table: table).keyExpression(alias)
+        let chosen = """
+            SELECT \(key) AS "k" FROM \(quoteIdentifier(table.name)) AS \(alias)
+            WHERE EXISTS (SELECT 1 FROM temp."_sqsync_undelivered" u WHERE u."tid" = \(table.tid) AND u."pk" = \(MetadataKey.sql(key)))
+            """
+        return """
+            INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp")
+              SELECT \(table.tid), "op", "k", \(MetadataSQL.logStamp)
+              FROM (SELECT "k", \(TriggerSQL.Operation.delete) AS "op", 0 AS "o" FROM (\(chosen))
+                    UNION ALL SELECT "k", \(TriggerSQL.Operation.insert), 1 FROM (\(chosen)))
+              ORDER BY "k", "o"
+            """
+    }
+
+    /// A delete and an insert of the row whose key columns are ?1, ?2…
+    static func logNewLife(_ table: TableInfo) -> String {
+        let alias = quoteIdentifier("_sqsync_t")
+        let condition = table.primaryKey.enumerated().map { "\(alias).\(quoteIdentifier($0.element.name)) IS ?\($0.offset + 1)" }
+            .joined(separator: " AND ")
+        return """
+            INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp")
+              SELECT \(table.tid), o."op", \(TriggerSQL(table: table).keyExpression(alias)), \(MetadataSQL.logStamp)
+              FROM \(quoteIdentifier(table.name)) AS \(alias),
+                   (SELECT \(TriggerSQL.Operation.delete) AS "op", 0 AS "n" UNION ALL SELECT \(TriggerSQL.Operation.insert), 1) AS o
+              WHERE \(condition) ORDER BY o."n"
+            """
+    }
+
+    /// A row back in scope is no ghost.
+    static let forgetGhost = #"DELETE FROM "_sqsync_ghosts" WHERE "tid" = ?1 AND "pk" = ?2"#
+}

@@ -1,0 +1,175 @@
+import Foundation
+import SQLiteDatabase
+import TestSupport
+import XCTest
+
+@testable import Bundle
+@testable import ChangeLog
+
+/// Property test of scopes (docs/SCOPES.md): five replicas, R0 (an admin key, every row) and
+/// R4 without a scope, R1 {a}, R2 {a, b}, R3 {c}. Random inserts with random labels, updates,
+/// label changes (a move) and deletes, at replicas that hold the row; random exchanges of
+/// real bundle files cut for the receiver's scope (``BundleExchange/export`` with `scope`),
+/// some dropped. At the end every ordered pair exchanges until quiet: each replica holds
+/// exactly the rows whose final label is in its scope, with R0's values, and R4 equals R0.
+///
+/// Runs 3 seeds; `SQSYNC_PROPERTY_SEEDS=N` runs N. `SQSYNC_PROPERTY_SEED=S` replays one seed.
+final class ScopePropertyTests: XCTestCase {
+    static let steps = 160
+    static let labels = ["a", "b", "c", "d"]
+    static let scopes: [[String]?] = [nil, ["a"], ["a", "b"], ["c"], nil]
+
+    func testEveryReplicaHoldsExactlyTheRowsOfItsScope() throws {
+        for seed in PropertyHistory.seeds(from: 0x5C0_9E00_0000) {
+            let world = try ScopeWorld(seed: seed)
+            defer { world.removeFiles() }
+            do {
+                try world.run()
+            } catch {
+                XCTFail("seed \(seed) threw \(error)\nlast steps:\n\(world.history.tail)")
+            }
+        }
+    }
+}
+
+private final class ScopeWorld {
+    let directory: String
+    var replicas: [Replica] = []
+    var keys: [SigningKey] = []
+    let trust: AllowedSigners
+    var history: PropertyHistory
+    private var nextKey = 0
+
+    init(seed: UInt64) throws {
+        history = PropertyHistory(seed: seed)
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqsync-scopes-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: directory + "/bundles", withIntermediateDirectories: true)
+        let hands = (0..<5).map { HandKey("R\($0)") }
+        for hand in hands {
+            try hand.write(to: directory + "/\(hand.name).key")
+            keys.append(try SigningKey.load(path: directory + "/\(hand.name).key"))
+        }
+        let lines = [hands[0].adminSignersLine] + hands.dropFirst().map(\.allowedSignersLine)
+        trust = try AllowedSigners(text: lines.joined(separator: "\n") + "\n")
+        let first = try Replica.initialize(
+            path: directory + "/R0.db", name: "R0", knowledgeID: ReplicaIdentity.knowledgeID(for: keys[0].publicKey)
+        ).replica
+        try first.database.execute("CREATE TABLE items (id TEXT PRIMARY KEY, label TEXT NOT NULL, v INTEGER, note TEXT)")
+        for index in 0..<6 {
+            try first.database.run(
+                "INSERT INTO items VALUES (?, ?, ?, 'seed')", .text("s\(index)"), .text(ScopePropertyTests.labels[index % 4]),
+                .integer(Int64(index)))
+        }
+        try first.track(["items"], allowIntegerPrimaryKey: false)
+        replicas = [first]
+        for index in 1..<5 {
+            replicas.append(
+                try first.clone(
+                    to: directory + "/R\(index).db", name: "R\(index)",
+                    knowledgeID: ReplicaIdentity.knowledgeID(for: keys[index].publicKey)))
+        }
+        try issue(.label(table: "items", expression: "label"))
+        for (index, scope) in ScopePropertyTests.scopes.enumerated() where scope != nil {
+            try issue(.scope(replica: replicas[index].knowledgeID, labels: scope))
+        }
+    }
+
+    func removeFiles() { try? FileManager.default.removeItem(atPath: directory) }
+
+    private func issue(_ act: AdminAct) throws {
+        try replicas[0].issueAdminStatement(try SignedAdminStatement.sign(act, key: keys[0]).stored)
+    }
+
+    func run() throws {
+        for step in 0..<ScopePropertyTests.steps {
+            if history.below(100) < 55 {
+                try write(at: history.below(5), step: step)
+            } else {
+                try exchange(from: history.below(5), to: history.below(5), step: step, dropped: history.chance(10))
+            }
+        }
+        history.note("end: every pair until quiet")
+        try exchangeUntilQuiet()
+        try check()
+    }
+
+    private func ids(at index: Int) throws -> [String] {
+        try replicas[index].database.valueRows("SELECT id FROM items ORDER BY id").compactMap { $0[0].stringValue }
+    }
+
+    private func write(at index: Int, step: Int) throws {
+        let replica = replicas[index]
+        let held = try ids(at: index)
+        let label = history.pick(ScopePropertyTests.labels)
+        let roll = history.below(100)
+        if held.isEmpty || roll < 30 {
+            nextKey += 1
+            let id = "k\(nextKey)"
+            history.note("step \(step): R\(index) inserts \(id) with label \(label)")
+            try replica.database.run("INSERT INTO items VALUES (?, ?, ?, ?)", .text(id), .text(label), .integer(Int64(step)), .text("R\(index)"))
+        } else if roll < 60 {
+            let id = history.pick(held)
+            history.note("step \(step): R\(index) updates \(id)")
+            try replica.database.run("UPDATE items SET v = ?, note = ? WHERE id = ?", .integer(Int64(step)), .text("R\(index)"), .text(id))
+        } else if roll < 85 {
+            let id = history.pick(held)
+            history.note("step \(step): R\(index) moves \(id) to \(label)")
+            try replica.database.run("UPDATE items SET label = ? WHERE id = ?", .text(label), .text(id))
+        } else {
+            let id = history.pick(held)
+            history.note("step \(step): R\(index) deletes \(id)")
+            try replica.database.run("DELETE FROM items WHERE id = ?", .text(id))
+        }
+    }
+
+    /// What `sync` does for one reader: a bundle cut for its scope, from what it holds.
+    private func exchange(from source: Int, to destination: Int, step: Int, dropped: Bool = false) throws {
+        guard source != destination else { return }
+        let sender = replicas[source], receiver = replicas[destination]
+        let scope = try sender.adminRules()?.scope(of: receiver.knowledgeID)
+        let exported = try BundleExchange.export(
+            replica: sender, since: try receiver.knowledge(), key: keys[source], to: directory + "/bundles", intoDirectory: true,
+            receiver: receiver.knowledgeID, scope: scope)
+        history.note("step \(step): R\(source) → R\(destination) \(exported.rows) rows\(dropped ? " (dropped)" : "")")
+        if dropped { return }
+        _ = try BundleExchange.importBundle(path: exported.path, into: receiver, trust: trust)
+    }
+
+    private func exchangeUntilQuiet() throws {
+        for round in 0..<8 {
+            let before = try replicas.map { try $0.database.valueRows("SELECT * FROM items ORDER BY id") }
+            for source in 0..<5 {
+                for destination in 0..<5 { try exchange(from: source, to: destination, step: 10_000 + round) }
+            }
+            let after = try replicas.map { try $0.database.valueRows("SELECT * FROM items ORDER BY id") }
+            if before == after && round > 1 { return }
+        }
+    }
+
+    private func check() throws {
+        let full = try replicas[0].database.valueRows("SELECT * FROM items ORDER BY id")
+        // The steps that name a key that differs, for the failure message.
+        func steps(naming ids: [String]) -> String {
+            history.steps.filter { step in ids.contains { step.contains(" \($0) ") || step.hasSuffix(" \($0)") } }.joined(separator: "\n")
+        }
+        func differences(_ held: [[SQLValue]], _ expected: [[SQLValue]]) -> String {
+            let have = Dictionary(held.map { ($0[0].stringValue ?? "", $0) }) { first, _ in first }
+            let want = Dictionary(expected.map { ($0[0].stringValue ?? "", $0) }) { first, _ in first }
+            let differing = Set(have.keys).union(want.keys).sorted().filter { have[$0] != want[$0] }
+            return differing.map { id in
+                "\(id): held \(have[id].map { "\($0)" } ?? "nothing"), expected \(want[id].map { "\($0)" } ?? "nothing")"
+            }.joined(separator: "\n") + "\n" + steps(naming: differing)
+        }
+        let atR4 = try replicas[4].database.valueRows("SELECT * FROM items ORDER BY id")
+        XCTAssertEqual(atR4, full, "seed \(history.seed): R4 differs from R0\n\(differences(atR4, full))")
+        for (index, scope) in ScopePropertyTests.scopes.enumerated() {
+            guard let scope else { continue }
+            let expected = full.filter { scope.contains($0[1].stringValue ?? "") }
+            let held = try replicas[index].database.valueRows("SELECT * FROM items ORDER BY id")
+            XCTAssertTrue(
+                held == expected,
+                "seed \(history.seed): R\(index) with scope \(scope) differs\n\(differences(held, expected))")
+            XCTAssertEqual(try replicas[index].doctor(), [], "seed \(history.seed): R\(index)")
+        }
+    }
+}
