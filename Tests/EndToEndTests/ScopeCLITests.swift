@@ -280,9 +280,10 @@ final class ScopeCLITests: XCTestCase {
     }
 
     /// Bundles written by hand carrying admin statements: one signed by F's key (trusted for
-    /// `sqsync` only), one from HQ's admin key with a byte changed, and one HQ signed in the
-    /// wrong namespace. Each is refused (exit 3, one line) and the database is unchanged; the
-    /// same statement signed properly is taken.
+    /// `sqsync` only), one from HQ's admin key with a byte changed, one HQ signed in the wrong
+    /// namespace, and one from HQ whose label would smuggle SQL into every replica's triggers.
+    /// Each is refused (exit 3, one line) and the database is unchanged; the same statement
+    /// signed properly is taken.
     func testStatementsFromNonAdminKeysInABundleAreRefused() throws {
         let dbs = try world(["F", "G"])
         let g = dbs["G"]!
@@ -303,6 +304,11 @@ final class ScopeCLITests: XCTestCase {
             (keys["F"]!.adminStatement(json: scopeG, issued: issued), ["not an admin key", keys["F"]!.fingerprint]),
             (altered, ["does not verify"]),
             (keys["HQ"]!.adminStatement(json: scopeG, issued: issued, namespace: "sqsync"), ["does not verify"]),
+            (
+                keys["HQ"]!.adminStatement(
+                    json: #"{"label":{"table":"orders","expression":"region); DROP TABLE orders; --"}}"#, issued: issued),
+                ["not one plain expression"]
+            ),
         ] {
             let path = h.path("hand-\(UUID().uuidString.prefix(6)).sqsb")
             try bundle(statement).write(to: path)

@@ -13,6 +13,21 @@ public enum BundleInspection {
         public var signatureText: String
         /// Per table, inserts, updates and deletes; empty unless the signature is good.
         public var counts: [String: [String: Int]]
+        /// The labels the segment was cut for (nil: every change of its range), and how many
+        /// admin statements its origin named; known only when the signature is good.
+        public var scope: [String]? = nil
+        public var adminStatements = 0
+    }
+
+    /// The admin statements the envelope carries, one line each (escaped), each saying
+    /// whether its signature holds; whether its signer is an admin key is the reader's trust.
+    public static func adminStatements(of reader: BundleReader) -> [String] {
+        reader.envelope.adminStatements.map { bytes in
+            guard let statement = try? SignedAdminStatement(bytes: bytes, path: reader.path) else {
+                return "a statement whose signature does not verify"
+            }
+            return displayText(statement.act.summary) + ", by key " + statement.issuer.fingerprint
+        }
     }
 
     public static func segments(of reader: BundleReader) throws -> [SegmentSummary] {
@@ -33,7 +48,8 @@ public enum BundleInspection {
             }) { segment in
                 var summary = SegmentSummary(
                     origin: segment.header.changes.origin, originName: segment.header.changes.originName,
-                    base: segment.header.changes.base, last: segment.header.changes.last, signatureText: "good", counts: [:])
+                    base: segment.header.changes.base, last: segment.header.changes.last, signatureText: "good", counts: [:],
+                    scope: segment.header.changes.scope, adminStatements: segment.header.changes.adminStatements.count)
                 try segment.forEachChange { change in
                     let table = segment.header.changes.tables[change.table].name
                     let operation = change.isDelete ? "deletes" : (change.rowStamp != nil ? "inserts" : "updates")

@@ -53,6 +53,8 @@ public struct BundleEnvelope: Sendable, Equatable {
     public var segments: [SegmentEntry] = []
     /// Every admin statement the sender holds, as signed (format 4; docs/SCOPES.md).
     public var adminStatements: [[UInt8]] = []
+    /// The format version of the file it was read from (not part of the envelope's bytes).
+    public var formatVersion: UInt8 = BundleCodec.version
 
     public var sender: Site { sites[0] }
 
@@ -206,6 +208,7 @@ public struct BundleEnvelope: Sendable, Equatable {
                     last: try source.readInt64(), offset: try source.readCount(limit: bodyLength),
                     length: try source.readCount(limit: bodyLength)))
         }
+        envelope.formatVersion = version
         if version >= 4 {
             for _ in 0..<(try source.readCount(limit: SignedAdminStatement.maxCount)) {
                 envelope.adminStatements.append(try source.readBytes(try source.readCount(limit: SignedAdminStatement.maxBytes)))

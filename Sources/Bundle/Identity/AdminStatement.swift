@@ -51,6 +51,10 @@ public struct SignedAdminStatement: Sendable, Equatable {
         guard let act = try? JSONDecoder().decode(AdminAct.self, from: Data(json)) else {
             throw BundleError(.corrupt, "\(path): damaged bundle (an admin statement that says nothing sqsync knows)")
         }
+        guard act.isWellFormed else {
+            throw BundleError(
+                .untrusted, "\(path): an admin statement whose label is not one plain expression (\(displayText(act.summary))); refusing the bundle")
+        }
         self.issuer = issuer
         self.act = act
         self.bytes = bytes
@@ -79,7 +83,7 @@ public struct SignedAdminStatement: Sendable, Equatable {
             guard trust.principal(for: statement.issuer, namespace: namespace) != nil else {
                 throw BundleError(
                     .untrusted,
-                    "\(path): an admin statement (\(statement.act.summary)) signed by key \(statement.issuer.fingerprint), which is not an admin key here (its allowed_signers line must allow namespace \(namespace)); refusing the bundle"
+                    "\(path): an admin statement (\(displayText(statement.act.summary))) signed by key \(statement.issuer.fingerprint), which is not an admin key here (its allowed_signers line must allow namespace \(namespace)); refusing the bundle"
                 )
             }
             return statement.stored

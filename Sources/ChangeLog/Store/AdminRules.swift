@@ -48,6 +48,25 @@ public enum AdminAct: Sendable, Equatable, Codable {
     }
 }
 
+extension AdminAct {
+    /// A label is one SQL expression over the row's own columns. It goes into triggers and
+    /// an index on every replica, so what could do anything else is refused wherever the
+    /// statement is read: statement separators, comments, subqueries, RAISE, ATTACH, PRAGMA.
+    public static func isAcceptableLabel(_ expression: String) -> Bool {
+        if expression.contains(";") || expression.contains("--") || expression.contains("/*") || expression.contains("\u{0}") {
+            return false
+        }
+        return expression.range(
+            of: #"(?i)\b(select|raise|attach|detach|pragma|values)\b"#, options: .regularExpression) == nil
+    }
+
+    /// Whether every field is one sqsync can apply: a label it accepts.
+    public var isWellFormed: Bool {
+        if case .label(_, let expression) = self { return Self.isAcceptableLabel(expression) }
+        return true
+    }
+}
+
 /// One grant a replica holds on one table.
 public struct TableGrant: Sendable, Equatable, Codable {
     public var operations: GrantOperations

@@ -133,8 +133,15 @@ extension Replica {
             if label != table.label {
                 try database.execute("DROP INDEX IF EXISTS \(ScopeSQL.labelIndex(table.name))")
                 if let label {
-                    try database.execute(
-                        "CREATE INDEX \(ScopeSQL.labelIndex(table.name)) ON \(quoteIdentifier(table.name)) (\(ScopeSQL.labelValue(label)))")
+                    do {
+                        try database.execute(
+                            "CREATE INDEX \(ScopeSQL.labelIndex(table.name)) ON \(quoteIdentifier(table.name)) (\(ScopeSQL.labelValue(label)))")
+                    } catch let error as SQLiteError {
+                        // A column this replica does not have yet: as with a bundle from a newer
+                        // schema, the statement waits for the migration.
+                        throw ChangeLogError(
+                            .schemaMismatch, "\(path): the label of \(table.name), \(label), does not apply here (\(error.message))")
+                    }
                 }
             }
             var updated = table
@@ -198,8 +205,11 @@ extension Replica {
             throw ChangeLogError(.noSuchTable, "\(path): table \(table) is not tracked")
         }
         guard !expression.isEmpty else { return }
-        if expression.range(of: #"\bselect\b"#, options: [.regularExpression, .caseInsensitive]) != nil || expression.contains(";") {
-            throw ChangeLogError(.usage, "\(path): a label is an expression over \(table)'s own columns, without a subquery")
+        guard AdminAct.isAcceptableLabel(expression) else {
+            throw ChangeLogError(
+                .usage,
+                "\(path): a label is one expression over \(table)'s own columns, without a subquery, comment, `;`, RAISE, ATTACH or PRAGMA"
+            )
         }
         do {
             _ = try database.rows("SELECT \(ScopeSQL.labelValue(expression)) FROM \(quoteIdentifier(table)) LIMIT 0")

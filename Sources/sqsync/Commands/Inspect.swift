@@ -82,7 +82,8 @@ extension SQSync {
                 global.emitJSON([
                     "path": file, "verified": verification.ok, "verification": verification.text,
                     "encrypted": reader.isEncrypted, "recipients": recipientText,
-                    "signer_key": signer.fingerprint, "format_version": 3, "bytes": reader.fileSize,
+                    "signer_key": signer.fingerprint, "format_version": Int(envelope.formatVersion), "bytes": reader.fileSize,
+                    "admin_statements": BundleInspection.adminStatements(of: reader),
                     "sender": sender.id, "sender_name": sender.name, "created_ms": envelope.createdAt,
                     "knowledge": Dictionary(uniqueKeysWithValues: envelope.sites.map { ($0.id, $0.knowledge) }),
                     "base": Dictionary(uniqueKeysWithValues: envelope.sites.map { ($0.id, $0.base) }),
@@ -91,6 +92,7 @@ extension SQSync {
                         [
                             "origin": segment.origin, "origin_name": segment.originName, "first": segment.base + 1,
                             "last": segment.last, "origin_signature": segment.signatureText, "tables": segment.counts,
+                            "scope": segment.scope.map { $0.map(displayText) } as Any, "admin_statements": segment.adminStatements,
                         ] as [String: Any]
                     },
                 ])
@@ -100,7 +102,7 @@ extension SQSync {
             var lines = [
                 "verified   \(verification.ok ? "yes" : "no"): \(verification.text)",
                 "signer     \(signer.fingerprint)",
-                "bundle     \(file) (format 3, \(counted(reader.fileSize, "byte")))",
+                "bundle     \(file) (format \(envelope.formatVersion), \(counted(reader.fileSize, "byte")))",
                 "sender     \(displayText(sender.name)) (\(sender.id)), seq \(envelope.senderSeq)",
                 "created    \(Date(timeIntervalSince1970: Double(envelope.createdAt) / 1000))",
                 "knowledge  \(Knowledge(Dictionary(uniqueKeysWithValues: envelope.sites.map { ($0.id, $0.knowledge) })))",
@@ -110,9 +112,11 @@ extension SQSync {
                 lines.insert("encrypted  to \(counted(recipientText.count, "key")): decrypted with this replica's key", at: 1)
                 lines.insert(contentsOf: recipientText.map { "recipient  \($0)" }, at: 2)
             }
+            lines += BundleInspection.adminStatements(of: reader).map { "admin      \($0)" }
             for segment in segments {
+                let cut = segment.scope.map { ", for labels \($0.map(displayText).joined(separator: ", "))" } ?? ""
                 lines.append(
-                    "changes    of \(displayText(segment.originName)) (\(segment.origin)) \(segment.base + 1)-\(segment.last): origin signature \(segment.signatureText)"
+                    "changes    of \(displayText(segment.originName)) (\(segment.origin)) \(segment.base + 1)-\(segment.last)\(cut): origin signature \(segment.signatureText)"
                 )
                 for (table, operations) in segment.counts.sorted(by: { $0.key < $1.key }) {
                     lines.append(

@@ -11,7 +11,16 @@ extension SQSync {
         @Argument(help: "The replica.") var db: String
 
         func run() throws {
-            let status = try Replica(path: db).status()
+            let replica = try Replica(path: db)
+            let status = try replica.status()
+            // What the admin statements say of this replica (docs/SCOPES.md).
+            let rules = try replica.adminRules() ?? AdminRules()
+            let scope = rules.scope(of: replica.knowledgeID)
+            let grants = rules.grants[replica.knowledgeID].map { byTable in
+                byTable.keys.sorted().flatMap { table in
+                    byTable[table]!.map { "\(table) \($0.operations)" + ($0.labels.isEmpty ? "" : " on \($0.labels.joined(separator: ", "))") }
+                }
+            }
             if global.json {
                 global.emitJSON([
                     "knowledge_id": status.knowledgeID, "name": status.name, "knowledge": status.knowledge.seqs,
@@ -27,6 +36,7 @@ extension SQSync {
                         ]
                     },
                     "held": status.held.map { ["path": $0.path, "reason": $0.reason] },
+                    "scope": scope as Any, "grants": grants as Any,
                 ])
                 return
             }
@@ -40,6 +50,8 @@ extension SQSync {
                         : status.trackedTables.map { "\($0.name) (\(counted($0.rows, "row")))" }.joined(separator: ", ")),
                 "changes    \(counted(status.localChanges, "local change")) recorded, \(counted(status.conflicts, "conflict")) logged",
             ]
+            if let scope { lines.append("scope      labels \(scope.joined(separator: ", ")) (rows of other labels stay at other replicas)") }
+            if let grants { lines.append("grants     " + (grants.isEmpty ? "none: this replica may change nothing" : grants.joined(separator: "; "))) }
             if status.peers.isEmpty {
                 lines.append("peers      none yet")
             }
