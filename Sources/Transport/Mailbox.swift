@@ -218,7 +218,8 @@ public final class Mailbox {
                 "\(transport.displayName)/\(path): not a bundle signed by this replica's knowledge ID; removed")
         }
         // Readers with different scopes get bundles of their own (docs/SCOPES.md); with no
-        // reader yet, one bundle holds every row.
+        // reader yet, one bundle holds every row. Once any replica has a scope, a bundle is
+        // encrypted to its own readers' keys only, never to every trusted key.
         let rules = try replica.adminRules() ?? AdminRules()
         var groups: [String: (scope: [String]?, readers: [String: Knowledge])] = [:]
         for (reader, held) in readers {
@@ -240,7 +241,7 @@ public final class Mailbox {
                 ? [key.publicKey]
                     + (try KeyBinding.encryptionKeys(
                         for: Set(group.readers.keys), replica: replica, trust: trust, signedAcknowledgements: acknowledgementKeys,
-                        unmetReaders: group.scope == nil)).filter {
+                        unmetReaders: group.scope == nil, onlyPinned: !rules.scopes.isEmpty)).filter {
                         $0 != key.publicKey
                     } : []
             let fingerprint = Self.fingerprint(

@@ -124,6 +124,36 @@ final class ScopeCLITests: XCTestCase {
         try assertDepots(dbs, ["N": ["north"], "S": ["south"], "E": ["east", "north"]])
     }
 
+    /// Each depot meets only HQ, on a stick of its own. N writes a south order: HQ keeps N's
+    /// changes cut for S's scope and hands them on, so S gets it; N lets it go.
+    func testAHubWithoutAScopeRelaysBetweenDepotsThatNeverMeet() throws {
+        let dbs = try world(["N", "S"])
+        let (hq, north, south) = (dbs["HQ"]!, dbs["N"]!, dbs["S"]!)
+        try admin(["label", hq, "orders", "region"])
+        try admin(["scope", hq, "N", "north"])
+        try admin(["scope", hq, "S", "south"])
+        let stickN = h.path("stick-n"), stickS = h.path("stick-s")
+        for dir in [stickN, stickS] { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+        func round() throws {
+            try h.syncOK(hq, as: "HQ", stickN)
+            try h.syncOK(north, as: "N", stickN)
+            try h.syncOK(hq, as: "HQ", stickS)
+            try h.syncOK(south, as: "S", stickS)
+        }
+        for _ in 0..<2 { try round() }
+        try h.sqlite(north, "INSERT INTO orders VALUES ('n-s', 'south', 8, 'from N for S');")
+        for _ in 0..<2 { try round() }
+        XCTAssertTrue(try rows(south, "orders").contains("n-s|south|8|from N for S"))
+        // S's signed acknowledgement reaches N through HQ in S's next bundle (a replica with
+        // nothing to send leaves only an acknowledgement file, which N never reads): then N
+        // knows every peer has its write, and lets the row go.
+        try h.sqlite(south, "UPDATE orders SET note = 'seen at S' WHERE id = 'o2';")
+        for _ in 0..<4 { try round() }
+        XCTAssertTrue(try rows(hq, "orders").contains("n-s|south|8|from N for S"))
+        XCTAssertEqual(try rows(south, "orders"), try rows(hq, "orders", regions: ["south"]))
+        XCTAssertEqual(try rows(north, "orders"), try rows(hq, "orders", regions: ["north"]))
+    }
+
     // MARK: the chain
 
     /// HQ and a depot share a folder; the depot and a camp share a stick. The camp's scope
@@ -260,6 +290,46 @@ final class ScopeCLITests: XCTestCase {
         try h.send((hq, "HQ"), to: (g, "G"))
         let after = try rows(g, "orders")
         XCTAssertTrue(after.contains("o4|north|77|second north"), after)
+    }
+
+    /// F's key, stolen after F's changes named its grant, signs (by hand) a change that names
+    /// no admin statement, as if F had never been granted anything: refused, since F's earlier
+    /// changes named the grant; G is unchanged and still takes F's honest changes.
+    func testAStolenKeyCannotSignAwayItsGrants() throws {
+        let dbs = try world(["F", "G"])
+        let (hq, f, g) = (dbs["HQ"]!, dbs["F"]!, dbs["G"]!)
+        try admin(["label", hq, "orders", "region"])
+        try admin(["grant", hq, "F", "orders", "update", "--label", "north"])
+        let stick = h.path("stick")
+        try FileManager.default.createDirectory(atPath: stick, withIntermediateDirectories: true)
+        try rounds([("HQ", hq), ("F", f), ("G", g)], stick)
+        try h.sqlite(f, "UPDATE orders SET qty = 41 WHERE id = 'o4';")
+        try rounds([("F", f), ("G", g)], stick)
+        XCTAssertTrue(try rows(g, "orders").contains("o4|north|41|second north"))
+
+        let clock = try h.clock(f)
+        var bundle = HandBundle(
+            sites: [HandSite(id: keys["F"]!.replicaID, name: "F", knowledge: clock.seq + 1)], senderSeq: clock.seq + 1,
+            senderHLC: clock.hlc + 1, signer: keys["F"]!)
+        bundle.identities = [(0, keys["F"]!.publicKey)]
+        bundle.segments = [
+            HandSegment(
+                origin: keys["F"]!.replicaID, base: clock.seq, last: clock.seq + 1, created: clock.hlc + 1,
+                tables: [("orders", ["id", "region", "qty", "note"], [0])],
+                records: [
+                    HandRecord(key: [.text("o2")], rowStamp: nil, columns: [(2, .integer(666), HandStamp(hlc: clock.hlc + 1, seq: clock.seq + 1))])
+                ], signer: keys["F"]!)
+        ]
+        let path = h.path("stolen.sqsb")
+        try bundle.write(to: path)
+        let before = try h.fullDump(g)
+        let result = try h.sqsync(["import", g, path], key: "G")
+        XCTAssertEqual(result.status, 3, result.stderr)
+        XCTAssertTrue(result.stderr.contains("fewer admin statements"), result.stderr)
+        XCTAssertEqual(try h.fullDump(g), before)
+        try h.sqlite(f, "UPDATE orders SET note = 'still honest' WHERE id = 'o4';")
+        try rounds([("F", f), ("G", g)], stick)
+        XCTAssertTrue(try rows(g, "orders").contains("o4|north|41|still honest"))
     }
 
     // MARK: admin keys

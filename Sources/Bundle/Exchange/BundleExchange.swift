@@ -131,7 +131,8 @@ public enum BundleExchange {
 
     /// The segments of this replica's own changes after `base` through `last`: one per admin
     /// epoch (the statements its changes were made under), and per scope: the reader's, and
-    /// each known scope within it, which the reader keeps to relay (docs/SCOPES.md).
+    /// each known scope within it (every known scope, for a reader without one), which the
+    /// reader keeps to relay (docs/SCOPES.md).
     static func ownSegments(
         after base: Int64, through last: Int64, epochs: [(afterSeq: Int64, ids: [[UInt8]])], scope: [String]?,
         knownScopes: [[String]]
@@ -143,6 +144,8 @@ public enum BundleExchange {
         var scopes: [[String]?] = [scope]
         if let scope {
             scopes += knownScopes.filter { Set($0).isStrictSubset(of: Set(scope)) }.map { $0 }
+        } else {
+            scopes += knownScopes.map { $0 }
         }
         var parts: [(after: Int64, through: Int64, statements: [[UInt8]], scope: [String]?)] = []
         for (start, end) in zip(bounds, bounds.dropFirst()) where end > start {
@@ -275,7 +278,9 @@ public enum BundleExchange {
                     // Admin statements count only signed by an admin key; one that is not
                     // refuses the bundle before any change in it is read.
                     try replica.addAdminStatements(
-                        try SignedAdminStatement.admitted(envelope.adminStatements, trust: movedTrust, path: path))
+                        try SignedAdminStatement.admitted(
+                            envelope.adminStatements, trust: movedTrust, path: path,
+                            held: Set(try replica.adminStatements().map(\.id))))
                     result.summary = try mergeSegments(
                         of: reader, into: replica, trust: movedTrust, learning: learning, warnings: &result.warnings,
                         progress: progress)
@@ -356,11 +361,20 @@ public enum BundleExchange {
                 // A segment cut for another scope is not this replica's to merge; one cut for a
                 // scope within its own is kept to relay (docs/SCOPES.md).
                 if changes.scope != ownScope {
-                    if let own = ownScope, let cut = changes.scope, Set(cut).isStrictSubset(of: Set(own)) {
+                    if let cut = changes.scope, ownScope.map({ Set(cut).isStrictSubset(of: Set($0)) }) ?? true {
                         relayOnly.append((segment.entry, changes, segment.header.recordCount))
                     }
                     advanced.insert(index)
                     return
+                }
+                // Statements only accumulate: an origin's later changes name every statement its
+                // earlier ones did, unless its key is in other hands, shedding grants.
+                let claim = try replica.adminClaim(of: changes.origin)
+                if let claim, changes.base >= claim.last, !Set(claim.ids).isSubset(of: Set(changes.adminStatements)) {
+                    throw BundleError(
+                        .untrusted,
+                        "\(path): the changes of \(changes.originLabel) after \(claim.last) name fewer admin statements than its changes up to \(claim.last) did, as a key shedding its grants would; refusing the bundle"
+                    )
                 }
                 guard let rules = try replica.adminRules(only: changes.adminStatements) else {
                     throw ChangeLogError(
@@ -382,6 +396,9 @@ public enum BundleExchange {
                 }
                 let merged = try merger.finish()
                 try replica.startNewLives(of: merger.relabelled)
+                if merged.knowledgeAdvanced && changes.last > (claim?.last ?? 0) {
+                    try replica.recordAdminClaim(of: changes.origin, last: changes.last, ids: changes.adminStatements)
+                }
                 summary.add(merged)
                 if merged.knowledgeAdvanced {
                     advanced.insert(index)

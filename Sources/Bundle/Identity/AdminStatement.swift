@@ -53,7 +53,7 @@ public struct SignedAdminStatement: Sendable, Equatable {
         }
         guard act.isWellFormed else {
             throw BundleError(
-                .untrusted, "\(path): an admin statement whose label is not one plain expression (\(displayText(act.summary))); refusing the bundle")
+                .untrusted, "\(path): an admin statement whose label is not one plain expression, or with control characters (\(displayText(act.summary))); refusing the bundle")
         }
         self.issuer = issuer
         self.act = act
@@ -75,11 +75,23 @@ public struct SignedAdminStatement: Sendable, Equatable {
         try replica.adminStatements().map(\.signed)
     }
 
-    /// Checks every statement a bundle carries: signed, and by a key `trust` allows the
-    /// namespace `sqsync-admin`. One that is not refuses the whole bundle.
-    public static func admitted(_ carried: [[UInt8]], trust: AllowedSigners, path: String) throws -> [StoredAdminStatement] {
-        try carried.map { bytes in
+    /// Checks every statement a bundle carries that is not held here yet (`held`: their ids):
+    /// signed, by a key `trust` allows the namespace `sqsync-admin`, issued no further ahead
+    /// of this machine's clock than a change may be. One that is not refuses the whole bundle.
+    /// A statement held already was checked when it came: removing its key from
+    /// allowed_signers later does not refuse every bundle that still carries it.
+    public static func admitted(
+        _ carried: [[UInt8]], trust: AllowedSigners, path: String, held: Set<[UInt8]> = []
+    ) throws -> [StoredAdminStatement] {
+        try carried.compactMap { bytes in
+            if bytes.count > 64, held.contains(Array(SHA256.hash(data: bytes.dropLast(64)).prefix(16))) { return nil }
             let statement = try SignedAdminStatement(bytes: bytes, path: path)
+            if let ahead = ClockBound.excess(of: statement.issued) {
+                throw BundleError(
+                    .untrusted,
+                    "\(path): an admin statement issued \(ClockBound.describe(ahead)) ahead of this machine's clock, more than the \(ClockBound.describe(ClockBound.milliseconds)) allowed (\(ClockBound.environmentVariable)); refusing the bundle"
+                )
+            }
             guard trust.principal(for: statement.issuer, namespace: namespace) != nil else {
                 throw BundleError(
                     .untrusted,

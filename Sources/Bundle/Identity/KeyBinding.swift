@@ -400,10 +400,11 @@ extension KeyBinding {
     /// recorded key moves first. `unmetReaders`: a mailbox may gain readers this replica has
     /// not met, so its bundle also goes to every trusted key pinned to no replica here
     /// (whoever comes next reads it at once, as before bundles were encrypted), never to a
-    /// key of a replica met elsewhere that does not read this mailbox.
+    /// key of a replica met elsewhere that does not read this mailbox. `onlyPinned`: the
+    /// readers' own keys and nothing else (under scopes, docs/SCOPES.md).
     public static func encryptionKeys(
         for readers: Set<String>, replica: Replica, trust: AllowedSigners, signedAcknowledgements: [String: SSHPublicKey] = [:],
-        unmetReaders: Bool = false
+        unmetReaders: Bool = false, onlyPinned: Bool = false
     ) throws -> [SSHPublicKey] {
         let pins = KeyPins(replica)
         var keys: [SSHPublicKey] = []
@@ -415,7 +416,7 @@ extension KeyBinding {
                 unpinned = true
             }
         }
-        if unpinned || unmetReaders {
+        if (unpinned || unmetReaders) && !onlyPinned {
             let trust = try Self.trust(trust, replica: replica)
             for key in trust.entries.map(\.key) where trust.principal(for: key, namespace: BundleCodec.signatureNamespace) != nil {
                 if try unpinned || pins.owner(of: key) == nil { keys.append(key) }

@@ -14,52 +14,62 @@ public struct Authorization: Sendable {
 }
 
 extension ChangeMerger {
-    /// Whether the origin's grants allow the change, judged on the row's label here before
-    /// it and after it: a move from one label to another needs the right on both. A denied
-    /// change is not applied, and is logged as a conflict of kind "denied"; knowledge moves
-    /// past it all the same, so every replica ends in the same state.
+    /// Whether the origin's grants allow the change (docs/SCOPES.md), judged with the labels
+    /// of the statements the origin named, by one rule every replica applies alike:
+    ///
+    /// - a new life: insert on its label (the first life), or insert or update on it (a later
+    ///   one: a move, or an insert after a delete); the label comes from the record itself;
+    /// - an update: update on the row's label here before and after it;
+    /// - a delete: delete or update on the row's label here (a move out of a label looks like
+    ///   a delete to readers of that label).
+    ///
+    /// An update or delete of a row not held here is taken: nothing here to protect. A denied
+    /// change is not applied and is logged as a conflict of kind "denied" the first time it
+    /// is met; knowledge moves past it all the same, so every replica ends in the same state.
     func isAllowed(_ change: RowChange, in target: Target, by authorization: Authorization) throws -> Bool {
         let rules = authorization.rules
         let origin = authorization.origin
         let table = target.info
         guard rules.isRestricted(origin) else { return true }
-        let current = try rowWithLabel(target: target, keyValues: change.key)
-        let oldLabel = current?.label
+        let expression = rules.labels[table.name]
         let verdict: (allowed: Bool, operation: String, label: String?)
         if change.isDelete {
-            // Nothing held here to protect; a move out of a label looks like a delete to readers
-            // of that label only, so the right to update covers it.
-            guard current != nil else { return true }
+            guard let current = try rowWithLabel(target: target, keyValues: change.key, expression: expression) else { return true }
             let allowed =
-                rules.allows(origin, .delete, on: table.name, label: oldLabel)
-                || rules.allows(origin, .update, on: table.name, label: oldLabel)
-            verdict = (allowed, "delete", oldLabel)
+                rules.allows(origin, .delete, on: table.name, label: current.label)
+                || rules.allows(origin, .update, on: table.name, label: current.label)
+            verdict = (allowed, "delete", current.label)
         } else if change.rowStamp != nil {
-            var values = change.key.count == table.primaryKey.count ? [String: SQLValue]() : [:]
+            var values: [String: SQLValue] = [:]
             for (position, column) in table.primaryKey.enumerated() { values[column.name] = change.key[position] }
             for column in change.columns { values[target.columns[column.column].name] = column.value }
-            let newLabel = try label(of: values, in: target)
-            if current != nil {
-                let allowed =
-                    rules.allows(origin, .update, on: table.name, label: oldLabel)
-                    && rules.allows(origin, .update, on: table.name, label: newLabel)
-                verdict = (allowed, "update", oldLabel == newLabel ? newLabel : "\(oldLabel ?? "none") → \(newLabel ?? "none")")
+            let label = try self.label(of: values, in: target, expression: expression)
+            if change.causalLength <= 1 {
+                verdict = (rules.allows(origin, .insert, on: table.name, label: label), "insert", label)
             } else {
-                verdict = (rules.allows(origin, .insert, on: table.name, label: newLabel), "insert", newLabel)
+                let allowed =
+                    rules.allows(origin, .insert, on: table.name, label: label)
+                    || rules.allows(origin, .update, on: table.name, label: label)
+                verdict = (allowed, "new life", label)
             }
         } else {
-            guard let current else { return true }
+            guard let current = try rowWithLabel(target: target, keyValues: change.key, expression: expression) else { return true }
             var values = current.values
             for column in change.columns { values[target.columns[column.column].name] = column.value }
-            let newLabel = try label(of: values, in: target)
+            let newLabel = try label(of: values, in: target, expression: expression)
             let allowed =
-                rules.allows(origin, .update, on: table.name, label: oldLabel)
+                rules.allows(origin, .update, on: table.name, label: current.label)
                 && rules.allows(origin, .update, on: table.name, label: newLabel)
-            verdict = (allowed, "update", oldLabel == newLabel ? newLabel : "\(oldLabel ?? "none") → \(newLabel ?? "none")")
+            verdict = (
+                allowed, "update",
+                current.label == newLabel ? newLabel : "\(current.label ?? "none") → \(newLabel ?? "none")"
+            )
         }
         guard !verdict.allowed else { return true }
         guard let stamp = change.rowStamp ?? change.columns.first?.stamp ?? change.counters.first?.stamp else { return false }
-        let labelText = table.label == nil ? "" : " with label \(verdict.label ?? "none")"
+        // A set merged again (a relay, a replay) meets its denied changes again: logged once.
+        guard !knownHere(local(stamp)) else { return false }
+        let labelText = expression == nil ? "" : " with label \(verdict.label ?? "none")"
         try recordConflict(
             kind: "denied: \(verdict.operation) of \(table.name)\(labelText) not granted", table: table.name,
             keyValues: change.key, column: nil, value: .null,
@@ -70,11 +80,14 @@ extension ChangeMerger {
         return false
     }
 
-    /// The row as held here, by column name, with its label; nil when it is not here.
-    private func rowWithLabel(target: Target, keyValues: [SQLValue]) throws -> (values: [String: SQLValue], label: String?)? {
+    /// The row as held here, by column name, with its label under `expression` (the table's
+    /// own when not given); nil when it is not here.
+    func rowWithLabel(target: Target, keyValues: [SQLValue], expression: String?? = nil) throws
+        -> (values: [String: SQLValue], label: String?)?
+    {
         let table = target.info
         let names = table.columns.map(\.name)
-        let labelColumn = table.label.map { ScopeSQL.labelValue($0) } ?? "NULL"
+        let labelColumn = (expression ?? table.label).map { ScopeSQL.labelValue($0) } ?? "NULL"
         let condition = table.primaryKey.enumerated().map { "\(quoteIdentifier($0.element.name)) IS ?\($0.offset + 1)" }
             .joined(separator: " AND ")
         let sql =
@@ -86,9 +99,9 @@ extension ChangeMerger {
         return (byName, values[names.count].stringValue)
     }
 
-    /// The label a row with these values has (nil: none).
-    private func label(of values: [String: SQLValue], in target: Target) throws -> String? {
-        guard let expression = target.info.label else { return nil }
+    /// The label a row with these values has under `expression` (nil: none).
+    private func label(of values: [String: SQLValue], in target: Target, expression: String?) throws -> String? {
+        guard let expression else { return nil }
         let columns = target.info.columns
         let select = columns.enumerated().map { "?\($0.offset + 1) AS \(quoteIdentifier($0.element.name))" }.joined(separator: ", ")
         let sql = "SELECT \(ScopeSQL.labelValue(expression)) FROM (SELECT \(select))"

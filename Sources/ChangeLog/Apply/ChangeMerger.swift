@@ -401,6 +401,14 @@ public final class ChangeMerger {
         let changes = try winners.map { winner in
             try winner.column.policy == .counter ? counterValue(winner.change, target: target, key: key) : winner.change
         }
+        // A concurrent life that wins a column of the label may move the row to another label.
+        var labelBefore: String??
+        if change.rowStamp != nil, target.info.label != nil {
+            let reads = Set(target.info.labelColumns.map(\.cid))
+            if winners.contains(where: { reads.contains($0.column.cid) }) {
+                labelBefore = .some(try rowWithLabel(target: target, keyValues: change.key)?.label)
+            }
+        }
         var updatedChecksum: Int64?
         let written = try writeSettlingUniqueClashes(
             target: target, keyValues: change.key, writing: { Self.values(named: changes, in: target) },
@@ -418,14 +426,11 @@ public final class ChangeMerger {
             updatedChecksum = try self.runUpdate(target: target, columns: changes, keyValues: change.key)
         }
         guard written else { return }
-        // A concurrent life of the row won its label here: the row may now belong to readers
-        // who lack columns written in the life that lost. It starts a new life of this
+        // A concurrent life of the row changed its label here: the row may now belong to
+        // readers who lack columns written in the life that lost. It starts a new life of this
         // replica's after the merge, which carries it whole (docs/SCOPES.md).
-        if change.rowStamp != nil, target.info.label != nil {
-            let reads = Set(target.info.labelColumns.map(\.cid))
-            if winners.contains(where: { reads.contains($0.column.cid) }) {
-                relabelled.append((target.info.name, change.key))
-            }
+        if let labelBefore, let after = try rowWithLabel(target: target, keyValues: change.key), after.label != labelBefore {
+            relabelled.append((target.info.name, change.key))
         }
         for winner in winners {
             let clock = CellClock(cid: winner.column.cid, stamp: winner.stamp)

@@ -310,12 +310,18 @@ enum FoldSQL {
         FROM "_sqsync_log" ORDER BY "id"
         """
 
+    /// Whether the row ?2 of table ?1 left this replica's scope (docs/SCOPES.md): an insert of
+    /// its key here is a new row, not the hidden one, so it starts the next life.
+    private static let ghost = """
+        "cl" % 2 = 1 AND EXISTS (SELECT 1 FROM "_sqsync_ghosts" g WHERE g."tid" = ?1 AND g."pk" = ?2)
+        """
+
     /// An insert starts the row's next life (the next odd causal length, at most the odd one
     /// below ``RowChange/maxCausalLength``)...
     /// Column clocks belong to one life, and are stored relative to its clock: both drop them.
     static let startLife = """
         INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq") VALUES (?1, ?2, 1, ?3, ?4, ?5)
-        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = min("cl" + ("cl" % 2 = 0), \(RowChange.maxCausalLength - 1)),
+        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = min("cl" + ("cl" % 2 = 0) + 2 * (\(ghost)), \(RowChange.maxCausalLength - 1)),
             "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq", "cells" = NULL
         """
 
@@ -325,7 +331,7 @@ enum FoldSQL {
         """
         INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq", "sum")
         VALUES (?1, ?2, 1, ?3, ?4, ?5, \(RowChecksum.ofRow(table, firstKeyParameter: 6)))
-        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = min("cl" + ("cl" % 2 = 0), \(RowChange.maxCausalLength - 1)),
+        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = min("cl" + ("cl" % 2 = 0) + 2 * (\(ghost)), \(RowChange.maxCausalLength - 1)),
             "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq", "cells" = NULL,
             "sum" = excluded."sum"
         """

@@ -352,7 +352,12 @@ struct TriggerSQL {
         let notApplying = #"(SELECT "applying" FROM "_sqsync_replica") = 0"#
         let checks: [(String, String, String)] = [
             ("insert", "INSERT", granted(.insert, "NEW")),
-            ("update", "UPDATE", "\(granted(.update, "OLD")) AND \(granted(.update, "NEW"))"),
+            // A new key is a delete of the old row and an insert of the new one, as peers see it.
+            (
+                "update", "UPDATE",
+                "CASE WHEN \(keyUnchanged) THEN \(granted(.update, "OLD")) AND \(granted(.update, "NEW")) "
+                    + "ELSE (\(granted(.delete, "OLD")) OR \(granted(.update, "OLD"))) AND \(granted(.insert, "NEW")) END"
+            ),
             ("delete", "DELETE", granted(.delete, "OLD")),
         ]
         return checks.map { operation, event, allowed in

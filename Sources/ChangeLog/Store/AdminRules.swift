@@ -53,17 +53,48 @@ extension AdminAct {
     /// an index on every replica, so what could do anything else is refused wherever the
     /// statement is read: statement separators, comments, subqueries, RAISE, ATTACH, PRAGMA.
     public static func isAcceptableLabel(_ expression: String) -> Bool {
-        if expression.contains(";") || expression.contains("--") || expression.contains("/*") || expression.contains("\u{0}") {
-            return false
+        guard !expression.contains(";"), !expression.contains("--"), !expression.contains("/*"),
+            !expression.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { return false }
+        guard
+            expression.range(of: #"(?i)\b(select|raise|attach|detach|pragma|values)\b"#, options: .regularExpression) == nil
+        else { return false }
+        // Parentheses balance outside quotes, and every quote closes: the expression cannot
+        // end the CAST((…) AS TEXT) it is put in and start another column or clause.
+        var depth = 0
+        var quote: Character?
+        for character in expression {
+            if let open = quote {
+                if character == open { quote = nil }
+                continue
+            }
+            switch character {
+            case "'", "\"", "`", "[": quote = character == "[" ? "]" : character
+            case "(": depth += 1
+            case ")":
+                depth -= 1
+                if depth < 0 { return false }
+            default: break
+            }
         }
-        return expression.range(
-            of: #"(?i)\b(select|raise|attach|detach|pragma|values)\b"#, options: .regularExpression) == nil
+        return depth == 0 && quote == nil
+    }
+
+    /// Labels and names a statement carries go into SQL text and messages: no control
+    /// characters (a NUL would cut a trigger's SQL short).
+    static func isPlainText(_ text: String) -> Bool {
+        !text.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 
     /// Whether every field is one sqsync can apply: a label it accepts.
     public var isWellFormed: Bool {
-        if case .label(_, let expression) = self { return Self.isAcceptableLabel(expression) }
-        return true
+        switch self {
+        case .label(let table, let expression): return Self.isPlainText(table) && Self.isAcceptableLabel(expression)
+        case .scope(let replica, let labels): return Self.isPlainText(replica) && (labels ?? []).allSatisfy(Self.isPlainText)
+        case .grant(let replica, let table, _, let labels):
+            return Self.isPlainText(replica) && Self.isPlainText(table) && labels.allSatisfy(Self.isPlainText)
+        case .revoke(let replica, let table, _): return Self.isPlainText(replica) && Self.isPlainText(table)
+        }
     }
 }
 

@@ -479,6 +479,14 @@ enum MetadataSQL {
             DROP TABLE "_sqsync_segments";
             ALTER TABLE "_sqsync_segments_15" RENAME TO "_sqsync_segments";
 
+            -- The admin statements each origin named for its latest changes merged here: its later
+            -- changes must name at least those (a key cannot shed its grants).
+            CREATE TABLE "_sqsync_admin_claims" (
+                "site" INTEGER PRIMARY KEY,
+                "last" INTEGER NOT NULL,
+                "statements" BLOB NOT NULL
+            );
+
             -- Rows that left this replica's scope: their entries stay (a stale copy cannot come
             -- back), their rows are gone, and no one deleted them.
             CREATE TABLE "_sqsync_ghosts" (

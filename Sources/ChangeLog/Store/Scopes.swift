@@ -76,8 +76,10 @@ extension Replica {
     /// Starts a new life, as this replica's own write, of each row given (table, key) that
     /// is here: after a merge that changed their labels (``ChangeMerger/relabelled``).
     public func startNewLives(of rows: [(table: String, key: [SQLValue])]) throws {
-        // Only a replica that holds every row knows the merged label for certain.
-        guard !rows.isEmpty, try ownScope() == nil else { return }
+        // Only a replica that holds every row knows the merged label for certain; one whose
+        // grants restrict it leaves it to others, whose new lives no grant can deny.
+        guard !rows.isEmpty, let rules = try adminRules(), rules.scope(of: knowledgeID) == nil, !rules.isRestricted(knowledgeID)
+        else { return }
         let tables = Dictionary(try trackedTables(skippingMissing: true).map { ($0.name, $0) }) { first, _ in first }
         try database.inTransaction {
             for (name, key) in rows {
@@ -98,6 +100,20 @@ extension Replica {
             guard statements.count == wanted.count else { return nil }
         }
         return AdminRules(acts: statements.map(\.act))
+    }
+
+    /// What `origin` named for its latest changes merged here: through `last`, under the
+    /// statements `ids`. Its later changes must name at least those.
+    public func adminClaim(of origin: String) throws -> (last: Int64, ids: [[UInt8]])? {
+        guard let row = try database.row(ScopeSQL.claim, .text(origin)) else { return nil }
+        let joined = try row.blob("statements")
+        return (try row.int64("last"), stride(from: 0, to: joined.count, by: 16).map { Array(joined[$0..<min($0 + 16, joined.count)]) })
+    }
+
+    public func recordAdminClaim(of origin: String, last: Int64, ids: [[UInt8]]) throws {
+        let site = try siteNumber(for: origin, name: nil)
+        let sorted = ids.sorted { $0.lexicographicallyPrecedes($1) }
+        try database.run(ScopeSQL.recordClaim, .integer(Int64(site)), .integer(last), .blob(sorted.flatMap { $0 }))
     }
 
     /// The labels this replica receives; nil: every row.
@@ -187,13 +203,17 @@ extension Replica {
         try database.execute(#"DELETE FROM temp."_sqsync_undelivered""#)
         try database.run(ScopeSQL.collectUndelivered, .integer(Int64(site)))
         var removed = 0
-        try database.setTriggersEnabled(false)
-        defer { try? database.setTriggersEnabled(true) }
+        // The app's triggers run (its derived tables follow); sqsync's own log rows of these
+        // deletes are dropped, and its grant triggers stand aside while "applying" is set.
+        let lastLogRow = try database.int64(MergeSQL.lastLogRow)
+        try database.execute(MergeSQL.startApplying)
         for table in labelled {
             try database.run(ScopeSQL.markOutOfScope(table), .text(scopeJSON))
             try database.run(ScopeSQL.removeOutOfScope(table), .text(scopeJSON))
             removed += database.changes
         }
+        try database.run(MergeSQL.forgetImportLogRows, .integer(lastLogRow))
+        try database.execute(MergeSQL.stopApplying)
         return removed
     }
 
@@ -247,6 +267,17 @@ enum ScopeSQL {
 
     static let numberStatement = """
         UPDATE "_sqsync_replica" SET "seq" = "seq" + 1, "hlc" = max("hlc" + 1, \(MetadataSQL.wallClockMilliseconds))
+        """
+
+    static let claim = """
+        SELECT c."last", c."statements" FROM "_sqsync_admin_claims" c JOIN "_sqsync_sites" s ON s."site" = c."site"
+        WHERE s."knowledge_id" = ?
+        """
+
+    static let recordClaim = """
+        INSERT INTO "_sqsync_admin_claims" ("site", "last", "statements") VALUES (?1, ?2, ?3)
+        ON CONFLICT ("site") DO UPDATE SET "last" = excluded."last", "statements" = excluded."statements"
+        WHERE excluded."last" > "last"
         """
 
     static let tableRules = #"SELECT "label", "grants" FROM "_sqsync_tables" WHERE "tid" = ?"#

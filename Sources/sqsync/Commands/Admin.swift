@@ -7,8 +7,9 @@ import Foundation
 /// admin key and apply it here; bundles carry it to every other replica (docs/SCOPES.md).
 enum AdminCommand {
     /// Signs `act` with the command's key, refusing (exit 1) a key that `allowed_signers`
-    /// does not allow the namespace `sqsync-admin`, and applies it to the replica.
-    static func issue(_ act: AdminAct, replica: Replica, global: GlobalOptions) throws {
+    /// does not allow the namespace `sqsync-admin`, and applies it to the replica, with
+    /// `afterwards` in the same transaction.
+    static func issue(_ act: AdminAct, replica: Replica, global: GlobalOptions, afterwards: () throws -> Void = {}) throws {
         let key = try global.signingKey()
         let trust = try global.trustedSigners()
         guard trust.principal(for: key.publicKey, namespace: SignedAdminStatement.namespace) != nil else {
@@ -16,8 +17,14 @@ enum AdminCommand {
                 "\(global.keyPath): key \(key.publicKey.fingerprint) is not an admin key; its line in \(global.trustPath) must allow namespace \(SignedAdminStatement.namespace) (namespaces=\"sqsync,sqsync-admin\")"
             )
         }
-        let statement = try SignedAdminStatement.sign(act, key: key)
-        try replica.issueAdminStatement(statement.stored)
+        guard act.isWellFormed else { throw Failure.raise("\(replica.path): names and labels cannot hold control characters", exitCode: 2) }
+        // Statements replay in the order they were issued: never before one held here.
+        let issued = max(ClockBound.now, (try replica.adminStatements().map(\.issued).max() ?? 0) + 1)
+        let statement = try SignedAdminStatement.sign(act, key: key, issued: issued)
+        try replica.database.inTransaction {
+            try replica.issueAdminStatement(statement.stored)
+            try afterwards()
+        }
     }
 
     /// A replica named on the command line (this one, a peer by name or ID, or a knowledge ID

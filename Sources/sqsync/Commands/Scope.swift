@@ -47,12 +47,13 @@ extension SQSync {
             }
             let id = try AdminCommand.knowledgeID(of: replicaName, in: replica)
             let before = try AdminCommand.rules(of: replica).scope(of: id)
-            try AdminCommand.issue(.scope(replica: id, labels: all ? nil : labels), replica: replica, global: global)
             // Rows of labels the replica did not receive before start new lives here, so
             // they reach it whole with the next export (docs/SCOPES.md).
             var resent = 0
-            if let before, all || !Set(labels).isSubset(of: Set(before)) {
-                resent = try replica.startNewLives(outside: before, inside: all ? nil : labels)
+            try AdminCommand.issue(.scope(replica: id, labels: all ? nil : labels), replica: replica, global: global) {
+                if let before, all || !Set(labels).isSubset(of: Set(before)) {
+                    resent = try replica.startNewLives(outside: before, inside: all ? nil : labels)
+                }
             }
             if global.json {
                 global.emitJSON(["replica": id, "labels": all ? NSNull() as Any : labels, "rows_resent": resent])
