@@ -46,6 +46,13 @@ final class ScopeCLITests: XCTestCase {
         return dbs
     }
 
+    /// A new empty folder in the harness's, for a mailbox.
+    private func folder(_ name: String) throws -> String {
+        let path = h.path(name)
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
     /// Runs an admin command with HQ's admin key.
     private func admin(_ arguments: [String]) throws {
         try h.ok(arguments + [], key: "HQ")
@@ -93,8 +100,7 @@ final class ScopeCLITests: XCTestCase {
         for (name, regions) in scopes { try admin(["scope", hq, name] + regions) }
         let listed = try h.ok(["scope", hq]).stdout
         XCTAssertTrue(listed.contains("N (") && listed.contains("north"), listed)
-        let stick = h.path("stick")
-        try FileManager.default.createDirectory(atPath: stick, withIntermediateDirectories: true)
+        let stick = try folder("stick")
         let order = ["HQ", "N", "S", "E"].map { ($0, dbs[$0]!) }
         try rounds(order, stick)
         try assertDepots(dbs, scopes)
@@ -132,8 +138,7 @@ final class ScopeCLITests: XCTestCase {
         try admin(["label", hq, "orders", "region"])
         try admin(["scope", hq, "N", "north"])
         try admin(["scope", hq, "S", "south"])
-        let stickN = h.path("stick-n"), stickS = h.path("stick-s")
-        for dir in [stickN, stickS] { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+        let (stickN, stickS) = (try folder("stick-n"), try folder("stick-s"))
         func round() throws {
             try h.syncOK(hq, as: "HQ", stickN)
             try h.syncOK(north, as: "N", stickN)
@@ -170,11 +175,10 @@ final class ScopeCLITests: XCTestCase {
         try admin(["scope", hq, "D", "north", "north-camp"])
         try admin(["scope", hq, try h.knowledgeID(camp), "north-camp"])
         try h.sqlite(hq, "INSERT INTO orders VALUES ('c1', 'north-camp', 5, 'for the camp'), ('s9', 'south', 9, 'not for them');")
-        let folder = h.path("folder"), stick = h.path("stick")
-        for dir in [folder, stick] { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+        let (shared, stick) = (try folder("folder"), try folder("stick"))
         func round() throws {
-            try h.syncOK(hq, as: "HQ", folder)
-            try h.syncOK(depot, as: "D", folder)
+            try h.syncOK(hq, as: "HQ", shared)
+            try h.syncOK(depot, as: "D", shared)
             try h.syncOK(depot, as: "D", stick)
             try h.syncOK(camp, as: "C", stick)
         }
@@ -211,8 +215,7 @@ final class ScopeCLITests: XCTestCase {
         // Before F holds the grant it may change anything: this change is judged by the
         // statements F held when it made it, at every replica.
         try h.sqlite(f, "UPDATE orders SET note = 'before the grant' WHERE id = 'o3';")
-        let stick = h.path("stick")
-        try FileManager.default.createDirectory(atPath: stick, withIntermediateDirectories: true)
+        let stick = try folder("stick")
         let order = [("HQ", hq), ("F", f), ("G", g)]
         try rounds(order, stick)
         for db in [hq, g] { XCTAssertTrue(try rows(db, "orders").contains("o3|east|3|before the grant")) }
@@ -300,8 +303,7 @@ final class ScopeCLITests: XCTestCase {
         let (hq, f, g) = (dbs["HQ"]!, dbs["F"]!, dbs["G"]!)
         try admin(["label", hq, "orders", "region"])
         try admin(["grant", hq, "F", "orders", "update", "--label", "north"])
-        let stick = h.path("stick")
-        try FileManager.default.createDirectory(atPath: stick, withIntermediateDirectories: true)
+        let stick = try folder("stick")
         try rounds([("HQ", hq), ("F", f), ("G", g)], stick)
         try h.sqlite(f, "UPDATE orders SET qty = 41 WHERE id = 'o4';")
         try rounds([("F", f), ("G", g)], stick)

@@ -237,11 +237,6 @@ extension Replica {
             throw ChangeLogError(.usage, "\(path): \(expression) is not an expression over \(table)'s columns (\(error.message))")
         }
     }
-
-    /// The label of each row a query over one table gives, as SQL: the table's expression.
-    public func labelExpression(of table: String) throws -> String? {
-        try database.optionalString(#"SELECT "label" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(table))
-    }
 }
 
 extension TableInfo {
@@ -334,16 +329,24 @@ enum ScopeSQL {
         "DELETE FROM \(quoteIdentifier(table.name)) WHERE \(outOfScope(table))"
     }
 
-    /// A delete and an insert of each row whose label is not in ?1 but is in ?2 (NULL: any),
-    /// key by key, as the label-move trigger logs them.
+    /// A delete and an insert of each row whose label is not in ?1 but is in ?2 (NULL: any).
     static func logNewLives(_ table: TableInfo) -> String {
-        let alias = quoteIdentifier("_sqsync_t")
         let label = labelValue(table.label ?? "NULL")
-        let key = TriggerSQL(table: table).keyExpression(alias)
+        return logNewLives(
+            table,
+            where: """
+                coalesce(\(label) NOT IN (SELECT "value" FROM json_each(?1)), 0)
+                  AND (?2 IS NULL OR \(label) IN (SELECT "value" FROM json_each(?2)))
+                """)
+    }
+
+    /// A delete and an insert of each row of `table` (as `_sqsync_t`) that `condition` picks,
+    /// key by key, as the label-move trigger logs them.
+    private static func logNewLives(_ table: TableInfo, where condition: String) -> String {
+        let alias = quoteIdentifier("_sqsync_t")
         let chosen = """
-            SELECT \(key) AS "k" FROM \(quoteIdentifier(table.name)) AS \(alias)
-            WHERE coalesce(\(label) NOT IN (SELECT "value" FROM json_each(?1)), 0)
-              AND (?2 IS NULL OR \(label) IN (SELECT "value" FROM json_each(?2)))
+            SELECT \(TriggerSQL(table: table).keyExpression(alias)) AS "k" FROM \(quoteIdentifier(table.name)) AS \(alias)
+            WHERE \(condition)
             """
         return """
             INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp")
@@ -358,19 +361,9 @@ enum ScopeSQL {
 
     /// A delete and an insert of each row with an undelivered change of this replica's own.
     static func logNewLivesOfUndelivered(_ table: TableInfo) -> String {
-        let alias = quoteIdentifier("_sqsync_t")
-        let key = TriggerSQL(table: table).keyExpression(alias)
-        let chosen = """
-            SELECT \(key) AS "k" FROM \(quoteIdentifier(table.name)) AS \(alias)
-            WHERE EXISTS (SELECT 1 FROM temp."_sqsync_undelivered" u WHERE u."tid" = \(table.tid) AND u."pk" = \(MetadataKey.sql(key)))
-            """
-        return """
-            INSERT INTO "_sqsync_log" ("tid", "op", "pk", "stamp")
-              SELECT \(table.tid), "op", "k", \(MetadataSQL.logStamp)
-              FROM (SELECT "k", \(TriggerSQL.Operation.delete) AS "op", 0 AS "o" FROM (\(chosen))
-                    UNION ALL SELECT "k", \(TriggerSQL.Operation.insert), 1 FROM (\(chosen)))
-              ORDER BY "k", "o"
-            """
+        let key = MetadataKey.sql(TriggerSQL(table: table).keyExpression(quoteIdentifier("_sqsync_t")))
+        return logNewLives(
+            table, where: #"EXISTS (SELECT 1 FROM temp."_sqsync_undelivered" u WHERE u."tid" = \#(table.tid) AND u."pk" = \#(key))"#)
     }
 
     /// A delete and an insert of the row whose key columns are ?1, ?2…
