@@ -334,6 +334,26 @@ final class ScopeCLITests: XCTestCase {
         XCTAssertTrue(try rows(g, "orders").contains("o4|north|41|still honest"))
     }
 
+    /// A replica cloned after the statements were made follows them from its first write:
+    /// its grants are in its triggers, and rows outside its scope are gone.
+    func testACloneFollowsTheStatementsAtOnce() throws {
+        try world([])
+        let hq = h.path("HQ.db")
+        keys["F"] = try h.handKey("F")
+        try admin(["label", hq, "orders", "region"])
+        try admin(["label", hq, "lines", "region"])
+        try admin(["scope", hq, keys["F"]!.replicaID, "north"])
+        try admin(["grant", hq, keys["F"]!.replicaID, "orders", "update", "--label", "north"])
+        let f = h.path("F.db")
+        try h.ok(["clone", hq, f, "--name", "F"], key: "F")
+        XCTAssertEqual(try rows(f, "orders"), try rows(hq, "orders", regions: ["north"]))
+        let refused = try Harness.run("/usr/bin/sqlite3", [f, "INSERT INTO orders VALUES ('f1', 'north', 1, 'x');"])
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertTrue(refused.stderr.contains("grants do not allow insert"), refused.stderr)
+        try h.sqlite(f, "UPDATE orders SET qty = 5 WHERE id = 'o1';")
+        try h.ok(["doctor", f])
+    }
+
     // MARK: admin keys
 
     /// A replica's own key, trusted for `sqsync` only, cannot issue statements: the command

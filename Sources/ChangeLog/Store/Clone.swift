@@ -32,6 +32,11 @@ extension Replica {
                 try copy.run(CloneSQL.addIdentity, .text(newID), .text(cloneName))
                 for statement in CloneSQL.adopt { try copy.run(statement, .text(newID)) }
                 for statement in CloneSQL.forgetSourceState { try copy.execute(statement) }
+                // The clone's own changes are made under every admin statement copied, from its
+                // first change on; the source's epochs number the source's changes.
+                try copy.execute(#"DELETE FROM "_sqsync_admin_epochs""#)
+                let ids = try adminStatements().map(\.id).sorted { $0.lexicographicallyPrecedes($1) }
+                if !ids.isEmpty { try copy.run(ScopeSQL.firstEpoch, .blob(ids.flatMap { $0 })) }
             }
         }
         guard rename(temporary, destination) == 0 else {
@@ -43,7 +48,14 @@ extension Replica {
         var acknowledged: [Int: Int64] = [:]
         for (id, seq) in knowledgeAtCopy.seqs { acknowledged[try siteNumber(for: id, name: nil)] = seq }
         try recordAcknowledgement(peer: cloneSite, acknowledged)
-        return try Replica(path: destination)
+        let clone = try Replica(path: destination)
+        // Its own grants go into its triggers, and rows outside its scope leave, before anyone
+        // writes to it.
+        if try clone.database.int64(ScopeSQL.anyStatement) == 1 {
+            try clone.database.inTransaction { try clone.applyAdminRules() }
+            try clone.removeRowsOutOfScope()
+        }
+        return clone
     }
 
     private static func removeDatabaseFiles(_ path: String) {

@@ -291,6 +291,10 @@ enum ScopeSQL {
     /// `region_id` labels compare with the labels a scope names.
     static func labelValue(_ expression: String) -> String { "CAST((\(expression)) AS TEXT)" }
 
+    static let anyStatement = #"SELECT EXISTS (SELECT 1 FROM "_sqsync_admin")"#
+
+    static let firstEpoch = #"INSERT INTO "_sqsync_admin_epochs" ("after_seq", "statements") VALUES (0, ?)"#
+
     static func labelIndex(_ table: String) -> String { quoteIdentifier("_sqsync_\(table)_label") }
 
     static let createUndelivered = """
