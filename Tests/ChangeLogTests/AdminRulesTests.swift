@@ -48,6 +48,19 @@ final class AdminRulesTests: XCTestCase {
         XCTAssertEqual(GrantOperations.all.description, "insert,update,delete")
     }
 
+    func testALabelIsOnePlainExpression() {
+        for good in ["region", "'team:' || team_id", "CASE WHEN qty > 5 THEN 'big' ELSE \"region\" END", "region IN ('a', 'b')", "lower(region)"] {
+            XCTAssertTrue(AdminAct.isAcceptableLabel(good), good)
+        }
+        for bad in [
+            "region); DROP TABLE t; --", "region) AS TEXT), CAST((region", "(SELECT 1)", "x IN other_table",
+            "x IN pragma_table_info('t')", "RAISE(IGNORE)", "region /* hidden */", "'unclosed", "region\u{0}",
+        ] {
+            XCTAssertFalse(AdminAct.isAcceptableLabel(bad), bad)
+        }
+        XCTAssertFalse(AdminAct.scope(replica: "r", labels: ["a\u{0}b"]).isWellFormed)
+    }
+
     func testScopesHoldLabels() {
         XCTAssertTrue(AdminRules.holds(nil, label: nil))
         XCTAssertTrue(AdminRules.holds(["a"], label: "a"))

@@ -310,25 +310,29 @@ final class ScopeCLITests: XCTestCase {
         XCTAssertTrue(try rows(g, "orders").contains("o4|north|41|second north"))
 
         let clock = try h.clock(f)
-        var bundle = HandBundle(
-            sites: [HandSite(id: keys["F"]!.replicaID, name: "F", knowledge: clock.seq + 1)], senderSeq: clock.seq + 1,
-            senderHLC: clock.hlc + 1, signer: keys["F"]!)
-        bundle.identities = [(0, keys["F"]!.publicKey)]
-        bundle.segments = [
-            HandSegment(
-                origin: keys["F"]!.replicaID, base: clock.seq, last: clock.seq + 1, created: clock.hlc + 1,
-                tables: [("orders", ["id", "region", "qty", "note"], [0])],
-                records: [
-                    HandRecord(key: [.text("o2")], rowStamp: nil, columns: [(2, .integer(666), HandStamp(hlc: clock.hlc + 1, seq: clock.seq + 1))])
-                ], signer: keys["F"]!)
-        ]
-        let path = h.path("stolen.sqsb")
-        try bundle.write(to: path)
-        let before = try h.fullDump(g)
-        let result = try h.sqsync(["import", g, path], key: "G")
-        XCTAssertEqual(result.status, 3, result.stderr)
-        XCTAssertTrue(result.stderr.contains("fewer admin statements"), result.stderr)
-        XCTAssertEqual(try h.fullDump(g), before)
+        // Its range starting where G's knowledge of F ends, or at 0 (a range G holds already).
+        for base in [clock.seq, 0] {
+            var bundle = HandBundle(
+                sites: [HandSite(id: keys["F"]!.replicaID, name: "F", knowledge: clock.seq + 1)], senderSeq: clock.seq + 1,
+                senderHLC: clock.hlc + 1, signer: keys["F"]!)
+            bundle.identities = [(0, keys["F"]!.publicKey)]
+            bundle.segments = [
+                HandSegment(
+                    origin: keys["F"]!.replicaID, base: base, last: clock.seq + 1, created: clock.hlc + 1,
+                    tables: [("orders", ["id", "region", "qty", "note"], [0])],
+                    records: [
+                        HandRecord(
+                            key: [.text("o2")], rowStamp: nil, columns: [(2, .integer(666), HandStamp(hlc: clock.hlc + 1, seq: clock.seq + 1))])
+                    ], signer: keys["F"]!)
+            ]
+            let path = h.path("stolen-\(base).sqsb")
+            try bundle.write(to: path)
+            let before = try h.fullDump(g)
+            let result = try h.sqsync(["import", g, path], key: "G")
+            XCTAssertEqual(result.status, 3, result.stderr)
+            XCTAssertTrue(result.stderr.contains("fewer admin statements"), result.stderr)
+            XCTAssertEqual(try h.fullDump(g), before)
+        }
         try h.sqlite(f, "UPDATE orders SET note = 'still honest' WHERE id = 'o4';")
         try rounds([("F", f), ("G", g)], stick)
         XCTAssertTrue(try rows(g, "orders").contains("o4|north|41|still honest"))

@@ -370,7 +370,9 @@ public enum BundleExchange {
                 // Statements only accumulate: an origin's later changes name every statement its
                 // earlier ones did, unless its key is in other hands, shedding grants.
                 let claim = try replica.adminClaim(of: changes.origin)
-                if let claim, changes.base >= claim.last, !Set(claim.ids).isSubset(of: Set(changes.adminStatements)) {
+                // (An honest segment reaching past the claim lies in the claim's epoch or a later one:
+                // epochs never shrink, and no segment spans two.)
+                if let claim, changes.last > claim.last, !Set(claim.ids).isSubset(of: Set(changes.adminStatements)) {
                     throw BundleError(
                         .untrusted,
                         "\(path): the changes of \(changes.originLabel) after \(claim.last) name fewer admin statements than its changes up to \(claim.last) did, as a key shedding its grants would; refusing the bundle"
@@ -387,7 +389,7 @@ public enum BundleExchange {
                         mailbox.merging(signed) { _, signedByOrigin in signedByOrigin }
                     })
                 if rules.isRestricted(changes.origin) {
-                    merger.authorization = Authorization(rules: rules, origin: changes.origin)
+                    merger.authorization = Authorization(rules: rules, origin: changes.origin, receiverHasScope: ownScope != nil)
                 }
                 try segment.forEachChange { change in
                     try merger.apply(change)

@@ -6,10 +6,13 @@ public struct Authorization: Sendable {
     public var rules: AdminRules
     /// The origin's knowledge ID.
     public var origin: String
+    /// Whether the receiving replica has a scope (holds only some rows).
+    public var receiverHasScope: Bool
 
-    public init(rules: AdminRules, origin: String) {
+    public init(rules: AdminRules, origin: String, receiverHasScope: Bool) {
         self.rules = rules
         self.origin = origin
+        self.receiverHasScope = receiverHasScope
     }
 }
 
@@ -31,10 +34,30 @@ extension ChangeMerger {
         let origin = authorization.origin
         let table = target.info
         guard rules.isRestricted(origin) else { return true }
+        do {
+            return try judge(change, in: target, by: authorization)
+        } catch let error as SQLiteError {
+            // A label the origin's statements give that names a column this replica no longer
+            // has (or not yet): as with a bundle of another schema, the bundle waits.
+            throw ChangeLogError(
+                .schemaMismatch,
+                "\(replica.path): the changes of \(origin) are judged by a label of \(table.name) that does not apply here (\(error.message))"
+            )
+        }
+    }
+
+    private func judge(_ change: RowChange, in target: Target, by authorization: Authorization) throws -> Bool {
+        let rules = authorization.rules
+        let origin = authorization.origin
+        let table = target.info
         let expression = rules.labels[table.name]
+        let stamps = [change.rowStamp].compactMap { $0 } + change.columns.map(\.stamp) + change.counters.map(\.stamp)
+        guard let latest = stamps.max(by: { $0.seq < $1.seq }) else { return true }
         let verdict: (allowed: Bool, operation: String, label: String?)
         if change.isDelete {
-            guard let current = try rowWithLabel(target: target, keyValues: change.key, expression: expression) else { return true }
+            guard let current = try rowWithLabel(target: target, keyValues: change.key, expression: expression) else {
+                return try takesWithoutRow(change, in: target, stamp: latest, scoped: authorization.receiverHasScope)
+            }
             let allowed =
                 rules.allows(origin, .delete, on: table.name, label: current.label)
                 || rules.allows(origin, .update, on: table.name, label: current.label)
@@ -53,7 +76,9 @@ extension ChangeMerger {
                 verdict = (allowed, "new life", label)
             }
         } else {
-            guard let current = try rowWithLabel(target: target, keyValues: change.key, expression: expression) else { return true }
+            guard let current = try rowWithLabel(target: target, keyValues: change.key, expression: expression) else {
+                return try takesWithoutRow(change, in: target, stamp: latest, scoped: authorization.receiverHasScope)
+            }
             var values = current.values
             for column in change.columns { values[target.columns[column.column].name] = column.value }
             let newLabel = try label(of: values, in: target, expression: expression)
@@ -66,9 +91,9 @@ extension ChangeMerger {
             )
         }
         guard !verdict.allowed else { return true }
-        guard let stamp = change.rowStamp ?? change.columns.first?.stamp ?? change.counters.first?.stamp else { return false }
         // A set merged again (a relay, a replay) meets its denied changes again: logged once.
-        guard !knownHere(local(stamp)) else { return false }
+        guard !knownHere(local(latest)) else { return false }
+        let stamp = latest
         let labelText = expression == nil ? "" : " with label \(verdict.label ?? "none")"
         try recordConflict(
             kind: "denied: \(verdict.operation) of \(table.name)\(labelText) not granted", table: table.name,
@@ -77,6 +102,19 @@ extension ChangeMerger {
                 ? nil : Dictionary(change.columns.map { (target.columns[$0.column].name, $0.value) }) { _, last in last },
             lost: local(stamp), won: nil)
         target.counts.conflicts += 1
+        return false
+    }
+
+    /// An update or delete by a restricted origin of a row not in the table here. A replica
+    /// with a scope takes it (only the row's entry changes). One without a scope holds every
+    /// row it knows of: if it knows of none under that key, the life has not arrived yet, and
+    /// judging now would differ from judging with the row, so the change waits for it, as a
+    /// change to a life not seen begin does (the set comes again).
+    private func takesWithoutRow(_ change: RowChange, in target: Target, stamp: Stamp, scoped: Bool) throws -> Bool {
+        if knownHere(local(stamp)) || scoped { return true }
+        guard try rowEntry(tid: target.info.tid, key: try metadataKey(change.key)) == nil else { return true }
+        sawUnseenLife = true
+        target.counts.unchanged += 1
         return false
     }
 

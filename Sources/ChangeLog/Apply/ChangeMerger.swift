@@ -83,7 +83,7 @@ public final class ChangeMerger {
     var entryCeiling = EntryKeyCeiling()
     /// A record changed a life this replica has not seen begin: the set is merged, but this
     /// replica does not claim the origin's changes until the life arrives and the set comes again.
-    private var sawUnseenLife = false
+    var sawUnseenLife = false
     /// This replica holds at least what every change set it merged said its origin held, and
     /// purged nothing: each change it knows of left a trace here (``applyKept(_:to:)``).
     private let holdsWhatItWasTold: Bool

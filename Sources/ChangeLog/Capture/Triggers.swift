@@ -329,10 +329,27 @@ struct TriggerSQL {
 
     /// SQL true when this replica's grants allow `operation` on the row `alias`.
     private func granted(_ operation: GrantOperations, _ alias: String) -> String {
+        granted(operation, label: label(of: alias))
+    }
+
+    /// SQL true when this replica's grants allow `operation` on a row whose label is `label` (SQL).
+    private func granted(_ operation: GrantOperations, label: String) -> String {
         let terms = (table.grants ?? []).filter { $0.operations.contains(operation) }.map { grant in
-            grant.labels.isEmpty ? "1" : "coalesce(\(label(of: alias)) IN (\(grant.labels.map(quoteLiteral).joined(separator: ", "))), 0)"
+            grant.labels.isEmpty ? "1" : "coalesce(\(label) IN (\(grant.labels.map(quoteLiteral).joined(separator: ", "))), 0)"
         }
         return terms.isEmpty ? "0" : "(" + terms.joined(separator: " OR ") + ")"
+    }
+
+    /// An insert whose key is taken (INSERT OR REPLACE, an upsert) changes that row: it needs
+    /// update on the row there and on the new one too.
+    private var insertGranted: String {
+        let keyMatch = table.primaryKey.map { "\(quoteIdentifier($0.name)) IS NEW.\(quoteIdentifier($0.name))" }
+            .joined(separator: " AND ")
+        let existingLabel = table.label.map { "(SELECT \(ScopeSQL.labelValue($0)) FROM \(quotedTable) WHERE \(keyMatch))" } ?? "NULL"
+        return """
+            \(granted(.insert, "NEW")) AND (NOT EXISTS (SELECT 1 FROM \(quotedTable) WHERE \(keyMatch)) \
+            OR (\(granted(.update, label: existingLabel)) AND \(granted(.update, "NEW"))))
+            """
     }
 
     /// What a refused write says: the table, the operation and what the grants allow.
@@ -351,7 +368,7 @@ struct TriggerSQL {
         guard table.grants != nil else { return [] }
         let notApplying = #"(SELECT "applying" FROM "_sqsync_replica") = 0"#
         let checks: [(String, String, String)] = [
-            ("insert", "INSERT", granted(.insert, "NEW")),
+            ("insert", "INSERT", insertGranted),
             // A new key is a delete of the old row and an insert of the new one, as peers see it.
             (
                 "update", "UPDATE",

@@ -56,8 +56,11 @@ extension AdminAct {
         guard !expression.contains(";"), !expression.contains("--"), !expression.contains("/*"),
             !expression.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         else { return false }
+        // No subquery: no SELECT or VALUES, no `IN table` (IN takes a parenthesised list), no
+        // table-valued pragma functions.
         guard
-            expression.range(of: #"(?i)\b(select|raise|attach|detach|pragma|values)\b"#, options: .regularExpression) == nil
+            expression.range(of: #"(?i)\b(select|raise|attach|detach|pragma\w*|values)\b"#, options: .regularExpression) == nil,
+            expression.range(of: #"(?i)\bin\s+(?!\()"#, options: .regularExpression) == nil
         else { return false }
         // Parentheses balance outside quotes, and every quote closes: the expression cannot
         // end the CAST((…) AS TEXT) it is put in and start another column or clause.

@@ -60,7 +60,9 @@ extension Replica {
     /// Values stay as they are. Returns the rows.
     @discardableResult
     public func startNewLives(outside before: [String], inside after: [String]?) throws -> Int {
-        try database.inTransaction(immediate: true) {
+        // New lives no grant check saw would be denied elsewhere: a restricted replica does not.
+        guard try adminRules()?.isRestricted(knowledgeID) != true else { return 0 }
+        return try database.inTransaction(immediate: true) {
             try fold()
             var rows = 0
             let json = { (labels: [String]) in String(decoding: try JSONEncoder().encode(labels), as: UTF8.self) }
@@ -208,11 +210,15 @@ extension Replica {
         let lastLogRow = try database.int64(MergeSQL.lastLogRow)
         try database.execute(MergeSQL.startApplying)
         for table in labelled {
+            // A ghost whose key is back in the table (a new row under it) is no ghost.
+            try database.execute(ScopeSQL.forgetGhostsBack(table))
             try database.run(ScopeSQL.markOutOfScope(table), .text(scopeJSON))
             try database.run(ScopeSQL.removeOutOfScope(table), .text(scopeJSON))
             removed += database.changes
+            // Only the log rows of these removals: what the app's triggers wrote to other
+            // tracked tables is a local change like any other.
+            try database.run(ScopeSQL.forgetRemovalLogRows, .integer(lastLogRow), .integer(Int64(table.tid)))
         }
-        try database.run(MergeSQL.forgetImportLogRows, .integer(lastLogRow))
         try database.execute(MergeSQL.stopApplying)
         return removed
     }
@@ -381,6 +387,15 @@ enum ScopeSQL {
               FROM \(quoteIdentifier(table.name)) AS \(alias),
                    (SELECT \(TriggerSQL.Operation.delete) AS "op", 0 AS "n" UNION ALL SELECT \(TriggerSQL.Operation.insert), 1) AS o
               WHERE \(condition) ORDER BY o."n"
+            """
+    }
+
+    static let forgetRemovalLogRows = #"DELETE FROM "_sqsync_log" WHERE "id" > ?1 AND "tid" = ?2"#
+
+    static func forgetGhostsBack(_ table: TableInfo) -> String {
+        let key = MetadataKey.sql(TriggerSQL(table: table).keyExpression(quoteIdentifier(table.name)))
+        return """
+            DELETE FROM "_sqsync_ghosts" WHERE "tid" = \(table.tid) AND "pk" IN (SELECT \(key) FROM \(quoteIdentifier(table.name)))
             """
     }
 

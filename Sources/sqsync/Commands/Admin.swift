@@ -17,7 +17,11 @@ enum AdminCommand {
                 "\(global.keyPath): key \(key.publicKey.fingerprint) is not an admin key; its line in \(global.trustPath) must allow namespace \(SignedAdminStatement.namespace) (namespaces=\"sqsync,sqsync-admin\")"
             )
         }
-        guard act.isWellFormed else { throw Failure.raise("\(replica.path): names and labels cannot hold control characters", exitCode: 2) }
+        guard act.isWellFormed else {
+            throw Failure.raise(
+                "\(replica.path): names and labels cannot hold control characters, and a label is one expression over the row's own columns",
+                exitCode: 2)
+        }
         // Statements replay in the order they were issued: never before one held here.
         let issued = max(ClockBound.now, (try replica.adminStatements().map(\.issued).max() ?? 0) + 1)
         let statement = try SignedAdminStatement.sign(act, key: key, issued: issued)
