@@ -220,7 +220,7 @@ public final class Mailbox {
         // Readers with different scopes get bundles of their own (docs/SCOPES.md); with no
         // reader yet, one bundle holds every row. Once any replica has a scope, a bundle is
         // encrypted to its own readers' keys only, never to every trusted key.
-        let rules = try replica.adminRules() ?? AdminRules()
+        let rules = try replica.adminRules()
         var groups: [String: (scope: [String]?, readers: [String: Knowledge])] = [:]
         for (reader, held) in readers {
             let scope = rules.scope(of: reader)

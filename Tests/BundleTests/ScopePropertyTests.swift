@@ -126,7 +126,7 @@ private final class ScopeWorld {
     private func exchange(from source: Int, to destination: Int, step: Int, dropped: Bool = false) throws {
         guard source != destination else { return }
         let sender = replicas[source], receiver = replicas[destination]
-        let scope = try sender.adminRules()?.scope(of: receiver.knowledgeID)
+        let scope = try sender.adminRules().scope(of: receiver.knowledgeID)
         let exported = try BundleExchange.export(
             replica: sender, since: try receiver.knowledge(), key: keys[source], to: directory + "/bundles", intoDirectory: true,
             receiver: receiver.knowledgeID, scope: scope)

@@ -56,10 +56,10 @@ public enum BundleExchange {
         var leaving = readers.subtracting([me])
         if let receiver { leaving.insert(receiver) }
         let scope = scope.map { Array(Set($0)).sorted() }
-        let ownScope = try replica.ownScope()
-        let rules = try replica.adminRules() ?? AdminRules()
+        let adminStatements = try replica.adminStatements()
+        let rules = AdminRules(acts: adminStatements.map(\.act))
+        let ownScope = rules.scope(of: me)
         let epochs = try replica.adminEpochs()
-        let adminStatements = try SignedAdminStatement.carried(by: replica)
         return try ChangeExporter.snapshot(of: replica, ownChangesAfter: base[me]) { exporter in
             let header = exporter.header
             let sites = exporter.sites
@@ -123,7 +123,7 @@ public enum BundleExchange {
             envelope.acknowledgements = statements.filter { statement in
                 statement.knowledge.seqs.keys.allSatisfy { index[$0] != nil } && index[statement.replica] != nil
             }
-            envelope.adminStatements = adminStatements
+            envelope.adminStatements = adminStatements.map(\.signed)
             let (bytes, finished) = try writer.finish(envelope: envelope, signingKey: key)
             return ExportResult(path: path, envelope: finished, rows: writer.recordCount, bytes: bytes)
         }
@@ -378,7 +378,7 @@ public enum BundleExchange {
                         "\(path): the changes of \(changes.originLabel) after \(claim.last) name fewer admin statements than its changes up to \(claim.last) did, as a key shedding its grants would; refusing the bundle"
                     )
                 }
-                guard let rules = try replica.adminRules(only: changes.adminStatements) else {
+                guard let rules = try replica.adminRules(namedBy: changes.adminStatements) else {
                     throw ChangeLogError(
                         .schemaMismatch,
                         "\(path): the changes of \(changes.originLabel) were made under admin statements this replica does not hold yet; held until they arrive")

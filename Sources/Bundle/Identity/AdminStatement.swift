@@ -70,11 +70,6 @@ public struct SignedAdminStatement: Sendable, Equatable {
     /// The form a replica keeps.
     public var stored: StoredAdminStatement { StoredAdminStatement(id: id, issued: issued, act: act, signed: bytes) }
 
-    /// Statements as a replica kept them, parsed again (their signatures were checked when kept).
-    public static func carried(by replica: Replica) throws -> [[UInt8]] {
-        try replica.adminStatements().map(\.signed)
-    }
-
     /// Checks every statement a bundle carries that is not held here yet (`held`: their ids):
     /// signed, by a key `trust` allows the namespace `sqsync-admin`, issued no further ahead
     /// of this machine's clock than a change may be. One that is not refuses the whole bundle.

@@ -35,8 +35,8 @@ extension Replica {
                 // The clone's own changes are made under every admin statement copied, from its
                 // first change on; the source's epochs number the source's changes.
                 try copy.execute(#"DELETE FROM "_sqsync_admin_epochs""#)
-                let ids = try adminStatements().map(\.id).sorted { $0.lexicographicallyPrecedes($1) }
-                if !ids.isEmpty { try copy.run(ScopeSQL.firstEpoch, .blob(ids.flatMap { $0 })) }
+                let ids = try adminStatements().map(\.id)
+                if !ids.isEmpty { try copy.run(ScopeSQL.firstEpoch, .blob(ScopeSQL.joined(ids))) }
             }
         }
         guard rename(temporary, destination) == 0 else {

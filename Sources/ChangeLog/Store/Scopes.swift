@@ -61,7 +61,7 @@ extension Replica {
     @discardableResult
     public func startNewLives(outside before: [String], inside after: [String]?) throws -> Int {
         // New lives no grant check saw would be denied elsewhere: a restricted replica does not.
-        guard try adminRules()?.isRestricted(knowledgeID) != true else { return 0 }
+        guard try !adminRules().isRestricted(knowledgeID) else { return 0 }
         return try database.inTransaction(immediate: true) {
             try fold()
             var rows = 0
@@ -80,8 +80,9 @@ extension Replica {
     public func startNewLives(of rows: [(table: String, key: [SQLValue])]) throws {
         // Only a replica that holds every row knows the merged label for certain; one whose
         // grants restrict it leaves it to others, whose new lives no grant can deny.
-        guard !rows.isEmpty, let rules = try adminRules(), rules.scope(of: knowledgeID) == nil, !rules.isRestricted(knowledgeID)
-        else { return }
+        guard !rows.isEmpty else { return }
+        let rules = try adminRules()
+        guard rules.scope(of: knowledgeID) == nil, !rules.isRestricted(knowledgeID) else { return }
         let tables = Dictionary(try trackedTables(skippingMissing: true).map { ($0.name, $0) }) { first, _ in first }
         try database.inTransaction {
             for (name, key) in rows {
@@ -92,15 +93,17 @@ extension Replica {
         }
     }
 
-    /// The rules the statements held here make, or only those named by `ids` (the set another
-    /// replica's changes were made under); nil when one of `ids` is not held here.
-    public func adminRules(only ids: [[UInt8]]? = nil) throws -> AdminRules? {
-        var statements = try adminStatements()
-        if let ids {
-            let wanted = Set(ids)
-            statements.removeAll { !wanted.contains($0.id) }
-            guard statements.count == wanted.count else { return nil }
-        }
+    /// The labels, scopes and grants every statement held here makes.
+    public func adminRules() throws -> AdminRules {
+        AdminRules(acts: try adminStatements().map(\.act))
+    }
+
+    /// The rules only the statements `ids` make (the set another replica's changes were made
+    /// under); nil when one of them is not held here.
+    public func adminRules(namedBy ids: [[UInt8]]) throws -> AdminRules? {
+        let wanted = Set(ids)
+        let statements = try adminStatements().filter { wanted.contains($0.id) }
+        guard statements.count == wanted.count else { return nil }
         return AdminRules(acts: statements.map(\.act))
     }
 
@@ -108,27 +111,24 @@ extension Replica {
     /// statements `ids`. Its later changes must name at least those.
     public func adminClaim(of origin: String) throws -> (last: Int64, ids: [[UInt8]])? {
         guard let row = try database.row(ScopeSQL.claim, .text(origin)) else { return nil }
-        let joined = try row.blob("statements")
-        return (try row.int64("last"), stride(from: 0, to: joined.count, by: 16).map { Array(joined[$0..<min($0 + 16, joined.count)]) })
+        return (try row.int64("last"), ScopeSQL.ids(joined: try row.blob("statements")))
     }
 
     public func recordAdminClaim(of origin: String, last: Int64, ids: [[UInt8]]) throws {
         let site = try siteNumber(for: origin, name: nil)
-        let sorted = ids.sorted { $0.lexicographicallyPrecedes($1) }
-        try database.run(ScopeSQL.recordClaim, .integer(Int64(site)), .integer(last), .blob(sorted.flatMap { $0 }))
+        try database.run(ScopeSQL.recordClaim, .integer(Int64(site)), .integer(last), .blob(ScopeSQL.joined(ids)))
     }
 
     /// The labels this replica receives; nil: every row.
     public func ownScope() throws -> [String]? {
-        try adminRules()?.scope(of: knowledgeID)
+        try adminRules().scope(of: knowledgeID)
     }
 
     /// The statements this replica's own changes after each sequence number were made under,
     /// oldest first.
     public func adminEpochs() throws -> [(afterSeq: Int64, ids: [[UInt8]])] {
         try database.rows(ScopeSQL.epochs).map { row in
-            let joined = try row.blob("statements")
-            return (try row.int64("after_seq"), stride(from: 0, to: joined.count, by: 16).map { Array(joined[$0..<min($0 + 16, joined.count)]) })
+            (try row.int64("after_seq"), ScopeSQL.ids(joined: try row.blob("statements")))
         }
     }
 
@@ -137,7 +137,7 @@ extension Replica {
     /// changes, and rows that left its scope leave its tables.
     func applyAdminRules() throws {
         try fold()
-        guard let rules = try adminRules() else { return }
+        let rules = try adminRules()
         let me = knowledgeID
         var relabelled: [TableInfo] = []
         for table in try trackedTables(skippingMissing: true) {
@@ -179,7 +179,7 @@ extension Replica {
             try fold()
         }
         let ids = try adminStatements().map(\.id).sorted { $0.lexicographicallyPrecedes($1) }
-        if try adminEpochs().last?.ids != ids { try database.run(ScopeSQL.startEpoch, .blob(ids.flatMap { $0 })) }
+        if try adminEpochs().last?.ids != ids { try database.run(ScopeSQL.startEpoch, .blob(ScopeSQL.joined(ids))) }
         try removeRowsOutOfScope()
     }
 
@@ -260,6 +260,13 @@ extension TableInfo {
 
 /// The SQL of labels, scopes and grants, in one place.
 enum ScopeSQL {
+    /// Statement ids as a blob keeps them: sorted, 16 bytes each, joined.
+    static func joined(_ ids: [[UInt8]]) -> [UInt8] { ids.sorted { $0.lexicographicallyPrecedes($1) }.flatMap { $0 } }
+
+    static func ids(joined bytes: [UInt8]) -> [[UInt8]] {
+        stride(from: 0, to: bytes.count, by: 16).map { Array(bytes[$0..<min($0 + 16, bytes.count)]) }
+    }
+
     static let statements = #"SELECT "id", "issued", "act", "signed" FROM "_sqsync_admin" ORDER BY "issued", "id""#
 
     static let insertStatement = """

@@ -51,5 +51,5 @@ enum AdminCommand {
         return name.isEmpty ? id : "\(name) (\(id))"
     }
 
-    static func rules(of replica: Replica) throws -> AdminRules { try replica.adminRules() ?? AdminRules() }
+    static func rules(of replica: Replica) throws -> AdminRules { try replica.adminRules() }
 }

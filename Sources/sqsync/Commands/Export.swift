@@ -65,7 +65,7 @@ extension SQSync {
                 }
             }
             // A scoped peer gets only the rows of its labels (docs/SCOPES.md).
-            let scope = try peer.flatMap { try replica.adminRules()?.scope(of: receiver ?? $0.lowercased()) }
+            let scope = try peer.flatMap { try replica.adminRules().scope(of: receiver ?? $0.lowercased()) }
             let result = try BundleExchange.export(
                 replica: replica, since: base, key: key, to: to ?? output!, intoDirectory: to != nil, receiver: receiver,
                 encryptTo: recipients, scope: scope, progress: global.progress("exporting"))

@@ -14,7 +14,7 @@ extension SQSync {
             let replica = try Replica(path: db)
             let status = try replica.status()
             // What the admin statements say of this replica (docs/SCOPES.md).
-            let rules = try replica.adminRules() ?? AdminRules()
+            let rules = try replica.adminRules()
             let scope = rules.scope(of: replica.knowledgeID)
             let grants = rules.grants[replica.knowledgeID].map { byTable in
                 byTable.keys.sorted().flatMap { table in
