@@ -274,7 +274,11 @@ public final class Mailbox {
     }
 
     /// What the replica remembers of this mailbox.
-    private func state(_ replica: Replica) -> MailboxState { MailboxState(replica, mailbox: transport.displayName) }
+    private func state(_ replica: Replica) throws -> MailboxState { try MailboxState(replica, mailbox: transport.displayName) }
+
+    /// Tables of a replica's that belong to its file alone (bundles held beside it, what it
+    /// saw and left in mailboxes): `sqsync clone` empties them in the copy.
+    public static let perFileTables = BundleExchange.perFileTables + MailboxTables.perFileState
 
     /// Copies a file out of the mailbox; false when another replica removed or replaced it
     /// since the listing (it wrote a newer one, which the next sync picks up).

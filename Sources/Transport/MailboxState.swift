@@ -11,7 +11,8 @@ struct MailboxState {
     let mailbox: String
     private var database: Database { replica.database }
 
-    init(_ replica: Replica, mailbox: String) {
+    init(_ replica: Replica, mailbox: String) throws {
+        try MailboxTables.ready(replica)
         self.replica = replica
         self.mailbox = mailbox
     }

@@ -28,6 +28,8 @@ struct Failure {
             self.init(message: error.description, exitCode: error.kind == .io ? Self.failed : Self.rejectedBundle)
         case let error as ChangeLogError:
             self.init(message: error.description, exitCode: error.kind == .usage ? Self.usage : Self.failed)
+        case let error as MergeHeld:
+            self.init(message: error.description, exitCode: Self.failed)
         case let error as SQLiteError:
             // One line: SQLite's own words and code; the SQL stays out of the message.
             let file = error.path.map { "\($0): " } ?? ""

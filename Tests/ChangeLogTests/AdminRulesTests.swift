@@ -62,9 +62,9 @@ final class AdminRulesTests: XCTestCase {
     }
 
     func testScopesHoldLabels() {
-        XCTAssertTrue(AdminRules.holds(nil, label: nil))
-        XCTAssertTrue(AdminRules.holds(["a"], label: "a"))
-        XCTAssertFalse(AdminRules.holds(["a"], label: "b"))
-        XCTAssertFalse(AdminRules.holds(["a"], label: nil), "a NULL label goes only to replicas without a scope")
+        XCTAssertTrue(Scope(nil).contains(label: nil))
+        XCTAssertTrue(Scope(["a"]).contains(label: "a"))
+        XCTAssertFalse(Scope(["a"]).contains(label: "b"))
+        XCTAssertFalse(Scope(["a"]).contains(label: nil), "a NULL label goes only to replicas without a scope")
     }
 }

@@ -77,7 +77,7 @@ final class PolicyTests: XCTestCase {
         try r[0].database.execute("UPDATE stock SET qty = qty + 1")
         XCTAssertThrowsError(try sync(from: r[0], to: r[1])) { error in
             let message = "\(error)"
-            XCTAssertEqual((error as? ChangeLogError)?.kind, .schemaMismatch)
+            XCTAssertEqual((error as? MergeHeld)?.reason.kind, .policyMismatch(table: "stock", column: "qty"))
             XCTAssertTrue(message.contains("stock.qty") && message.contains("counter") && message.contains("lww"), message)
         }
         XCTAssertEqual(try tent(r[1])[0], .integer(10))

@@ -155,6 +155,8 @@ public struct HandSegment {
     /// The admin statements (their 16-byte ids) the segment says its changes were made under
     /// (capability `admin-statements`).
     public var adminStatements: [[UInt8]] = []
+    /// The labels the segment says it was cut for (capability `scope`); nil: every row.
+    public var scope: [String]?
     /// The chunks as given, instead of one chunk of ``records`` (see ``recordBytes()``): for
     /// records cut, miscounted or compressed otherwise than a writer would.
     public var chunks: [HandChunk]?
@@ -204,7 +206,7 @@ public struct HandSegment {
         let chunks = chunks ?? (records.isEmpty ? [] : [HandChunk(raw: raw, records: records.count)])
         var header = Array("SQSYNC-SEGMENT-3\n".utf8) + Wire.id(origin) + Wire.text(originName)
         header += Wire.varint(UInt64(base)) + Wire.varint(UInt64(last)) + Wire.varint(UInt64(created)) + [0]
-        let named = capabilities + (adminStatements.isEmpty ? [] : ["admin-statements"])
+        let named = capabilities + (adminStatements.isEmpty ? [] : ["admin-statements"]) + (scope == nil ? [] : ["scope"])
         header += Wire.varint(UInt64(named.count))
         for capability in named { header += Wire.text(capability) }
         var known = knowledge
@@ -229,6 +231,10 @@ public struct HandSegment {
         if !adminStatements.isEmpty {
             header += Wire.varint(UInt64(adminStatements.count))
             for id in adminStatements { header += id }
+        }
+        if let scope {
+            header += Wire.varint(UInt64(scope.count))
+            for label in scope { header += Wire.text(label) }
         }
         var body = chunks.flatMap(\.compressed)
         if alterChunkAfterSigning, !body.isEmpty { body[body.count - 5] ^= 0x01 }

@@ -13,11 +13,11 @@ public struct PropertyHistory {
     }
 
     /// The seeds to run: `SQSYNC_PROPERTY_SEED=S` replays one, `SQSYNC_PROPERTY_SEEDS=N` runs
-    /// N from `first` on, else 3.
-    public static func seeds(from first: UInt64) -> [UInt64] {
+    /// N from `first` on, else `count`.
+    public static func seeds(from first: UInt64, default count: Int = 3) -> [UInt64] {
         let environment = ProcessInfo.processInfo.environment
         if let one = environment["SQSYNC_PROPERTY_SEED"].flatMap(UInt64.init) { return [one] }
-        let count = environment["SQSYNC_PROPERTY_SEEDS"].flatMap(Int.init) ?? 3
+        let count = environment["SQSYNC_PROPERTY_SEEDS"].flatMap(Int.init) ?? count
         return (0..<UInt64(max(count, 1))).map { first + $0 }
     }
 

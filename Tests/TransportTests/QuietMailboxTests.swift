@@ -152,7 +152,7 @@ final class QuietMailboxTests: XCTestCase {
     /// A clock that went back since the last quiet sync could stamp a change like an old one.
     func testAClockThatWentBackMakesItSync() throws {
         try quietB()
-        let state = MailboxState(b, mailbox: folder + "/box")
+        let state = try MailboxState(b, mailbox: folder + "/box")
         let digest = try XCTUnwrap(try state.lastQuietSync())
         try state.rememberQuietSync(inputs: digest.inputs, at: digest.savedAt + 3_600_000)
         XCTAssertFalse(try syncB().unchanged)

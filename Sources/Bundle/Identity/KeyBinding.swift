@@ -20,7 +20,7 @@ public enum KeyBinding {
     public static func prepareToSign(replica: Replica, key: SigningKey) throws {
         try replica.fold()
         try replica.database.inTransaction {
-            let pins = KeyPins(replica)
+            let pins = try KeyPins(replica)
             let me = replica.knowledgeID
             let chain = try pins.chain(of: me)
             if chain.isEmpty {
@@ -58,7 +58,7 @@ public enum KeyBinding {
     /// Signs this replica's acknowledgement statement anew when what it holds, or its counter
     /// fold, changed since the one it holds.
     private static func signOwnStatement(replica: Replica, key: SigningKey) throws {
-        let pins = KeyPins(replica)
+        let pins = try KeyPins(replica)
         let knowledge = try replica.knowledge()
         let folded = try replica.countersFolded()
         let stored = try pins.acknowledgementStatements()[replica.knowledgeID]
@@ -76,7 +76,7 @@ public enum KeyBinding {
     public static func rotate(replica: Replica, from oldKey: SigningKey, to newKey: SigningKey) throws {
         try prepareToSign(replica: replica, key: oldKey)
         try replica.database.inTransaction {
-            let pins = KeyPins(replica)
+            let pins = try KeyPins(replica)
             if let other = try pins.owner(of: newKey.publicKey) {
                 throw ChangeLogError(
                     .identityClash,
@@ -98,7 +98,7 @@ public enum KeyBinding {
 
     /// The identities (first keys) of the given replicas and every move held, for a bundle.
     static func carriedKeys(of replica: Replica, for ids: [String]) throws -> (identities: [(String, SSHPublicKey)], moves: [KeyMove]) {
-        let pins = KeyPins(replica)
+        let pins = try KeyPins(replica)
         var identities: [(String, SSHPublicKey)] = []
         for id in ids {
             if let first = try pins.chain(of: id).first(where: { $0.move == nil }) { identities.append((id, first.key)) }
@@ -110,7 +110,9 @@ public enum KeyBinding {
     /// key's principal: a moved-to key is trusted as long as the key it came from is, so
     /// removing that one from allowed_signers revokes both.
     public static func trust(_ trust: AllowedSigners, replica: Replica) throws -> AllowedSigners {
-        trust.following(try KeyPins(replica).moves().map { ($0.from, $0.to) })
+        // A replica Bundle never used has recorded no move (and is not changed by asking).
+        guard try BundleTables.exist(in: replica) else { return trust }
+        return trust.following(try KeyPins(replica).moves().map { ($0.from, $0.to) })
     }
 
     // MARK: Keys and statements from others
@@ -121,8 +123,7 @@ public enum KeyBinding {
     /// bundle is refused. A random knowledge ID is not bound to the key an envelope names
     /// for it (that would let a relay choose it), only by its own signature (``checkOrigin``).
     /// Keys of retired replicas are no longer followed: a stolen key's moves change nothing.
-    static func admitKeys(_ envelope: BundleEnvelope, path: String, replica: Replica) throws {
-        let pins = KeyPins(replica)
+    static func admitKeys(_ envelope: BundleEnvelope, path: String, replica: Replica, ledger pins: KeyLedger) throws {
         let retired = try replica.retiredPeerIDs()
         for identity in envelope.identities {
             let id = envelope.sites[identity.site].id
@@ -144,7 +145,7 @@ public enum KeyBinding {
 
     /// Records each move of a replica whose first key is pinned (the others wait for their
     /// replica's first signature, ``bindAtFirstSignature``).
-    private static func admitMoves(_ moves: [KeyMove], path: String, replica: Replica, pins: KeyPins) throws {
+    private static func admitMoves(_ moves: [KeyMove], path: String, replica: Replica, pins: KeyLedger) throws {
         for move in moves.sorted(by: { $0.afterSeq < $1.afterSeq }) {
             guard move.isValid else {
                 throw BundleError(.untrusted, "\(path): a key move of \(displayText(move.replica)) does not verify; refusing the bundle")
@@ -184,7 +185,7 @@ public enum KeyBinding {
     /// itself. Never to a key that did not sign, so a relay's word alone binds nothing.
     /// With `trust`, binds only a signer it trusts, directly or as the key those moves lead to.
     private static func bindAtFirstSignature(
-        _ site: Int, signer: SSHPublicKey, envelope: BundleEnvelope, path: String, replica: Replica, pins: KeyPins,
+        _ site: Int, signer: SSHPublicKey, envelope: BundleEnvelope, path: String, replica: Replica, pins: KeyLedger,
         trust: AllowedSigners? = nil
     ) throws {
         let id = envelope.sites[site].id
@@ -206,7 +207,7 @@ public enum KeyBinding {
         try admitMoves(route, path: path, replica: replica, pins: pins)
     }
 
-    private static func bind(_ key: SSHPublicKey, to id: String, name: String, path: String, pins: KeyPins) throws {
+    private static func bind(_ key: SSHPublicKey, to id: String, name: String, path: String, pins: KeyLedger) throws {
         if let other = try pins.owner(of: key) {
             throw BundleError(
                 .untrusted,
@@ -220,10 +221,9 @@ public enum KeyBinding {
     /// bound here by its first signature only if the ID was made from that key.
     /// `principal` is the signer's name in allowed_signers, for messages.
     static func checkSender(
-        _ envelope: BundleEnvelope, signer: SSHPublicKey, principal: String?, path: String, replica: Replica
+        _ envelope: BundleEnvelope, signer: SSHPublicKey, principal: String?, path: String, replica: Replica, ledger pins: KeyLedger
     ) throws {
         let sender = envelope.sender
-        let pins = KeyPins(replica)
         let chain = try pins.chain(of: sender.id)
         let claim = "\(path): the bundle claims to come from \(label(sender.name, sender.id))"
         let signedBy = principal.map { "\(displayText($0))'s key \(signer.fingerprint)" } ?? "key \(signer.fingerprint)"
@@ -258,17 +258,16 @@ public enum KeyBinding {
     /// new, so what it re-signs is not even compared).
     static func checkOrigin(
         _ entry: BundleEnvelope.SegmentEntry, signer: SSHPublicKey, envelope: BundleEnvelope, path: String, replica: Replica,
-        trust: AllowedSigners, known: Knowledge
+        trust: AllowedSigners, known: Knowledge, ledger pins: KeyLedger
     ) throws -> Bool {
         let origin = envelope.sites[entry.site]
-        let pins = KeyPins(replica)
         var chain = try pins.chain(of: origin.id)
         let whose = "\(path): the changes of \(label(origin.name, origin.id))"
         if chain.isEmpty && !ReplicaIdentity.isKeyBound(origin.id) && origin.id != replica.knowledgeID {
             try bindAtFirstSignature(entry.site, signer: signer, envelope: envelope, path: path, replica: replica, pins: pins, trust: trust)
             chain = try pins.chain(of: origin.id)
         }
-        let trusted = try KeyBinding.trust(trust, replica: replica).principal(for: signer, namespace: BundleCodec.signatureNamespace) != nil
+        let trusted = try pins.trust(trust).principal(for: signer, namespace: BundleCodec.signatureNamespace) != nil
         guard let key = chain.first(where: { $0.key == signer }) else {
             if chain.isEmpty {
                 throw BundleError(.untrusted, "\(whose) come without a key this replica can check them against; refusing the bundle")
@@ -295,15 +294,15 @@ public enum KeyBinding {
         return true
     }
 
-    /// Believes the acknowledgement statements signed by their replica's current key (and
-    /// trusted), keeps the newest of each for relaying, and records what they say as that
-    /// replica's acknowledgement. Returns one line per statement not believed.
-    static func admitAcknowledgements(
-        _ envelope: BundleEnvelope, path: String, replica: Replica, trust: AllowedSigners
-    ) throws -> [String] {
-        let pins = KeyPins(replica)
+    /// The acknowledgement statements to believe: those signed by their replica's current key
+    /// (and trusted), binding a replica of a random ID at its statement's signature as its
+    /// changes would. Returns them, and one line per statement not believed.
+    static func believedAcknowledgements(
+        _ envelope: BundleEnvelope, path: String, replica: Replica, trust: AllowedSigners, ledger pins: KeyLedger
+    ) throws -> (believed: [AcknowledgementStatement], warnings: [String]) {
         let retired = try replica.retiredPeerIDs()
         var ignored = 0
+        var believed: [AcknowledgementStatement] = []
         for statement in envelope.acknowledgements where statement.replica != replica.knowledgeID {
             guard !retired.contains(statement.replica) else { continue }
             if try pins.chain(of: statement.replica).isEmpty && !ReplicaIdentity.isKeyBound(statement.replica),
@@ -323,16 +322,24 @@ public enum KeyBinding {
                 ignored += 1
                 continue
             }
+            believed.append(statement)
+        }
+        return (believed, ignored == 0 ? [] : ["\(path): ignored \(ignored) statement(s) not signed by their replica's key"])
+    }
+
+    /// Keeps the newest believed statement of each replica for relaying, and records what it
+    /// says as that replica's acknowledgement.
+    static func recordAcknowledgements(_ statements: [AcknowledgementStatement], envelope: BundleEnvelope, replica: Replica) throws {
+        let pins = try KeyPins(replica)
+        for statement in statements {
             try pins.store(statement)
             let name = envelope.sites.first { $0.id == statement.replica }?.name ?? ""
-            try replica.recordAcknowledgement(
-                of: statement.replica, name: name, knowledge: statement.knowledge)
+            try replica.recordAcknowledgement(of: statement.replica, name: name, knowledge: statement.knowledge)
             if statement.countersFolded > 0 {
                 try replica.recordCountersFolded(
                     of: statement.replica, folded: statement.countersFolded, at: statement.knowledge[statement.replica])
             }
         }
-        return ignored == 0 ? [] : ["\(path): ignored \(ignored) statement(s) not signed by their replica's key"]
     }
 
     /// The statements an export carries: every replica's latest (this one's included, so
@@ -351,7 +358,7 @@ public enum KeyBinding {
     public static func checkAcknowledgementFile(
         of knowledgeID: String, name: String, signedBy key: SSHPublicKey, replica: Replica
     ) throws -> String? {
-        let pins = KeyPins(replica)
+        let pins = try KeyPins(replica)
         let chain = try pins.chain(of: knowledgeID)
         if chain.isEmpty {
             if ReplicaIdentity.isKeyBound(knowledgeID) && !ReplicaIdentity.isBound(knowledgeID, to: key) {
@@ -406,7 +413,7 @@ extension KeyBinding {
         for readers: Set<String>, replica: Replica, trust: AllowedSigners, signedAcknowledgements: [String: SSHPublicKey] = [:],
         unmetReaders: Bool = false, onlyPinned: Bool = false
     ) throws -> [SSHPublicKey] {
-        let pins = KeyPins(replica)
+        let pins = try KeyPins(replica)
         var keys: [SSHPublicKey] = []
         var unpinned = readers.subtracting([replica.knowledgeID]).isEmpty
         for reader in readers.sorted() where reader != replica.knowledgeID {

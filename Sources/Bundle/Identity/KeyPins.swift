@@ -18,7 +18,10 @@ struct KeyPins {
     let replica: Replica
     private var database: Database { replica.database }
 
-    init(_ replica: Replica) { self.replica = replica }
+    init(_ replica: Replica) throws {
+        try BundleTables.ready(replica)
+        self.replica = replica
+    }
 
     /// A replica's keys, first to current.
     func chain(of knowledgeID: String) throws -> [ChainKey] {

@@ -31,7 +31,10 @@ extension ChangeMerger {
                     lost: otherStamp, won: lifeStamp)
             }
         }
-        throw ChangeLogError(.schemaMismatch, "\(replica.path): could not settle UNIQUE clashes in table \(target.info.name)")
+        throw MergeHeld(
+            HoldReason(
+                .uniqueClashUnsettled(table: target.info.name),
+                "\(replica.path): could not settle UNIQUE clashes in table \(target.info.name)"))
     }
 
     /// The other row that holds the unique values the failed write wanted, found by trying

@@ -39,10 +39,11 @@ extension ChangeMerger {
         } catch let error as SQLiteError {
             // A label the origin's statements give that names a column this replica no longer
             // has (or not yet): as with a bundle of another schema, the bundle waits.
-            throw ChangeLogError(
-                .schemaMismatch,
-                "\(replica.path): the changes of \(origin) are judged by a label of \(table.name) that does not apply here (\(error.message))"
-            )
+            throw MergeHeld(
+                HoldReason(
+                    .labelNotApplicable(table: table.name),
+                    "\(replica.path): the changes of \(origin) are judged by a label of \(table.name) that does not apply here (\(error.message))"
+                ))
         }
     }
 

@@ -69,7 +69,7 @@ public final class ChangeMerger {
     /// starts new lives of them once the merge is done (``Replica/startNewLives(of:)``).
     public private(set) var relabelled: [(table: String, key: [SQLValue])] = []
     /// The rules the origin's changes are judged by, when its grants restrict it.
-    public var authorization: Authorization?
+    let authorization: Authorization?
     /// True while this merge has the capture triggers off on its connection.
     private(set) var triggersOff = false
     /// `PRAGMA foreign_keys` when the merge began: its actions (ON UPDATE CASCADE) run even
@@ -109,24 +109,35 @@ public final class ChangeMerger {
         }
     }
 
-    /// Admits the change set (``Admission``: refused before anything is written when it may
-    /// not be merged here), then prepares to merge it.
+    /// Prepares to merge a change set ``Replica/planMerge(of:authorization:)`` admitted.
     /// `learning`: when peers learned of this replica's changes (``LearningEvent``), if known.
-    public init(replica: Replica, header: ChangeSetHeader, learning: LearningEvent.ByWriter = [:]) throws {
+    public init(replica: Replica, plan: MergePlan, learning: LearningEvent.ByWriter = [:]) throws {
         self.replica = replica
         self.learning = learning
         self.database = replica.database
+        let header = plan.header
         self.header = header
-        let admission = try Admission(header: header, replica: replica)
+        authorization = plan.authorization
         let database = replica.database
-        targets = try admission.tables.map {
+        targets = try plan.tables.map {
             try Target(info: $0.info, columns: $0.columns, key: $0.key, dropped: $0.dropped, database: database)
         }
-        originSite = admission.originSite
-        siteIDs = try replica.siteIDs()
-        knownBefore = admission.knownBefore
-        ownSeqBefore = admission.knowledgeBefore[replica.knowledgeID]
-        senderKnows = admission.originKnows
+        // The origin is registered here if new: a plan writes nothing.
+        originSite = try replica.siteNumber(for: header.origin, name: header.originName)
+        let sites = try replica.siteIDs()
+        siteIDs = sites
+        var knownBefore: [Int: Int64] = [:]
+        for (site, id) in sites { knownBefore[site] = plan.knowledgeBefore[id] }
+        self.knownBefore = knownBefore
+        ownSeqBefore = plan.knowledgeBefore[replica.knowledgeID]
+        var originKnows: [Int: Int64] = [:]
+        // Replicas heard of only here have no stamp in the set (every stamp is the origin's).
+        let siteOf = Dictionary(uniqueKeysWithValues: sites.map { ($0.value, $0.key) })
+        for (id, seq) in header.originKnowledge.seqs {
+            if let site = siteOf[id] { originKnows[site] = seq }
+        }
+        originKnows[originSite] = max(originKnows[originSite] ?? 0, header.last)
+        senderKnows = originKnows
         holdsWhatItWasTold = try database.int64(MergeSQL.holdsWhatItWasTold) == 1
         highestClock = header.createdHLC
         statements = try Statements(database)
@@ -139,6 +150,17 @@ public final class ChangeMerger {
         if try database.int64(MergeSQL.appTriggers) == 0 {
             try database.setTriggersEnabled(false)
             triggersOff = true
+        }
+    }
+
+    /// Plans and prepares a merge of one change set alone, folding pending local changes
+    /// first: for callers that merge change sets themselves, outside a bundle. A set that
+    /// must wait throws ``MergeHeld``.
+    public convenience init(replica: Replica, header: ChangeSetHeader, learning: LearningEvent.ByWriter = [:]) throws {
+        try replica.fold()
+        switch try replica.planMerge(of: header) {
+        case .merge(let plan): try self.init(replica: replica, plan: plan, learning: learning)
+        case .hold(let reason): throw MergeHeld(reason)
         }
     }
 

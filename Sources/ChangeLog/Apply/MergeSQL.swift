@@ -33,8 +33,8 @@ enum MergeSQL {
         """
 
     /// What this replica held of a retired site when it was retired (NULL: not retired).
-    static let retiredAt = """
-        SELECT "retired_seq" FROM "_sqsync_sites" WHERE "site" = ? AND "retired" = 1
+    static let retiredAtByID = """
+        SELECT "retired_seq" FROM "_sqsync_sites" WHERE "knowledge_id" = ? AND "retired" = 1
         """
 
     static let lastLogRow = #"SELECT coalesce(max("id"), 0) FROM "_sqsync_log""#

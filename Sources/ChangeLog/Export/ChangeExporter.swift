@@ -195,7 +195,7 @@ public final class ChangeExporter {
                     // the triggers, or a row that left this replica's scope) has nothing to send.
                     guard let values = try lookup.fetchOne({ row in (0..<(cut ? width + 1 : width)).map { row.value(at: $0) } })
                     else { continue }
-                    let inScope = !cut || AdminRules.holds(scope, label: values[width].stringValue)
+                    let inScope = !cut || Scope(scope).contains(label: values[width].stringValue)
                     try emit(emitter, entry: keys, values: Array(values.prefix(width)), inScope: inScope, body)
                 }
             } else if cut, let scope {
@@ -216,7 +216,7 @@ public final class ChangeExporter {
                     }
                     try lookup.bind(key)
                     guard let values = try lookup.fetchOne({ row in (0...width).map { row.value(at: $0) } }),
-                        !AdminRules.holds(scope, label: values[width].stringValue)
+                        !Scope(scope).contains(label: values[width].stringValue)
                     else { continue }
                     try emit(emitter, entry: relives, values: Array(values.prefix(width)), inScope: false, body)
                 }

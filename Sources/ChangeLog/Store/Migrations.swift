@@ -1,7 +1,11 @@
 import SQLiteDatabase
 
-/// The tables sqsync keeps inside a replica, created by numbered migrations.
-/// A migration that has shipped is never edited: a later change gets a new number.
+/// The tables ChangeLog keeps inside a replica, created by numbered migrations. A migration
+/// that has shipped is never edited: a later change gets a new number. (Versions up to 15
+/// once also created Bundle's and Transport's tables; those modules now create them, from the
+/// same SQL, by their own migrations: ``ModuleMigrations``. Editing those versions changed
+/// nothing for a database that had applied them, and the modules' migrations create what a
+/// database that had not yet applied them lacks.)
 enum MetadataSQL {
     static let migrations: [(version: Int, sql: String)] = [
         (
@@ -107,24 +111,8 @@ enum MetadataSQL {
                 "won_site" TEXT,
                 "won_hlc" INTEGER
             );
-
-            -- Bundles that could not be applied yet (a column or table this replica lacks),
-            -- kept by path and retried on every import until the schema catches up.
-            CREATE TABLE "_sqsync_held" (
-                "digest" TEXT PRIMARY KEY,
-                "path" TEXT NOT NULL,
-                "sender" TEXT NOT NULL,
-                "reason" TEXT NOT NULL,
-                "held_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-            );
-
-            -- Bundle files already imported from a mailbox, with the knowledge they carried, so
-            -- a sync neither fetches them again nor keeps them once every reader holds them.
-            CREATE TABLE "_sqsync_seen_bundles" (
-                "name" TEXT PRIMARY KEY,
-                "knowledge" TEXT NOT NULL,
-                "seen_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-            );
+            -- (The tables Bundle and Transport keep from this version on are created by
+            -- those modules: Bundle/Store/BundleTables.swift, Transport/MailboxTables.swift.)
             """
         ),
         (
@@ -167,23 +155,9 @@ enum MetadataSQL {
                 "reached" INTEGER NOT NULL,
                 "own_seq" INTEGER NOT NULL
             );
+            -- (The tables Bundle and Transport keep from this version on are created by
+            -- those modules: Bundle/Store/BundleTables.swift, Transport/MailboxTables.swift.)
 
-            -- Bundles this replica uploaded to a mailbox: only those are kept in its outbox.
-            CREATE TABLE "_sqsync_mailbox_uploads" (
-                "mailbox" TEXT NOT NULL,
-                "file" TEXT NOT NULL,
-                PRIMARY KEY ("mailbox", "file")
-            ) WITHOUT ROWID;
-
-            -- The newest acknowledgement file read (or written) per mailbox and replica, with its
-            -- verified text: a quiet sync reads a listing, not every replica's file again.
-            CREATE TABLE "_sqsync_mailbox_acks" (
-                "mailbox" TEXT NOT NULL,
-                "replica" TEXT NOT NULL,
-                "file" TEXT NOT NULL,
-                "text" TEXT NOT NULL,
-                PRIMARY KEY ("mailbox", "replica")
-            ) WITHOUT ROWID;
             -- Deletions waiting for purge, for status and purge without reading every entry.
             CREATE INDEX "_sqsync_tombstones" ON "_sqsync_rows" ("site", "seq") WHERE "cl" % 2 = 0;
             """
@@ -220,24 +194,8 @@ enum MetadataSQL {
             -- validly signed bundle, statement or acknowledgement file seen from it, and moved
             -- only by a key move signed with the pinned key (docs/KEYS.md).
             ALTER TABLE "_sqsync_sites" ADD COLUMN "signing_key" TEXT;
-
-            -- The latest acknowledgement statement each replica signed itself (its own included):
-            -- bundles carry them unchanged, and only they say what a replica other than the
-            -- sender holds. "counter" grows with every statement a replica signs.
-            CREATE TABLE "_sqsync_statements" (
-                "replica" TEXT PRIMARY KEY,
-                "counter" INTEGER NOT NULL,
-                "statement" BLOB NOT NULL
-            );
-
-            -- Key moves ("replica moves from key A to key B", signed by A), carried in bundles
-            -- so peers follow a rotation. A key that moved away is never pinned again.
-            CREATE TABLE "_sqsync_key_moves" (
-                "from_key" TEXT PRIMARY KEY,
-                "replica" TEXT NOT NULL,
-                "to_key" TEXT NOT NULL,
-                "statement" BLOB NOT NULL
-            );
+            -- (The tables Bundle and Transport keep from this version on are created by
+            -- those modules: Bundle/Store/BundleTables.swift, Transport/MailboxTables.swift.)
             """
         ),
         (
@@ -288,15 +246,8 @@ enum MetadataSQL {
         (
             7,
             """
-            -- Per mailbox, a digest of what the last sync through it that found nothing to do
-            -- saw (every folder's stamp, this replica's sync state, the keys): a sync that sees
-            -- the same has nothing to do either, and stops there (Mailbox.sync). "saved_at" is
-            -- the wall clock (ms) then: a clock that went back since could stamp a change alike.
-            CREATE TABLE "_sqsync_quiet_syncs" (
-                "mailbox" TEXT PRIMARY KEY,
-                "inputs" TEXT NOT NULL,
-                "saved_at" INTEGER NOT NULL
-            );
+            -- (The tables Bundle and Transport keep from this version on are created by
+            -- those modules: Bundle/Store/BundleTables.swift, Transport/MailboxTables.swift.)
             """
         ),
         (
@@ -384,46 +335,13 @@ enum MetadataSQL {
         (
             13,
             """
-            -- Origin-signed changes (docs/BUNDLE_FORMAT.md, format 3; docs/KEYS.md).
-            -- Every key a replica signs with, in order: its first (its identity's), then each one
-            -- a signed key move led to. A key signs that replica's changes numbered after
-            -- "after_seq", up to "until_seq" once it moved away (NULL while it is the current key;
-            -- 0 for a key moved away from before this version, which signs nothing). One key
-            -- speaks for one replica. "move" is the signed move that made it current.
-            CREATE TABLE "_sqsync_keys" (
-                "key" TEXT PRIMARY KEY,
-                "site" INTEGER NOT NULL,
-                "after_seq" INTEGER NOT NULL,
-                "until_seq" INTEGER,
-                "move" BLOB
-            );
-            CREATE INDEX "_sqsync_keys_of_site" ON "_sqsync_keys" ("site", "after_seq");
-            INSERT OR IGNORE INTO "_sqsync_keys" ("key", "site", "after_seq")
-                SELECT "signing_key", "site", 0 FROM "_sqsync_sites" WHERE "signing_key" IS NOT NULL;
-            INSERT OR IGNORE INTO "_sqsync_keys" ("key", "site", "after_seq", "until_seq")
-                SELECT m."from_key", s."site", 0, 0 FROM "_sqsync_key_moves" m
-                JOIN "_sqsync_sites" s ON s."knowledge_id" = m."replica";
-            -- Statements and moves signed in format 2's text form cannot travel in format 3.
-            DELETE FROM "_sqsync_statements";
-            DELETE FROM "_sqsync_key_moves";
+            -- (The tables Bundle and Transport keep from this version on are created by
+            -- those modules: Bundle/Store/BundleTables.swift, Transport/MailboxTables.swift.)
 
             -- What this replica held of a peer when it retired it: that peer's changes after
             -- it are refused, whoever relays them.
             ALTER TABLE "_sqsync_sites" ADD COLUMN "retired_seq" INTEGER;
             UPDATE "_sqsync_sites" SET "retired_seq" = "known_seq" WHERE "retired" = 1;
-
-            -- Other replicas' signed change sets, kept as they came, byte for byte, to relay to a
-            -- peer that lacks them, until every live peer has acknowledged them (purge).
-            CREATE TABLE "_sqsync_segments" (
-                "id" INTEGER PRIMARY KEY,
-                "site" INTEGER NOT NULL,
-                "first" INTEGER NOT NULL,
-                "last" INTEGER NOT NULL,
-                "created_hlc" INTEGER NOT NULL,
-                "records" INTEGER NOT NULL,
-                "bytes" BLOB NOT NULL,
-                UNIQUE ("site", "first", "last")
-            );
             """
         ),
         (
@@ -461,23 +379,8 @@ enum MetadataSQL {
             -- replica's own grants allow on it (JSON; NULL: everything).
             ALTER TABLE "_sqsync_tables" ADD COLUMN "label" TEXT;
             ALTER TABLE "_sqsync_tables" ADD COLUMN "grants" TEXT;
-
-            -- Kept segments are written for a scope: '*' for every row, else the labels (JSON).
-            CREATE TABLE "_sqsync_segments_15" (
-                "id" INTEGER PRIMARY KEY,
-                "site" INTEGER NOT NULL,
-                "first" INTEGER NOT NULL,
-                "last" INTEGER NOT NULL,
-                "created_hlc" INTEGER NOT NULL,
-                "records" INTEGER NOT NULL,
-                "scope" TEXT NOT NULL DEFAULT '*',
-                "bytes" BLOB NOT NULL,
-                UNIQUE ("site", "first", "last", "scope")
-            );
-            INSERT INTO "_sqsync_segments_15" ("id", "site", "first", "last", "created_hlc", "records", "bytes")
-              SELECT "id", "site", "first", "last", "created_hlc", "records", "bytes" FROM "_sqsync_segments";
-            DROP TABLE "_sqsync_segments";
-            ALTER TABLE "_sqsync_segments_15" RENAME TO "_sqsync_segments";
+            -- (The tables Bundle and Transport keep from this version on are created by
+            -- those modules: Bundle/Store/BundleTables.swift, Transport/MailboxTables.swift.)
 
             -- The admin statements each origin named for its latest changes merged here: its later
             -- changes must name at least those (a key cannot shed its grants).
@@ -501,6 +404,7 @@ enum MetadataSQL {
             """
         ),
     ]
+
 
     /// Gives a table's "pk" column its metadata form. BLOB keys go out and come back, so no
     /// key is ever written over one not yet converted; UUIDs are then converted in place

@@ -16,6 +16,8 @@ public final class Replica {
     /// How many changes a fold writes at a time (``foldBatch``): tests make a few log rows
     /// span many batches.
     var foldBatchSize = Replica.foldBatch
+    /// Modules whose migrations ran on this connection (``migrate(_:)``).
+    var migratedModules: Set<String> = []
 
     /// Opens an existing replica; refuses a database that `sqsync init` has not prepared.
     public convenience init(path: String) throws {
@@ -139,12 +141,14 @@ public final class Replica {
 
     static func newKnowledgeID() -> String { UUID().uuidString.lowercased() }
 
-    /// The metadata versions applied to this database.
+    /// ChangeLog's metadata versions applied to this database (other modules' lie above).
     private static func appliedMigrations(_ database: Database) throws -> Set<Int64> {
         guard try database.int64("SELECT count(*) FROM sqlite_schema WHERE name = '_sqsync_migrations'") == 1 else {
             return []
         }
-        return Set(try database.rows(#"SELECT "version" FROM "_sqsync_migrations""#).map { try $0.int64("version") })
+        return Set(
+            try database.rows(#"SELECT "version" FROM "_sqsync_migrations" WHERE "version" < ?"#, .integer(Int64(ModuleMigrations.firstOffset)))
+                .map { try $0.int64("version") })
     }
 
     /// Applies the migrations this database lacks, each in its own transaction.

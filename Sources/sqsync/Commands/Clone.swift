@@ -1,6 +1,7 @@
 import ArgumentParser
 import Bundle
 import ChangeLog
+import Transport
 import Foundation
 
 extension SQSync {
@@ -34,7 +35,7 @@ extension SQSync {
                     id = keyID
                 }
             }
-            let copy = try replica.clone(to: destination, name: name, knowledgeID: id)
+            let copy = try replica.clone(to: destination, name: name, knowledgeID: id, emptying: Mailbox.perFileTables)
             if global.json {
                 global.emitJSON([
                     "knowledge_id": copy.knowledgeID, "name": displayText(copy.name), "path": destination,

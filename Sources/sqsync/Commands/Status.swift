@@ -13,6 +13,7 @@ extension SQSync {
         func run() throws {
             let replica = try Replica(path: db)
             let status = try replica.status()
+            let held = try BundleExchange.heldBundles(of: replica)
             // What the admin statements say of this replica (docs/SCOPES.md).
             let rules = try replica.adminRules()
             let scope = rules.scope(of: replica.knowledgeID)
@@ -35,7 +36,7 @@ extension SQSync {
                             "key_fingerprint": lag.peer.signingKey.map(KeyBinding.fingerprint) as Any,
                         ]
                     },
-                    "held": status.held.map { ["path": $0.path, "reason": $0.reason] },
+                    "held": held.map { ["path": $0.path, "reason": $0.reason] },
                     "scope": scope as Any, "grants": grants as Any,
                 ])
                 return
@@ -66,7 +67,7 @@ extension SQSync {
             lines.append(
                 "tombstones \(status.tombstones) waiting"
                     + (holders.isEmpty ? "" : ", held back by \(holders.joined(separator: ", "))"))
-            for held in status.held { lines.append("held       \(held.path): \(held.reason)") }
+            for held in held { lines.append("held       \(held.path): \(held.reason)") }
             global.printResult(lines.joined(separator: "\n"))
         }
     }

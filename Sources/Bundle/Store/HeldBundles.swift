@@ -9,6 +9,11 @@ import Foundation
 struct HeldBundles {
     let replica: Replica
 
+    init(replica: Replica) throws {
+        try BundleTables.ready(replica)
+        self.replica = replica
+    }
+
     var folder: String {
         let url = URL(fileURLWithPath: replica.path)
         return url.deletingLastPathComponent().path + "/." + url.lastPathComponent + "-sqsync-held"

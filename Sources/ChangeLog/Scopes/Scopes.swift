@@ -157,8 +157,10 @@ extension Replica {
                     } catch let error as SQLiteError {
                         // A column this replica does not have yet: as with a bundle from a newer
                         // schema, the statement waits for the migration.
-                        throw ChangeLogError(
-                            .schemaMismatch, "\(path): the label of \(table.name), \(label), does not apply here (\(error.message))")
+                        throw MergeHeld(
+                            HoldReason(
+                                .labelNotApplicable(table: table.name),
+                                "\(path): the label of \(table.name), \(label), does not apply here (\(error.message))"))
                     }
                 }
             }

@@ -20,7 +20,6 @@ extension Replica {
             try database.run(LifecycleSQL.rememberForgotten, .integer(Int64(site)))
             try database.run(LifecycleSQL.purgeTombstones, .integer(Int64(site)))
             let purged = database.changes
-            try database.run(LifecycleSQL.dropRelayedSegments, .integer(Int64(site)))
             try database.execute(LifecycleSQL.dropCellsOfDeadRows)
             let folded = try foldCounters()
             let holders = try status().peers.filter { $0.tombstonesHeldBack > 0 }.map(\.peer)
@@ -42,43 +41,6 @@ extension Replica {
         }
         return peer
     }
-
-    /// The conflict log, oldest first.
-    public func conflicts() throws -> [[String: SQLValue]] {
-        let statement = try database.statement(LifecycleSQL.conflicts)
-        var result: [[String: SQLValue]] = []
-        while try statement.step() {
-            var row: [String: SQLValue] = [:]
-            for index in 0..<statement.columnCount { row[statement.columnName(index)] = statement.value(at: index) }
-            result.append(row)
-        }
-        return result
-    }
-
-    /// A conflict's key as values (the log keeps it as SQL literals), nil when unreadable.
-    public static func conflictKey(_ text: String) -> [SQLValue]? { KeyCodec.decodeLiterals(text) }
-
-    /// Knowledge ID → name, for every replica heard of that has one (this one included).
-    public func replicaNames() throws -> [String: String] {
-        var names: [String: String] = [knowledgeID: name]
-        for row in try database.rows(#"SELECT "knowledge_id", "name" FROM "_sqsync_sites" WHERE coalesce("name", '') != ''"#) {
-            names[try row.string("knowledge_id")] = try row.string("name")
-        }
-        return names
-    }
-
-    public func clearConflicts() throws -> Int {
-        try database.execute(#"DELETE FROM "_sqsync_conflicts""#)
-        return database.changes
-    }
-
-    /// Child rows whose parent is missing (a parent deleted while a child was added elsewhere).
-    /// `rowid` is nil for a WITHOUT ROWID table.
-    public func orphans() throws -> [(table: String, rowid: Int64?, parent: String)] {
-        try database.rows(#"SELECT "table", "rowid", "parent" FROM pragma_foreign_key_check"#).map {
-            (try $0.string("table"), try $0.optionalInt64("rowid"), try $0.string("parent"))
-        }
-    }
 }
 
 enum LifecycleSQL {
@@ -98,14 +60,6 @@ enum LifecycleSQL {
         WHERE "latest"."site" = "_sqsync_sites"."site"
         """
 
-    /// Relayed change sets every live peer (but this replica, ?1) has acknowledged.
-    static let dropRelayedSegments = """
-        DELETE FROM "_sqsync_segments" AS g WHERE NOT EXISTS (
-            SELECT 1 FROM "_sqsync_sites" p
-            WHERE p."site" != ?1 AND p."retired" = 0
-              AND coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = p."site" AND a."site" = g."site"), 0) < g."last")
-        """
-
     static let purgeTombstones = """
         DELETE FROM "_sqsync_rows" AS r WHERE \(purgeable)
         """
@@ -115,20 +69,4 @@ enum LifecycleSQL {
     static let dropCellsOfDeadRows = """
         UPDATE "_sqsync_rows" SET "cells" = NULL WHERE "cl" % 2 = 0 AND "cells" IS NOT NULL
         """
-
-    static let conflicts = """
-        SELECT "id", "recorded_at", "kind", "table_name", "pk", "column_name", "lost_value", "lost_row",
-               "lost_site", "lost_hlc", "won_site", "won_hlc"
-        FROM "_sqsync_conflicts" ORDER BY "id"
-        """
-}
-
-extension Replica {
-    /// Notes in the conflict log that a held bundle was dropped, so the user can see why
-    /// its changes never arrived.
-    public func recordDroppedBundle(path: String, reason: String) throws {
-        try database.run(
-            #"INSERT INTO "_sqsync_conflicts" ("kind", "table_name", "pk", "lost_row", "lost_site", "lost_hlc") VALUES ('held bundle dropped', '', '', ?, '', 0)"#,
-            .text(path + ": " + reason))
-    }
 }

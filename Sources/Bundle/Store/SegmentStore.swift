@@ -10,7 +10,15 @@ struct SegmentStore {
     let replica: Replica
     private var database: Database { replica.database }
 
-    init(_ replica: Replica) { self.replica = replica }
+    init(_ replica: Replica) throws {
+        try BundleTables.ready(replica)
+        self.replica = replica
+    }
+
+    /// Drops the segments every live peer (but this replica) has acknowledged: `purge`.
+    func dropAcknowledged() throws {
+        try database.run(StoreSQL.dropAcknowledged, .integer(Int64(replica.site)))
+    }
 
     struct Stored {
         var rowid: Int64
@@ -88,6 +96,13 @@ enum StoreSQL {
             WHERE p."site" != ?4 AND p."retired" = 0 AND p."knowledge_id" NOT IN (?1, ?2)
               AND coalesce((SELECT a."seq" FROM "_sqsync_acks" a JOIN "_sqsync_sites" o ON o."site" = a."site"
                             WHERE a."peer" = p."site" AND o."knowledge_id" = ?1), 0) < ?3)
+        """
+    /// ?1 this replica's site.
+    static let dropAcknowledged = """
+        DELETE FROM "_sqsync_segments" AS g WHERE NOT EXISTS (
+            SELECT 1 FROM "_sqsync_sites" p
+            WHERE p."site" != ?1 AND p."retired" = 0
+              AND coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = p."site" AND a."site" = g."site"), 0) < g."last")
         """
     static let insert = """
         INSERT OR IGNORE INTO "_sqsync_segments" ("site", "first", "last", "created_hlc", "records", "scope", "bytes")

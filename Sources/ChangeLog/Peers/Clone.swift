@@ -6,8 +6,11 @@ extension Replica {
     /// gives the copy a new knowledge ID. The copy keeps this replica's data and knowledge,
     /// and knows this replica as a peer.
     /// `knowledgeID`: the copy's ID, made by the caller from the copy's first key; a random
-    /// one when nil.
-    public func clone(to destination: String, name newName: String?, knowledgeID: String? = nil) throws -> Replica {
+    /// one when nil. `emptying`: tables of other modules that hold what belongs to this file
+    /// alone (bundles held beside it, its mailbox history), emptied in the copy.
+    public func clone(to destination: String, name newName: String?, knowledgeID: String? = nil, emptying perFileTables: [String] = [])
+        throws -> Replica
+    {
         if let knowledgeID, try siteNumberIfKnown(knowledgeID) != nil {
             throw ChangeLogError(
                 .identityClash, "\(destination): knowledge ID \(knowledgeID) is a replica this one knows already; give the clone its own key")
@@ -31,7 +34,10 @@ extension Replica {
                 try copy.execute(CloneSQL.rememberOriginal)
                 try copy.run(CloneSQL.addIdentity, .text(newID), .text(cloneName))
                 for statement in CloneSQL.adopt { try copy.run(statement, .text(newID)) }
-                for statement in CloneSQL.forgetSourceState { try copy.execute(statement) }
+                for table in perFileTables
+                where try copy.int64("SELECT count(*) FROM sqlite_schema WHERE name = ?", .text(table)) == 1 {
+                    try copy.execute("DELETE FROM \(quoteIdentifier(table))")
+                }
                 // The clone's own changes are made under every admin statement copied, from its
                 // first change on; the source's epochs number the source's changes.
                 try copy.execute(#"DELETE FROM "_sqsync_admin_epochs""#)
@@ -80,9 +86,5 @@ enum CloneSQL {
         """,
         #"UPDATE "_sqsync_rows" SET "site" = \#(newSite) WHERE "seq" = 0"#,
         #"UPDATE "_sqsync_replica" SET "site" = \#(newSite), "seq" = 0, "applying" = 0"#,
-    ]
-    static let forgetSourceState = [
-        #"DELETE FROM "_sqsync_held""#, #"DELETE FROM "_sqsync_seen_bundles""#, #"DELETE FROM "_sqsync_mailbox_acks""#,
-        #"DELETE FROM "_sqsync_mailbox_uploads""#, #"DELETE FROM "_sqsync_quiet_syncs""#,
     ]
 }

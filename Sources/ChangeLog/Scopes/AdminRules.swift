@@ -183,11 +183,4 @@ public struct AdminRules: Sendable, Equatable {
         guard let held = grants(of: replica, on: table) else { return true }
         return held.contains { $0.allows(operation, label: label) }
     }
-
-    /// Whether a row with `label` of a table with a label expression goes to a replica with `scope`.
-    public static func holds(_ scope: [String]?, label: String?) -> Bool {
-        guard let scope else { return true }
-        guard let label else { return false }
-        return scope.contains(label)
-    }
 }

@@ -17,7 +17,6 @@ public struct ReplicaStatus: Sendable {
     public var localChanges: Int
     public var tombstones: Int
     public var peers: [PeerLag]
-    public var held: [(path: String, reason: String)]
     public var conflicts: Int
     /// This replica's `PRAGMA user_version`.
     public var schemaVersion: Int64 = 0
@@ -53,9 +52,6 @@ extension Replica {
                 localChanges: Int(try knowledge()[knowledgeID]),
                 tombstones: try count(#"SELECT count(*) FROM "_sqsync_rows" WHERE "cl" % 2 = 0"#, []),
                 peers: lags,
-                held: try database.rows(#"SELECT "path", "reason" FROM "_sqsync_held" ORDER BY "held_at""#).map {
-                    (try $0.string("path"), try $0.string("reason"))
-                },
                 conflicts: try count(#"SELECT count(*) FROM "_sqsync_conflicts""#, []), schemaVersion: try schemaVersion())
         }
     }

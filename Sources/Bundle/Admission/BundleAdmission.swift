@@ -1,0 +1,253 @@
+import ChangeLog
+import Foundation
+import SQLiteDatabase
+
+/// What admission decided about a whole bundle.
+enum BundleVerdict {
+    /// Written by this very replica, and only what it made: nothing in it is new here.
+    case ownBundle
+    /// Merge its segments, once ``AdmittedBundle/record(into:)`` has written what admitting
+    /// it implies.
+    case accept(AdmittedBundle)
+    /// Refused whole (exit 3 for a bundle that is not what it claims; the error says why).
+    case refuse(Error)
+}
+
+/// What a bundle's admission concluded that the replica must record before any segment is
+/// merged: the first keys and moves it accepted (in the ledger), the replicas it names, the
+/// acknowledgement statements it believes, and the admin statements new here.
+struct AdmittedBundle {
+    /// Older than a bundle already taken from the same sender: only its signed changes count.
+    var superseded: Bool
+    var statements: [AcknowledgementStatement]
+    var adminStatements: [StoredAdminStatement]
+    var warnings: [String]
+}
+
+/// What admission decided about one segment before its header is read: only its envelope
+/// entry and the key that signed it are known then.
+enum SignerVerdict {
+    /// Check the signature and read the header.
+    case read
+    /// Leave it unread: signed by a key its replica moved away from, and holding nothing
+    /// this replica lacks.
+    case passOver
+    /// Leave it unread: its origin is retired here; the warning, when it reaches past the
+    /// retirement.
+    case retired(warning: String?)
+    case refuse(Error)
+}
+
+/// What admission decided about one segment, its header read and checked.
+enum SegmentVerdict {
+    /// Nothing to merge or keep: cut for a scope that is not this replica's.
+    case passOver
+    /// This replica's own changes, relayed back: each must be one it made (``OwnChangeCheck``).
+    case ownCheck
+    /// Cut for a scope within this replica's: kept to relay once this replica holds its
+    /// origin's changes through it.
+    case relayOnly
+    /// The whole bundle waits.
+    case hold(HoldReason)
+    /// Merge by this plan; `claim` is the last change of the origin merged here before, if any.
+    case merge(MergePlan, claim: Int64?)
+    case refuse(Error)
+}
+
+/// The one place that says yes, no or not yet to a bundle and to each of its segments
+/// (docs/ARCHITECTURE.md, "Admit"), in the order the checks run. It reads the replica and
+/// writes nothing: first keys and moves it accepts wait in its ``KeyLedger``, and what the
+/// bundle's verdict implies waits in ``AdmittedBundle``, until the import records them.
+/// Not Sendable on purpose.
+final class BundleAdmission {
+    let reader: BundleReader
+    let replica: Replica
+    /// `allowed_signers` as given.
+    private let trust: AllowedSigners
+    /// Key pins, with what this admission accepted.
+    let ledger: KeyLedger
+    /// `allowed_signers` followed through every recorded or accepted key move: known once
+    /// ``admitBundle()`` has accepted the bundle's moves.
+    private(set) var movedTrust: AllowedSigners
+    private var path: String { reader.path }
+    private var envelope: BundleEnvelope { reader.envelope }
+
+    init(reader: BundleReader, replica: Replica, trust: AllowedSigners) throws {
+        self.reader = reader
+        self.replica = replica
+        self.trust = trust
+        ledger = try KeyLedger(replica)
+        movedTrust = try ledger.trust(trust)
+    }
+
+    // MARK: The bundle
+
+    /// The checks on the bundle as a whole, in order: written by this replica; the sender's
+    /// clock; the identities and key moves it carries; the sender's own key; the sender's word
+    /// on itself (not retired, its clock, purges on either side); the statements it relays;
+    /// its admin statements, each signed by an admin key.
+    func admitBundle() throws -> BundleVerdict {
+        let sender = envelope.sender
+        let signer = reader.signature.publicKey
+        do {
+            if sender.id == replica.knowledgeID {
+                try checkOwnBundle(signer: signer)
+                return .ownBundle
+            }
+            if let ahead = ClockBound.excess(of: envelope.senderHLC) {
+                return .refuse(BundleExchange.clockAhead(path, who: KeyBinding.label(sender.name, sender.id), by: ahead))
+            }
+            // Who signed comes first: what the sender says of itself counts only once its own
+            // key has said it.
+            try KeyBinding.admitKeys(envelope, path: path, replica: replica, ledger: ledger)
+            try KeyBinding.checkSender(
+                envelope, signer: signer, principal: reader.principal, path: path, replica: replica, ledger: ledger)
+            // Keys moved to are trusted as the keys they came from are, but only through moves
+            // of the replica the old key belongs to (accepted just now or before).
+            movedTrust = try ledger.trust(trust)
+            guard movedTrust.principal(for: signer, namespace: BundleCodec.signatureNamespace) != nil else {
+                return .refuse(
+                    BundleError(
+                        .untrusted,
+                        "\(path): signed by key \(signer.fingerprint), which only a key move that is not its replica's leads to; refusing it"
+                    ))
+            }
+            let superseded = try replica.admitSender(envelope.senderReport, path: path) == .superseded
+            let (statements, warnings) = try KeyBinding.believedAcknowledgements(
+                envelope, path: path, replica: replica, trust: movedTrust, ledger: ledger)
+            // Admin statements count only signed by an admin key; one that is not refuses the
+            // bundle before any change in it is read.
+            let adminStatements = try SignedAdminStatement.admitted(
+                envelope.adminStatements, trust: movedTrust, path: path, held: Set(try replica.adminStatements().map(\.id)))
+            return .accept(
+                AdmittedBundle(superseded: superseded, statements: statements, adminStatements: adminStatements, warnings: warnings))
+        } catch let error as BundleError {
+            return .refuse(error)
+        } catch let error as ChangeLogError where Self.refusals.contains(error.kind) {
+            return .refuse(error)
+        }
+    }
+
+    /// Errors that refuse a bundle rather than fail the import.
+    static let refusals: [ChangeLogError.Kind] = [.retiredPeer, .identityClash, .staleReplica]
+
+    /// A bundle under this replica's own knowledge ID must be signed by its own key and claim
+    /// no change it never made: otherwise another database writes under its ID with its key.
+    /// One signed by another key was planted. A replica that never signed anything wrote no
+    /// bundle: one under its ID comes from a copy of it.
+    private func checkOwnBundle(signer: SSHPublicKey) throws {
+        let me = replica.knowledgeID
+        let own = try replica.knowledge()[me]
+        guard let ownKey = try ledger.currentKey(of: me) else {
+            if ReplicaIdentity.isKeyBound(me) && !ReplicaIdentity.isBound(me, to: signer) { throw planted(me, signer) }
+            throw BundleExchange.copiedIdentity(path, replica: replica, "this replica has never signed a bundle")
+        }
+        guard ownKey == signer else { throw planted(me, signer) }
+        if envelope.senderSeq > own {
+            throw BundleExchange.copiedIdentity(path, replica: replica, "it carries changes up to \(envelope.senderSeq); this replica made \(own)")
+        }
+    }
+
+    private func planted(_ me: String, _ signer: SSHPublicKey) -> BundleError {
+        BundleError(
+            .untrusted,
+            "\(path): the bundle claims to come from this replica (\(me)) but is signed by key \(signer.fingerprint), not this replica's; refusing it"
+        )
+    }
+
+    // MARK: Each segment
+
+    /// Before a segment's header is read: a retired origin's segment is passed over (with a
+    /// warning when it reaches past the retirement); the key that signed it must be one its
+    /// origin may sign that range with (``KeyBinding/checkOrigin``), binding a replica of a
+    /// random ID at its first signature (in the ledger). `known`: this replica's knowledge now.
+    func admitSigner(of entry: BundleEnvelope.SegmentEntry, signer: SSHPublicKey, known: Knowledge, retired: [String: Int64])
+        throws -> SignerVerdict
+    {
+        let origin = envelope.sites[entry.site]
+        if let retiredAt = retired[origin.id] {
+            return .retired(
+                warning: entry.last > retiredAt
+                    ? "\(path): the changes of \(KeyBinding.label(origin.name, origin.id)) after \(retiredAt) come after it was retired here; refusing them, whoever relays them"
+                    : nil)
+        }
+        do {
+            let read = try KeyBinding.checkOrigin(
+                entry, signer: signer, envelope: envelope, path: path, replica: replica, trust: movedTrust, known: known, ledger: ledger)
+            return read ? .read : .passOver
+        } catch let error as BundleError {
+            return .refuse(error)
+        }
+    }
+
+    /// A segment whose origin signature verified: this replica's own changes; the origin's
+    /// clock; the scope it was cut for; the admin statements it names (no fewer than the
+    /// origin's earlier changes named, all held here); then the tables, columns and policies
+    /// it needs (``Replica/planMerge(of:authorization:)``).
+    func admitSegment(_ changes: ChangeSetHeader) throws -> SegmentVerdict {
+        do {
+            if changes.origin == replica.knowledgeID {
+                if changes.last > (try replica.knowledge()[replica.knowledgeID]) {
+                    throw BundleExchange.copiedIdentity(path, replica: replica, "its own signed changes go up to \(changes.last)")
+                }
+                return .ownCheck
+            }
+            if let ahead = ClockBound.excess(of: changes.createdHLC) {
+                return .refuse(BundleExchange.clockAhead(path, who: changes.originLabel, by: ahead))
+            }
+            // A segment cut for another scope is not this replica's to merge; one cut for a scope
+            // within its own is kept to relay (docs/SCOPES.md).
+            let ownScope = Scope(try replica.ownScope())
+            let cut = Scope(changes.scope)
+            if cut != ownScope {
+                return !cut.isEveryRow && cut.isStrictlyWithin(ownScope) ? .relayOnly : .passOver
+            }
+            // Statements only accumulate: an origin's later changes name every statement its
+            // earlier ones did, unless its key is in other hands, shedding grants. (An honest
+            // segment reaching past the claim lies in the claim's epoch or a later one: epochs
+            // never shrink, and no segment spans two.)
+            let claim = try replica.adminClaim(of: changes.origin)
+            if let claim, changes.last > claim.last, !Set(claim.ids).isSubset(of: Set(changes.adminStatements)) {
+                return .refuse(
+                    BundleError(
+                        .untrusted,
+                        "\(path): the changes of \(changes.originLabel) after \(claim.last) name fewer admin statements than its changes up to \(claim.last) did, as a key shedding its grants would; refusing the bundle"
+                    ))
+            }
+            guard let rules = try replica.adminRules(namedBy: changes.adminStatements) else {
+                return .hold(
+                    HoldReason(
+                        .adminStatementsMissing(origin: changes.origin),
+                        "\(path): the changes of \(changes.originLabel) were made under admin statements this replica does not hold yet; held until they arrive"
+                    ))
+            }
+            let authorization =
+                rules.isRestricted(changes.origin)
+                ? Authorization(rules: rules, origin: changes.origin, receiverHasScope: !ownScope.isEveryRow) : nil
+            switch try replica.planMerge(of: changes, authorization: authorization) {
+            case .merge(let plan): return .merge(plan, claim: claim?.last)
+            case .hold(let reason): return .hold(reason)
+            }
+        } catch let error as BundleError {
+            return .refuse(error)
+        } catch let error as ChangeLogError where Self.refusals.contains(error.kind) {
+            return .refuse(error)
+        }
+    }
+}
+
+extension AdmittedBundle {
+    /// The writes admitting the bundle implies, in one step before any segment is merged:
+    /// the keys the ledger accepted, every replica the envelope names (a segment one of them
+    /// lacks is then kept to relay to it), the statements believed, and the admin statements
+    /// new here (which may change labels and grants here, and hold the bundle when a label
+    /// does not apply).
+    func record(into replica: Replica, envelope: BundleEnvelope, ledger: KeyLedger) throws {
+        try ledger.write()
+        // (A trusted key listing replicas that never answer holds purges back, as its own
+        // replica could by never acknowledging; `peers retire` ends both.)
+        for site in envelope.sites { _ = try replica.siteNumber(for: site.id, name: site.name) }
+        try KeyBinding.recordAcknowledgements(statements, envelope: envelope, replica: replica)
+        try replica.addAdminStatements(adminStatements)
+    }
+}

@@ -1,0 +1,161 @@
+import ChangeLog
+import Foundation
+import SQLiteDatabase
+
+extension BundleExchange {
+    /// Writes one signed bundle with what a receiver that holds `base` lacks: this replica's
+    /// own changes after `base`, signed as their origin, and the segments of other replicas it
+    /// keeps for relaying beyond `base`. `destination` is a file path, or a folder when
+    /// `intoDirectory` is true; then the file is named after the sender and its sequence
+    /// range (docs/BUNDLE_FORMAT.md). `readers`: replicas that read the mailbox the bundle
+    /// goes to, which leave their own changes and statements there: they are not relayed.
+    /// A known `receiver` (knowledge ID) is spared its own statement.
+    public static func export(
+        replica: Replica, since base: Knowledge, key: SigningKey, to destination: String, intoDirectory: Bool,
+        nameSuffix: String? = nil, receiver: String? = nil, readers: Set<String> = [], encryptTo recipients: [SSHPublicKey] = [],
+        scope: [String]? = nil, progress: ((Int) -> Void)? = nil
+    ) throws -> ExportResult {
+        try BundleTables.ready(replica)
+        try replica.refuseWhileMigrating("export")
+        try KeyBinding.prepareToSign(replica: replica, key: key)
+        let me = replica.knowledgeID
+        var leaving = readers.subtracting([me])
+        if let receiver { leaving.insert(receiver) }
+        let scope = scope.map { Array(Set($0)).sorted() }
+        let adminStatements = try replica.adminStatements()
+        let rules = AdminRules(acts: adminStatements.map(\.act))
+        let ownScope = rules.scope(of: me)
+        let epochs = try replica.adminEpochs()
+        return try ChangeExporter.snapshot(of: replica, ownChangesAfter: base[me]) { exporter in
+            let header = exporter.header
+            let sites = exporter.sites
+            let path = intoDirectory ? destination + "/" + fileName(sender: me, base: header.base, last: header.last, suffix: nameSuffix) : destination
+            let writer = try BundleWriter(
+                destination: path, encryptTo: recipients,
+                scratchDirectory: URL(fileURLWithPath: replica.path).deletingLastPathComponent().path)
+            if header.last > header.base {
+                let parts = ownSegments(
+                    after: header.base, through: header.last, epochs: epochs, scope: scope, knownScopes: rules.distinctScopes)
+                if parts.count == 1 && parts[0].scope == nil {
+                    var whole = header
+                    whole.adminStatements = parts[0].statements
+                    try writer.writeSegment(whole, site: 0, key: key, progress: progress) { emit in try exporter.forEachChange(emit) }
+                } else {
+                    for part in parts {
+                        let partExporter = try exporter.part(after: part.after, through: part.through, scope: part.scope)
+                        var partHeader = partExporter.header
+                        partHeader.adminStatements = part.statements
+                        try writer.writeSegment(partHeader, site: 0, key: key, progress: progress) { emit in
+                            try partExporter.forEachChange(emit)
+                        }
+                    }
+                }
+            }
+            var origins = [me]
+            let store = try SegmentStore(replica)
+            var relayed: [(site: Int, segment: SegmentStore.Stored)] = []
+            // A replica relays only to a reader whose scope lies within its own, and only the
+            // segments cut for that scope (or for one within it, which the reader relays on).
+            let readerScope = Scope(scope)
+            let relays = readerScope.isWithin(Scope(ownScope))
+            for (index, site) in sites.enumerated()
+            where relays && index > 0 && !site.retired && !leaving.contains(site.knowledgeID) {
+                for segment in try store.segments(of: site.knowledgeID, after: min(base[site.knowledgeID], site.known))
+                where Scope(segment.scope) == readerScope || (!readerScope.isEveryRow && Scope(segment.scope).isStrictlyWithin(readerScope)) {
+                    relayed.append((index, segment))
+                }
+            }
+            // Oldest first: a change set comes after those its origin had seen when it wrote it.
+            for (site, segment) in relayed.sorted(by: { $0.segment.createdHLC < $1.segment.createdHLC }) {
+                try writer.copySegment(
+                    site: site, base: segment.base, last: segment.last, records: segment.records, length: segment.length
+                ) {
+                    try store.read(segment, to: $0)
+                }
+                origins.append(segment.origin)
+            }
+            let statements = Self.withinBudget(
+                try KeyBinding.carriedStatements(of: replica, except: leaving), sites: sites, carriedKeys: Set(origins))
+            let keys = try KeyBinding.carriedKeys(of: replica, for: Array(Set(origins + statements.map(\.replica))).sorted())
+            let index = Dictionary(uniqueKeysWithValues: sites.enumerated().map { ($0.element.knowledgeID, $0.offset) })
+            var envelope = BundleEnvelope(
+                bodyLength: 0, bodyDigest: [], createdAt: ClockBound.now,
+                sites: sites.map {
+                    .init(id: $0.knowledgeID, name: $0.name, knowledge: $0.known, base: min(base[$0.knowledgeID], $0.known),
+                          forgotten: $0.forgotten)
+                },
+                senderSeq: header.last, senderHLC: header.createdHLC, schemaVersion: header.schemaVersion)
+            envelope.identities = keys.identities.compactMap { id, key in index[id].map { .init(site: $0, key: key) } }
+            envelope.moves = keys.moves.filter { index[$0.replica] != nil }
+            envelope.acknowledgements = statements.filter { statement in
+                statement.knowledge.seqs.keys.allSatisfy { index[$0] != nil } && index[statement.replica] != nil
+            }
+            envelope.adminStatements = adminStatements.map(\.signed)
+            let (bytes, finished) = try writer.finish(envelope: envelope, signingKey: key)
+            return ExportResult(path: path, envelope: finished, rows: writer.recordCount, bytes: bytes)
+        }
+    }
+
+    /// The segments of this replica's own changes after `base` through `last`: one per admin
+    /// epoch (the statements its changes were made under), and per scope: the reader's, and
+    /// each known scope within it (every known scope, for a reader without one), which the
+    /// reader keeps to relay (docs/SCOPES.md).
+    static func ownSegments(
+        after base: Int64, through last: Int64, epochs: [(afterSeq: Int64, ids: [[UInt8]])], scope: [String]?,
+        knownScopes: [[String]]
+    ) -> [(after: Int64, through: Int64, statements: [[UInt8]], scope: [String]?)] {
+        func statements(from seq: Int64) -> [[UInt8]] { epochs.last { $0.afterSeq < seq }?.ids ?? [] }
+        var bounds = [base]
+        for epoch in epochs where epoch.afterSeq > base && epoch.afterSeq < last { bounds.append(epoch.afterSeq) }
+        bounds.append(last)
+        var scopes: [[String]?] = [scope]
+        if let scope {
+            scopes += knownScopes.filter { Scope($0).isStrictlyWithin(Scope(scope)) }.map { $0 }
+        } else {
+            scopes += knownScopes.map { $0 }
+        }
+        var parts: [(after: Int64, through: Int64, statements: [[UInt8]], scope: [String]?)] = []
+        for (start, end) in zip(bounds, bounds.dropFirst()) where end > start {
+            for cut in scopes { parts.append((start, end, statements(from: start + 1), cut)) }
+        }
+        return parts
+    }
+
+    /// Bytes of statements and their keys an envelope may carry per replica it lists (and
+    /// at least `statementBytesAtLeast`): what a bundle carries beyond its changes stays
+    /// O(replicas), not O(replicas²) (docs/KEYS.md).
+    static let statementBytesPerSite = 56
+    static let statementBytesAtLeast = 4096
+
+    /// The statements that fit the budget, those closest to the envelope's knowledge (the
+    /// cheapest to encode, and the freshest) first. One left out only waits for a later
+    /// bundle, or its replica's own word: purges wait longer, never less.
+    private static func withinBudget(
+        _ statements: [AcknowledgementStatement], sites: [SiteSummary], carriedKeys: Set<String>
+    ) -> [AcknowledgementStatement] {
+        var budget = max(statementBytesPerSite * sites.count, statementBytesAtLeast)
+        let costed = statements.map { statement in
+            let differences = sites.filter { statement.knowledge[$0.knowledgeID] != $0.known }.count
+            return (statement, 72 + 6 * differences + (carriedKeys.contains(statement.replica) ? 0 : 33))
+        }
+        var kept: [AcknowledgementStatement] = []
+        let most = BundleLimits.maxStatementEntries / max(sites.count, 1)
+        for (statement, cost) in costed.sorted(by: { $0.1 < $1.1 }) where cost <= budget && kept.count < most {
+            kept.append(statement)
+            budget -= cost
+        }
+        return kept.sorted { $0.replica < $1.replica }
+    }
+
+    /// True when an export since `base` would carry changes: this replica's own after it, or
+    /// relayed ones of a replica other than those in `except` (which speak for themselves).
+    public static func hasChanges(of replica: Replica, since base: Knowledge, except: Set<String>) throws -> Bool {
+        let knowledge = try replica.knowledge()
+        if knowledge[replica.knowledgeID] > base[replica.knowledgeID] { return true }
+        let store = try SegmentStore(replica)
+        for (id, seq) in knowledge.seqs where id != replica.knowledgeID && !except.contains(id) && seq > base[id] {
+            if !(try store.segments(of: id, after: base[id]).isEmpty) { return true }
+        }
+        return false
+    }
+}

@@ -1,0 +1,56 @@
+import SQLiteDatabase
+
+extension Replica {
+    /// The conflict log, oldest first.
+    public func conflicts() throws -> [[String: SQLValue]] {
+        let statement = try database.statement(ConflictSQL.conflicts)
+        var result: [[String: SQLValue]] = []
+        while try statement.step() {
+            var row: [String: SQLValue] = [:]
+            for index in 0..<statement.columnCount { row[statement.columnName(index)] = statement.value(at: index) }
+            result.append(row)
+        }
+        return result
+    }
+
+    /// A conflict's key as values (the log keeps it as SQL literals), nil when unreadable.
+    public static func conflictKey(_ text: String) -> [SQLValue]? { KeyCodec.decodeLiterals(text) }
+
+    /// Knowledge ID → name, for every replica heard of that has one (this one included).
+    public func replicaNames() throws -> [String: String] {
+        var names: [String: String] = [knowledgeID: name]
+        for row in try database.rows(#"SELECT "knowledge_id", "name" FROM "_sqsync_sites" WHERE coalesce("name", '') != ''"#) {
+            names[try row.string("knowledge_id")] = try row.string("name")
+        }
+        return names
+    }
+
+    public func clearConflicts() throws -> Int {
+        try database.execute(#"DELETE FROM "_sqsync_conflicts""#)
+        return database.changes
+    }
+
+    /// Child rows whose parent is missing (a parent deleted while a child was added elsewhere).
+    /// `rowid` is nil for a WITHOUT ROWID table.
+    public func orphans() throws -> [(table: String, rowid: Int64?, parent: String)] {
+        try database.rows(#"SELECT "table", "rowid", "parent" FROM pragma_foreign_key_check"#).map {
+            (try $0.string("table"), try $0.optionalInt64("rowid"), try $0.string("parent"))
+        }
+    }
+
+    /// Notes in the conflict log that a held bundle was dropped, so the user can see why
+    /// its changes never arrived.
+    public func recordDroppedBundle(path: String, reason: String) throws {
+        try database.run(
+            #"INSERT INTO "_sqsync_conflicts" ("kind", "table_name", "pk", "lost_row", "lost_site", "lost_hlc") VALUES ('held bundle dropped', '', '', ?, '', 0)"#,
+            .text(path + ": " + reason))
+    }
+}
+
+enum ConflictSQL {
+    static let conflicts = """
+        SELECT "id", "recorded_at", "kind", "table_name", "pk", "column_name", "lost_value", "lost_row",
+               "lost_site", "lost_hlc", "won_site", "won_hlc"
+        FROM "_sqsync_conflicts" ORDER BY "id"
+        """
+}

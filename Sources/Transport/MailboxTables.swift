@@ -1,0 +1,55 @@
+import ChangeLog
+
+/// The tables Transport keeps in a replica: what it remembers of each mailbox
+/// (``MailboxState``). ChangeLog runs the migrations (``ModuleMigrations``); version 1 takes
+/// over the tables an older sqsync made through ChangeLog's migrations 1, 2 and 7.
+enum MailboxTables {
+    /// Makes sure this replica has Transport's tables; cheap after the first call on a replica.
+    static func ready(_ replica: Replica) throws { try replica.migrate(migrations) }
+
+    static let migrations = ModuleMigrations(
+        module: "Transport", offset: 2000,
+        steps: [
+            .init(
+                1,
+                """
+                -- Bundle files already imported from a mailbox, with the knowledge they carried, so
+                -- a sync neither fetches them again nor keeps them once every reader holds them.
+                CREATE TABLE IF NOT EXISTS "_sqsync_seen_bundles" (
+                    "name" TEXT PRIMARY KEY,
+                    "knowledge" TEXT NOT NULL,
+                    "seen_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+                );
+
+                -- Bundles this replica uploaded to a mailbox: only those are kept in its outbox.
+                CREATE TABLE IF NOT EXISTS "_sqsync_mailbox_uploads" (
+                    "mailbox" TEXT NOT NULL,
+                    "file" TEXT NOT NULL,
+                    PRIMARY KEY ("mailbox", "file")
+                ) WITHOUT ROWID;
+
+                -- The newest acknowledgement file read (or written) per mailbox and replica, with its
+                -- verified text: a quiet sync reads a listing, not every replica's file again.
+                CREATE TABLE IF NOT EXISTS "_sqsync_mailbox_acks" (
+                    "mailbox" TEXT NOT NULL,
+                    "replica" TEXT NOT NULL,
+                    "file" TEXT NOT NULL,
+                    "text" TEXT NOT NULL,
+                    PRIMARY KEY ("mailbox", "replica")
+                ) WITHOUT ROWID;
+
+                -- Per mailbox, a digest of what the last sync through it that found nothing to do
+                -- saw (every folder's stamp, this replica's sync state, the keys): a sync that sees
+                -- the same has nothing to do either, and stops there (Mailbox.sync). "saved_at" is
+                -- the wall clock (ms) then: a clock that went back since could stamp a change alike.
+                CREATE TABLE IF NOT EXISTS "_sqsync_quiet_syncs" (
+                    "mailbox" TEXT PRIMARY KEY,
+                    "inputs" TEXT NOT NULL,
+                    "saved_at" INTEGER NOT NULL
+                );
+                """)
+        ])
+
+    /// What a copy made by `clone` must not inherit: the original's mailbox history.
+    static let perFileState = ["_sqsync_seen_bundles", "_sqsync_mailbox_acks", "_sqsync_mailbox_uploads", "_sqsync_quiet_syncs"]
+}
