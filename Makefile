@@ -22,7 +22,7 @@ COMPLETIONS := $(DIST)/share/completion.bash $(DIST)/share/completion.zsh $(DIST
 DEB := $(OUT)/sqsync_$(VERSION)_$(ARCH).deb
 TARBALL := $(OUT)/sqsync-$(VERSION)-linux-$(ARCH).tar.gz
 
-.PHONY: deps build demo test bench format dist install deb tarball FORCE
+.PHONY: deps build demo test fuzz bench format dist install deb tarball FORCE
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -43,6 +43,13 @@ demo: build
 # The release files are built first, so the install and package tests find them ready.
 test: deps dist
 	SWIFT=$(SWIFT) scripts/test.sh
+
+# Many seeds of the network fuzz (random topologies, late joiners, lost files); `make test`
+# runs two. FUZZ_SEEDS sets how many.
+FUZZ_SEEDS ?= 200
+fuzz: deps
+	$(SWIFT) build --build-tests
+	SQSYNC_PROPERTY_SEEDS=$(FUZZ_SEEDS) $(SWIFT) test --skip-build --disable-swift-testing --filter 'NetworkFuzzTests|ScopePropertyTests|MaliciousReplicaFuzzTests'
 
 bench: deps
 	$(SWIFT) build -c release --product sqsync

@@ -24,6 +24,9 @@ public struct SyncReport: Sendable {
     /// Bundles that wait for a schema migration after this sync (taken now or earlier): path
     /// and reason, so that every sync says why.
     public var stillHeld: [(path: String, reason: String)] = []
+    /// Ranges of other replicas' changes this replica lacks though it holds later ones, after
+    /// this sync: each heals at a meeting with anyone who holds it.
+    public var gaps: [KnowledgeGap] = []
     /// The mailbox and the replica were as a sync that found nothing to do left them, so this
     /// sync stopped after comparing them.
     public var unchanged = false
@@ -87,6 +90,7 @@ public final class Mailbox {
                 var report = SyncReport()
                 report.unchanged = true
                 report.stillHeld = try BundleExchange.heldBundles(of: replica)
+                report.gaps = try BundleExchange.gaps(of: replica)
                 return report
             }
             // Forgotten first: a sync that fails half-way may have changed what the digest
@@ -98,6 +102,7 @@ public final class Mailbox {
             try state(replica).rememberQuietSync(inputs: inputs, at: now)
         }
         report.stillHeld = try BundleExchange.heldBundles(of: replica)
+        report.gaps = try BundleExchange.gaps(of: replica)
         return report
     }
 
@@ -185,10 +190,19 @@ public final class Mailbox {
             try? FileManager.default.removeItem(atPath: local)
         }
         try state(replica).forgetSeen(keeping: listed)
-
         let knowledge = try replica.knowledge()
+        // What each reader acknowledged counts as far as this replica holds it: again now that
+        // the imports taught it more, so that a purge here is not held back by an
+        // acknowledgement read before.
+        if knowledge != before {
+            for (reader, acknowledgement) in peers {
+                try replica.recordAcknowledgement(of: reader, name: acknowledgement.name, knowledge: acknowledgement.knowledge)
+            }
+        }
+        // What this replica acknowledges is what it can serve: peers send the rest whole.
+        let servable = try BundleExchange.servableKnowledge(of: replica)
         try writeAcknowledgement(
-            knowledge, learnedSince: before, of: replica, key: key, trust: trust, scratch: scratch)
+            servable, holding: knowledge, learnedSince: before, of: replica, key: key, trust: trust, scratch: scratch)
         let readers = peers.mapValues(\.knowledge)
 
         var mine: [String] = []
@@ -244,8 +258,10 @@ public final class Mailbox {
                         unmetReaders: group.scope == nil, onlyPinned: !rules.scopes.isEmpty)).filter {
                         $0 != key.publicKey
                     } : []
+            let content = try BundleExchange.plannedContent(
+                of: replica, since: base, readers: Set(readers.keys), scope: group.scope)
             let fingerprint = Self.fingerprint(
-                knowledge: knowledge, base: base, recipients: recipients, scope: group.scope == nil ? "" : scopeKey)
+                knowledge: knowledge, base: base, recipients: recipients, scope: group.scope == nil ? "" : scopeKey, content: content)
             if let existing = mine.first(where: { $0.hasSuffix("_\(fingerprint).sqsb") && uploaded.contains($0) }) {
                 keep.insert(existing)
             } else {
@@ -253,6 +269,10 @@ public final class Mailbox {
                     replica: replica, since: base, key: key, to: scratch.path, intoDirectory: true, nameSuffix: fingerprint,
                     readers: Set(readers.keys), encryptTo: recipients, scope: group.scope)
                 let name = URL(fileURLWithPath: exported.path).lastPathComponent
+                // A file under that name this replica did not upload (a copy of one it left in
+                // another mailbox, or planted) goes first: the name says what this bundle
+                // carries, so a publish is never refused for a name taken.
+                if mine.contains(name) { try transport.removeFile("\(Self.outbox)/\(me)/\(name)") }
                 try transport.writeFile(from: exported.path, to: "\(Self.outbox)/\(me)/\(name)")
                 keep.insert(name)
                 if exported.rows >= (report.exported?.rows ?? 0) { report.exported = exported }
@@ -303,11 +323,15 @@ public final class Mailbox {
         message.replacingOccurrences(of: local, with: "\(transport.displayName)/\(Self.outbox)/\(bundle.sender)/\(bundle.name)")
     }
 
-    /// Same knowledge, base and recipients give the same name, so an unchanged replica does
-    /// not write the same bundle again (and a new reader's key gets a new one).
-    static func fingerprint(knowledge: Knowledge, base: Knowledge, recipients: [SSHPublicKey] = [], scope: String = "") -> String {
+    /// Same knowledge, base, recipients and content (``BundleExchange/plannedContent(of:since:readers:scope:checkpoints:)``)
+    /// give the same name, so an unchanged replica does not write the same bundle again, and a
+    /// bundle whose content changed (relayed segments included) never takes an old one's name.
+    static func fingerprint(
+        knowledge: Knowledge, base: Knowledge, recipients: [SSHPublicKey] = [], scope: String = "", content: String = ""
+    ) -> String {
         let keys = recipients.map(\.openSSHLine).sorted().joined(separator: ",")
-        let digest = SHA256.hash(data: Data((knowledge.description + "|" + base.description + "|" + keys + scope).utf8))
+        let digest = SHA256.hash(
+            data: Data((knowledge.description + "|" + base.description + "|" + keys + scope + "|" + content).utf8))
         return digest.prefix(4).map { String(format: "%02x", $0) }.joined()
     }
 
@@ -350,12 +374,12 @@ public final class Mailbox {
         }
     }
 
-    /// Leaves this replica's signed acknowledgement and removes every other file in its folder
-    /// (only it writes there, so anything else is stale or planted). What this sync's imports
-    /// taught it (from `before` to `knowledge`) updates the learning events its previous
-    /// acknowledgement reported.
+    /// Leaves this replica's signed acknowledgement of `knowledge` and removes every other
+    /// file in its folder (only it writes there, so anything else is stale or planted). What
+    /// this sync's imports taught it (from `before` to `held`) updates the learning events its
+    /// previous acknowledgement reported.
     private func writeAcknowledgement(
-        _ knowledge: Knowledge, learnedSince before: Knowledge, of replica: Replica, key: SigningKey,
+        _ knowledge: Knowledge, holding held: Knowledge, learnedSince before: Knowledge, of replica: Replica, key: SigningKey,
         trust: AllowedSigners, scratch: ScratchDirectory
     ) throws {
         let me = replica.knowledgeID, replicaName = replica.name
@@ -382,7 +406,7 @@ public final class Mailbox {
                 try? FileManager.default.removeItem(atPath: local)
             }
         }
-        let learned = LearningEvent.after(earlier, before: before, after: knowledge, ownSeq: before[me], me: me)
+        let learned = LearningEvent.after(earlier, before: before, after: held, ownSeq: before[me], me: me)
         // A quiet sync leaves the file it wrote last time: same knowledge, same name, same news.
         if let unchanged, unchanged.knowledge == knowledge, unchanged.learned == learned, unchanged.name == replicaName,
             let previous = old.filter({ $0.hasSuffix(".ack") }).max()

@@ -126,7 +126,8 @@ final class TombstoneIndexTests: XCTestCase {
         XCTAssertEqual(status.peers.map(\.tombstonesHeldBack), older.peers.map(\.tombstonesHeldBack))
         XCTAssertEqual(status.peers.map(\.tombstonesHeldBack).sorted(), [0, 3], "c has seen none, b all")
 
-        // c holds them back; once it acknowledged them, each site forgets up to its latest deletion.
+        // c holds them back; once it acknowledged them, they are purged: each keeps its entry (the
+        // row's causal length and its delete's stamp) and nothing is forgotten (docs/MERGE_RULES.md).
         let held = try upgraded.purge(dryRun: false)
         XCTAssertEqual(held.tombstones, 0)
         XCTAssertEqual(held.heldBackBy.map(\.knowledgeID), [c.knowledgeID])
@@ -141,6 +142,7 @@ final class TombstoneIndexTests: XCTestCase {
         XCTAssertEqual(try upgraded.status().tombstones, 0)
         let forgotten = try upgraded.database.valueRows(
             #"SELECT "knowledge_id", "forgotten_seq" FROM "_sqsync_sites" WHERE "forgotten_seq" > 0 ORDER BY 1"#)
-        XCTAssertEqual(forgotten, expected)
+        XCTAssertEqual(forgotten, [])
+        XCTAssertEqual(try upgraded.database.valueRows(latestDeletion), expected, "every purged deletion keeps its stamp")
     }
 }

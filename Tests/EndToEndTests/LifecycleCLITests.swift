@@ -109,8 +109,11 @@ final class LifecycleCLITests: XCTestCase {
         XCTAssertEqual(purged["tombstones_purged"] as? Int, 2, "\(purged)")
         XCTAssertEqual(purged["held_back_by"] as? [String], [], "\(purged)")
         XCTAssertEqual(try h.okJSON(["status", a])["tombstones"] as? Int, 0)
-        XCTAssertEqual(try count(a, #"SELECT count(*) FROM "_sqsync_rows" WHERE "cl" % 2 = 0;"#), 0)
-        XCTAssertEqual(try count(a, #"SELECT count(*) FROM "_sqsync_rows";"#), metadataBefore - 2, "metadata must shrink")
+        // A purged deletion keeps its row's causal length and stamp (docs/MERGE_RULES.md, "Purge"),
+        // and waits for no one.
+        XCTAssertEqual(try count(a, #"SELECT count(*) FROM "_sqsync_rows" WHERE "cl" % 2 = 0 AND "cells" IS NULL;"#), 0)
+        XCTAssertEqual(try count(a, #"SELECT count(*) FROM "_sqsync_rows" WHERE "cl" % 2 = 0 AND "cells" = x'';"#), 2)
+        XCTAssertEqual(try count(a, #"SELECT count(*) FROM "_sqsync_rows";"#), metadataBefore, "no entry is lost")
         XCTAssertEqual(try ids(a), ["r1", "r4", "r5"])
 
         // A second purge finds nothing to do.

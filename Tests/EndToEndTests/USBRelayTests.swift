@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import XCTest
 
 /// USB sticks carried between disconnected sites. Each stick is a real FAT image made with
@@ -203,5 +204,33 @@ final class USBRelayTests: XCTestCase {
             let perOutbox = Dictionary(grouping: bundles) { ($0 as NSString).deletingLastPathComponent }
             XCTAssertTrue(perOutbox.values.allSatisfy { $0.count <= 1 }, "more than one bundle in an outbox: \(bundles)")
         }
+    }
+
+    /// Sites made apart (each with `init`, rows of its own), the sticks visited as a field
+    /// network grows: E meets F before it ever meets D, and carries news both ways on every
+    /// later visit. No visit is refused for a name taken, and D and F end with each other's rows.
+    func testSitesMadeApartRelayWhicheverStickTheyMeetFirst() throws {
+        let stick1 = try makeStick("apart1"), stick2 = try makeStick("apart2")
+        let d = try h.makeReplica("D2", schema: Self.schema + "INSERT INTO station VALUES ('D', 'depot');")
+        let e = try h.makeReplica("E2", schema: Self.schema)
+        let f = try h.makeReplica("F2", schema: Self.schema + "INSERT INTO station VALUES ('F', 'far field');")
+        let D = (d, "D2"), E = (e, "E2"), F = (f, "F2")
+        try visit(E, stick2)
+        try visit(F, stick2)
+        try h.sqlite(d, "INSERT INTO reading VALUES ('d1', 'D', 1.0, x'01');")
+        try visit(D, stick1)
+        try visit(E, stick1)
+        try visit(E, stick2)
+        try h.sqlite(f, "INSERT INTO reading VALUES ('f1', 'F', 2.0, NULL);")
+        for _ in 0..<3 {
+            try visit(F, stick2)
+            try visit(E, stick2)
+            try visit(E, stick1)
+            try visit(D, stick1)
+        }
+        let atD = try content(d)
+        XCTAssertEqual(try content(f), atD, "D and F hold the same rows through E")
+        XCTAssertEqual(try content(e), atD)
+        for row in ["'d1'", "'f1'", "'depot'", "'far field'"] { XCTAssertTrue(atD.contains(row), "\(row) missing: \(atD)") }
     }
 }

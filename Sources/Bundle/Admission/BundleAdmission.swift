@@ -180,6 +180,15 @@ final class BundleAdmission {
         }
     }
 
+    /// A segment this replica kept, read again: signed by a key of its origin's that signs that
+    /// range, and trusted still. One that is not is passed over (false), not refused: it came
+    /// verified, and only what changed since (a key retired, a line removed) says no.
+    func admitKeptSigner(origin: String, entry: BundleEnvelope.SegmentEntry, signer: SSHPublicKey, known: Knowledge) throws -> Bool {
+        guard let key = try ledger.chain(of: origin).first(where: { $0.key == signer }) else { return false }
+        if let until = key.untilSeq, entry.last > until { return false }
+        return movedTrust.principal(for: signer, namespace: BundleCodec.signatureNamespace) != nil
+    }
+
     /// A segment whose origin signature verified: this replica's own changes; the origin's
     /// clock; the scope it was cut for; the admin statements it names (no fewer than the
     /// origin's earlier changes named, all held here); then the tables, columns and policies

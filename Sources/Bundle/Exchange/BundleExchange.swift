@@ -67,16 +67,6 @@ public enum BundleExchange {
     /// beside it): a copy made by `clone` starts them empty.
     public static let perFileTables = BundleTables.perFileState
 
-    /// `purge`: drops the tombstones every live peer has acknowledged (``Replica/purge(dryRun:)``)
-    /// and the relayed segments every live peer holds.
-    public static func purge(replica: Replica, dryRun: Bool) throws -> PurgeResult {
-        try replica.database.inTransaction(commit: !dryRun) {
-            let result = try replica.purge(dryRun: false)
-            try SegmentStore(replica).dropAcknowledged()
-            return result
-        }
-    }
-
     static func copiedIdentity(_ path: String, replica: Replica, _ detail: String) -> ChangeLogError {
         ChangeLogError(
             .identityClash,
@@ -89,5 +79,45 @@ public enum BundleExchange {
             .untrusted,
             "\(path): the changes of \(who) are stamped \(ClockBound.describe(milliseconds)) ahead of this machine's clock, more than the \(ClockBound.describe(ClockBound.milliseconds)) allowed (\(ClockBound.environmentVariable)); refusing the bundle"
         )
+    }
+}
+
+/// A range of a replica's changes this replica lacks though it holds later ones: it heals at
+/// the next meeting with anyone who holds it (the missing range is what this replica's
+/// acknowledgement asks for).
+public struct KnowledgeGap: Sendable, Equatable {
+    /// The replica whose changes are missing, and its name as known here.
+    public var origin: String
+    public var name: String
+    /// This replica holds the origin's changes through `holdsThrough`, lacks those after it
+    /// through `missingThrough`, and holds (kept, not yet merged whole) some after that.
+    public var holdsThrough: Int64
+    public var missingThrough: Int64
+}
+
+extension BundleExchange {
+    /// The ranges of other replicas' changes this replica lacks while it keeps later ones.
+    public static func gaps(of replica: Replica) throws -> [KnowledgeGap] {
+        try SegmentStore(replica).gaps(knowledge: try replica.knowledge()).map {
+            KnowledgeGap(origin: $0.origin, name: try replica.siteName(of: $0.origin), holdsThrough: $0.holds, missingThrough: $0.nextKept)
+        }
+    }
+
+    /// What this replica can serve of each replica's changes: what it holds, but of another
+    /// replica only as far as the segments it keeps reach without a gap from that replica's
+    /// first change (a clone, or a replica made by an older sqsync, holds rows it cannot send).
+    /// What a mailbox acknowledgement says, so that peers send the rest whole once: a replica
+    /// that joins later through this one then gets everything (docs/BUNDLE_FORMAT.md, "What a
+    /// relay keeps").
+    public static func servableKnowledge(of replica: Replica) throws -> Knowledge {
+        let knowledge = try replica.knowledge()
+        let kept = try SegmentStore(replica).byOrigin()
+        let ownScope = try replica.ownScope()
+        let retired = try replica.retiredPeerIDs()
+        var servable = knowledge.seqs
+        for (origin, held) in knowledge.seqs where origin != replica.knowledgeID && !retired.contains(origin) && held > 0 {
+            servable[origin] = min(held, try SegmentStore.reach(of: kept[origin] ?? [], scope: ownScope))
+        }
+        return Knowledge(servable)
     }
 }

@@ -10,10 +10,14 @@ extension BundleExchange {
     /// range (docs/BUNDLE_FORMAT.md). `readers`: replicas that read the mailbox the bundle
     /// goes to, which leave their own changes and statements there: they are not relayed.
     /// A known `receiver` (knowledge ID) is spared its own statement.
+    ///
+    /// Unless `checkpoints` is false (`export --since`, which sends what it is asked), a
+    /// receiver behind this replica's latest checkpoint, or any receiver once a new one is due,
+    /// gets this replica's own changes from its first (``ChangeLog/Checkpoints``).
     public static func export(
         replica: Replica, since base: Knowledge, key: SigningKey, to destination: String, intoDirectory: Bool,
         nameSuffix: String? = nil, receiver: String? = nil, readers: Set<String> = [], encryptTo recipients: [SSHPublicKey] = [],
-        scope: [String]? = nil, progress: ((Int) -> Void)? = nil
+        scope: [String]? = nil, checkpoints: Bool = true, progress: ((Int) -> Void)? = nil
     ) throws -> ExportResult {
         try BundleTables.ready(replica)
         try replica.refuseWhileMigrating("export")
@@ -26,17 +30,21 @@ extension BundleExchange {
         let rules = AdminRules(acts: adminStatements.map(\.act))
         let ownScope = rules.scope(of: me)
         let epochs = try replica.adminEpochs()
-        return try ChangeExporter.snapshot(of: replica, ownChangesAfter: base[me]) { exporter in
+        let (result, checkpoint) = try ChangeExporter.snapshot(of: replica, ownChangesAfter: base[me]) { exporter in
             let header = exporter.header
             let sites = exporter.sites
-            let path = intoDirectory ? destination + "/" + fileName(sender: me, base: header.base, last: header.last, suffix: nameSuffix) : destination
+            let own =
+                checkpoints
+                ? try Checkpoints.ownBase(forReceiverHolding: header.base, last: header.last, of: replica)
+                : (base: header.base, declares: false)
+            let path = intoDirectory ? destination + "/" + fileName(sender: me, base: own.base, last: header.last, suffix: nameSuffix) : destination
             let writer = try BundleWriter(
                 destination: path, encryptTo: recipients,
                 scratchDirectory: URL(fileURLWithPath: replica.path).deletingLastPathComponent().path)
-            if header.last > header.base {
+            if header.last > own.base {
                 let parts = ownSegments(
-                    after: header.base, through: header.last, epochs: epochs, scope: scope, knownScopes: rules.distinctScopes)
-                if parts.count == 1 && parts[0].scope == nil {
+                    after: own.base, through: header.last, epochs: epochs, scope: scope, knownScopes: rules.distinctScopes)
+                if parts.count == 1 && parts[0].scope == nil && own.base == header.base {
                     var whole = header
                     whole.adminStatements = parts[0].statements
                     try writer.writeSegment(whole, site: 0, key: key, progress: progress) { emit in try exporter.forEachChange(emit) }
@@ -51,22 +59,15 @@ extension BundleExchange {
                     }
                 }
             }
+            let ownRecords = writer.recordCount
             var origins = [me]
             let store = try SegmentStore(replica)
-            var relayed: [(site: Int, segment: SegmentStore.Stored)] = []
-            // A replica relays only to a reader whose scope lies within its own, and only the
-            // segments cut for that scope (or for one within it, which the reader relays on).
-            let readerScope = Scope(scope)
-            let relays = readerScope.isWithin(Scope(ownScope))
-            for (index, site) in sites.enumerated()
-            where relays && index > 0 && !site.retired && !leaving.contains(site.knowledgeID) {
-                for segment in try store.segments(of: site.knowledgeID, after: min(base[site.knowledgeID], site.known))
-                where Scope(segment.scope) == readerScope || (!readerScope.isEveryRow && Scope(segment.scope).isStrictlyWithin(readerScope)) {
-                    relayed.append((index, segment))
-                }
-            }
-            // Oldest first: a change set comes after those its origin had seen when it wrote it.
-            for (site, segment) in relayed.sorted(by: { $0.segment.createdHLC < $1.segment.createdHLC }) {
+            let siteIndex = Dictionary(uniqueKeysWithValues: sites.enumerated().map { ($0.element.knowledgeID, $0.offset) })
+            let retired = Set(sites.filter(\.retired).map(\.knowledgeID))
+            for segment in try relayedSegments(
+                from: store, since: base, leaving: leaving.union(retired).union([me]), scope: scope, ownScope: ownScope)
+            {
+                guard let site = siteIndex[segment.origin] else { continue }
                 try writer.copySegment(
                     site: site, base: segment.base, last: segment.last, records: segment.records, length: segment.length
                 ) {
@@ -92,8 +93,56 @@ extension BundleExchange {
             }
             envelope.adminStatements = adminStatements.map(\.signed)
             let (bytes, finished) = try writer.finish(envelope: envelope, signingKey: key)
-            return ExportResult(path: path, envelope: finished, rows: writer.recordCount, bytes: bytes)
+            return (
+                ExportResult(path: path, envelope: finished, rows: writer.recordCount, bytes: bytes),
+                own.declares ? (seq: header.last, records: ownRecords) : nil
+            )
         }
+        if let checkpoint { try replica.recordCheckpoint(through: checkpoint.seq, records: checkpoint.records) }
+        return result
+    }
+
+    /// The kept segments a bundle carries for a receiver that holds `base`: of every origin
+    /// but those `leaving` (this replica, the receiver, a mailbox's readers, which leave their
+    /// own there, and retired replicas), the fewest that carry what the receiver lacks, per
+    /// scope, oldest first (a change set comes after those its origin had seen when it wrote
+    /// it). A replica relays only to a reader whose scope lies within its own, and only the
+    /// segments cut for that scope (or for one within it, which the reader relays on).
+    static func relayedSegments(
+        from store: SegmentStore, since base: Knowledge, leaving: Set<String>, scope: [String]?, ownScope: [String]?
+    ) throws -> [SegmentStore.Stored] {
+        let readerScope = Scope(scope)
+        guard readerScope.isWithin(Scope(ownScope)) else { return [] }
+        var relayed: [SegmentStore.Stored] = []
+        for (origin, kept) in try store.byOrigin() where !leaving.contains(origin) {
+            let carried = kept.filter {
+                Scope($0.scope) == readerScope || (!readerScope.isEveryRow && Scope($0.scope).isStrictlyWithin(readerScope))
+            }
+            for group in Dictionary(grouping: carried, by: { Scope($0.scope) }).values {
+                relayed += SegmentStore.cover(of: group, after: base[origin])
+            }
+        }
+        return relayed.sorted { ($0.createdHLC, $0.rowid) < ($1.createdHLC, $1.rowid) }
+    }
+
+    /// What a bundle for a receiver that holds `base` would carry, in a few words that differ
+    /// whenever the bundle's content would: where this replica's own changes start and end,
+    /// and which kept segments it relays. A mailbox names its bundle after it, so that a
+    /// bundle's name changes with what it carries, and an unchanged one is not written again.
+    public static func plannedContent(
+        of replica: Replica, since base: Knowledge, readers: Set<String>, scope: [String]?, checkpoints: Bool = true
+    ) throws -> String {
+        try BundleTables.ready(replica)
+        try replica.fold()
+        let me = replica.knowledgeID
+        let last = try replica.knowledge()[me]
+        let ownBase =
+            checkpoints ? try Checkpoints.ownBase(forReceiverHolding: min(base[me], last), last: last, of: replica).base : base[me]
+        let retired = try replica.retiredPeerIDs()
+        let relayed = try relayedSegments(
+            from: try SegmentStore(replica), since: base, leaving: readers.union(retired).union([me]),
+            scope: scope.map { Array(Set($0)).sorted() }, ownScope: try replica.ownScope())
+        return "own \(ownBase)-\(last) relays " + relayed.map { "\($0.rowid)@\($0.createdHLC)" }.joined(separator: ",")
     }
 
     /// The segments of this replica's own changes after `base` through `last`: one per admin
@@ -152,9 +201,8 @@ extension BundleExchange {
     public static func hasChanges(of replica: Replica, since base: Knowledge, except: Set<String>) throws -> Bool {
         let knowledge = try replica.knowledge()
         if knowledge[replica.knowledgeID] > base[replica.knowledgeID] { return true }
-        let store = try SegmentStore(replica)
-        for (id, seq) in knowledge.seqs where id != replica.knowledgeID && !except.contains(id) && seq > base[id] {
-            if !(try store.segments(of: id, after: base[id]).isEmpty) { return true }
+        for (origin, kept) in try SegmentStore(replica).byOrigin() where origin != replica.knowledgeID && !except.contains(origin) {
+            if kept.contains(where: { $0.last > base[origin] }) { return true }
         }
         return false
     }

@@ -185,7 +185,10 @@ public final class BundleReader {
         _ = try body.readBytes(BundleCodec.magic.count + 1)
         for entry in envelope.segments {
             let start = body.consumed
-            guard let segment = try Segment(entry: entry, envelope: envelope, input: body, path: path, checkOrigin: checkOrigin)
+            let origin = envelope.sites[entry.site]
+            guard
+                let segment = try Segment(
+                    entry: entry, origin: (origin.id, origin.name), input: body, path: path, checkOrigin: checkOrigin)
             else {
                 try body.skip(entry.length - (body.consumed - start))
                 continue
@@ -219,12 +222,25 @@ public final class BundleReader {
     /// Streams one segment's bytes as they stand in the file, for a relay to keep them.
     public func copySegment(_ entry: BundleEnvelope.SegmentEntry, to consumer: ([UInt8]) throws -> Void) throws {
         let input = try HashingFileInput(descriptor: descriptor, path: path, range: entry.offset..<(entry.offset + entry.length))
+        input.hashing = false
         var remaining = entry.length
         while remaining > 0 {
             let part = try input.readBytes(min(remaining, 1 << 18))
             try consumer(part)
             remaining -= part.count
         }
+    }
+
+    /// A segment a relay kept (its bytes written to `file`, as they came), read as when it came: its
+    /// signer checked by `checkOrigin` and its signature before its header, each chunk's hash
+    /// before its records. Nil when `checkOrigin` passes it over.
+    static func keptSegment(
+        in file: HashingFileOutput, origin: (id: String, name: String), base: Int64, last: Int64, length: Int,
+        checkOrigin: (BundleEnvelope.SegmentEntry, SSHPublicKey) throws -> Bool
+    ) throws -> Segment? {
+        let input = try HashingFileInput(descriptor: file.descriptor, path: file.path, range: 0..<length)
+        let entry = BundleEnvelope.SegmentEntry(site: 0, base: base, last: last, offset: 0, length: length)
+        return try Segment(entry: entry, origin: origin, input: input, path: file.path, checkOrigin: checkOrigin)
     }
 
     /// One origin's segment, its header checked and decoded; its records are read on demand.
@@ -238,7 +254,7 @@ public final class BundleReader {
         private var recordsRead = false
 
         init?(
-            entry: BundleEnvelope.SegmentEntry, envelope: BundleEnvelope, input: HashingFileInput, path: String,
+            entry: BundleEnvelope.SegmentEntry, origin: (id: String, name: String), input: HashingFileInput, path: String,
             checkOrigin: (BundleEnvelope.SegmentEntry, SSHPublicKey) throws -> Bool
         ) throws {
             self.entry = entry
@@ -259,13 +275,13 @@ public final class BundleReader {
             guard SignedMessage.isValid(signature, of: headerBytes, by: signer) else {
                 throw BundleError(
                     .untrusted,
-                    "\(path): the changes of \(displayText(envelope.sites[entry.site].name.isEmpty ? envelope.sites[entry.site].id : envelope.sites[entry.site].name)) do not carry a valid signature of theirs; refusing the bundle"
+                    "\(path): the changes of \(displayText(origin.name.isEmpty ? origin.id : origin.name)) do not carry a valid signature of theirs; refusing the bundle"
                 )
             }
             header = try SegmentHeader.decode(headerBytes, path: path)
             self.signer = signer
             let changes = header.changes
-            guard changes.origin == envelope.sites[entry.site].id, changes.base == entry.base, changes.last == entry.last else {
+            guard changes.origin == origin.id, changes.base == entry.base, changes.last == entry.last else {
                 throw BundleError(.untrusted, "\(path): a segment is not the one its envelope lists; refusing the bundle")
             }
             consumed = input.consumed - start

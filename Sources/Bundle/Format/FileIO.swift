@@ -105,6 +105,8 @@ final class HashingFileInput {
     private let start: Int
     private let end: Int
     private var hasher = SHA512()
+    /// Off for a copy whose bytes were checked already (a segment kept to relay).
+    var hashing = true
 
     init(path: String, range: Range<Int>) throws {
         self.path = path
@@ -145,7 +147,7 @@ final class HashingFileInput {
             try POSIX.check(POSIX.retrying { pread(descriptor, raw.baseAddress!, want, off_t(fileOffset)) }, "read", path: path)
         }
         guard got > 0 else { return false }
-        hasher.update(data: buffer[0..<got])
+        if hashing { hasher.update(data: buffer[0..<got]) }
         fileOffset += got
         position = 0
         filled = got

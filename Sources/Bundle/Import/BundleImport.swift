@@ -36,6 +36,7 @@ extension BundleExchange {
         do {
             try replica.database.withPageCache(ofAtLeast: Replica.bulkPageCacheKiB) {
                 try replica.database.inTransaction(commit: !dryRun) {
+                    var statements: [AcknowledgementStatement] = []
                     // Bundle's tables, if this is the first bundle: a refused one leaves none.
                     try BundleTables.ready(replica)
                     // Admit the bundle.
@@ -50,6 +51,7 @@ extension BundleExchange {
                         result.superseded = admitted.superseded
                         result.warnings += admitted.warnings
                         try admitted.record(into: replica, envelope: envelope, ledger: admission.ledger)
+                        statements = admitted.statements
                     }
                     // One fold before any segment is admitted: every local write is numbered and
                     // has its entry, so admission and the merge see this replica as it is.
@@ -57,6 +59,12 @@ extension BundleExchange {
                     // Admit and merge each segment.
                     result.summary = try mergeSegments(
                         admittedBy: admission, learning: learning, warnings: &result.warnings, progress: progress)
+                    // What this replica kept before and could not count may count now.
+                    let healed = try mergeKeptSegments(admittedBy: admission, learning: learning)
+                    result.summary.add(healed)
+                    try replica.checkNotOlder(thanPurgedBy: envelope.senderReport, path: path)
+                    // What others hold counts as far as this replica can check it: now, after the merge.
+                    try KeyBinding.recordAcknowledgements(statements, envelope: envelope, replica: replica)
                     if !result.superseded { try replica.recordSender(envelope.senderReport) }
                     try replica.observeClock(envelope.senderHLC)
                     try replica.removeRowsOutOfScope()
@@ -149,7 +157,6 @@ extension BundleExchange {
         let knowledge = try replica.knowledge()
         let store = try SegmentStore(replica)
         for kept in relayOnly where knowledge[kept.changes.origin] >= kept.changes.last {
-            guard try store.isNeeded(origin: kept.changes.origin, last: kept.changes.last, sender: envelope.sender.id) else { continue }
             try store.keep(
                 origin: kept.changes.origin, base: kept.changes.base, last: kept.changes.last,
                 createdHLC: kept.changes.createdHLC, records: kept.records, length: kept.entry.length, scope: kept.changes.scope
@@ -160,9 +167,9 @@ extension BundleExchange {
 
     /// Merges one admitted segment by its plan, then what the merge implies: new lives of rows
     /// whose label a concurrent life changed, the origin's admin claim, and the segment kept
-    /// to relay while a peer still needs it.
+    /// to serve whoever lacks it (`reader` gives its bytes; nil for one kept already).
     private static func merge(
-        _ segment: BundleReader.Segment, by plan: MergePlan, claim: Int64?, reader: BundleReader, replica: Replica,
+        _ segment: BundleReader.Segment, by plan: MergePlan, claim: Int64?, reader: BundleReader?, replica: Replica,
         learning: LearningEvent.ByWriter, applied: (Int) -> Void
     ) throws -> ApplySummary {
         let changes = segment.header.changes
@@ -180,16 +187,62 @@ extension BundleExchange {
         if merged.knowledgeAdvanced && changes.last > (claim ?? 0) {
             try replica.recordAdminClaim(of: changes.origin, last: changes.last, ids: changes.adminStatements)
         }
-        if merged.knowledgeAdvanced {
-            let store = try SegmentStore(replica)
-            if try store.isNeeded(origin: changes.origin, last: changes.last, sender: reader.envelope.sender.id) {
-                try store.keep(
-                    origin: changes.origin, base: changes.base, last: changes.last, createdHLC: changes.createdHLC,
-                    records: segment.header.recordCount, length: segment.entry.length, scope: changes.scope
-                ) { consumer in try reader.copySegment(segment.entry, to: consumer) }
-            }
+        // Kept whether or not this replica could count it yet: a replica met later may lack it.
+        if let reader {
+            try SegmentStore(replica).keep(
+                origin: changes.origin, base: changes.base, last: changes.last, createdHLC: changes.createdHLC,
+                records: segment.header.recordCount, length: segment.entry.length, scope: changes.scope
+            ) { consumer in try reader.copySegment(segment.entry, to: consumer) }
         }
         return merged
+    }
+
+    /// Merges again the kept segments this replica could not count when they came (it lacked
+    /// their origin's earlier changes, or a life they changed) and now may: those that begin
+    /// at or before what it holds of their origin and reach past it, cut for its own scope,
+    /// until none does. Read from the store, checked as when they came.
+    private static func mergeKeptSegments(admittedBy admission: BundleAdmission, learning: LearningEvent.ByWriter) throws
+        -> ApplySummary
+    {
+        let replica = admission.replica
+        let store = try SegmentStore(replica)
+        let ownScope = try SegmentStore.scopeText(try replica.ownScope())
+        let retired = try replica.retiredPeers()
+        var summary = ApplySummary()
+        for _ in 0..<maxSegmentPasses {
+            let known = try replica.knowledge()
+            var advanced = false
+            for (origin, kept) in try store.byOrigin().sorted(by: { $0.key < $1.key })
+            where origin != replica.knowledgeID && retired[origin] == nil {
+                for segment in kept where segment.base <= known[origin] && segment.last > known[origin] {
+                    guard try SegmentStore.scopeText(segment.scope) == ownScope else { continue }
+                    summary.add(try mergeKept(segment, admittedBy: admission, known: known, learning: learning))
+                    if try replica.knowledge()[origin] > known[origin] { advanced = true }
+                }
+            }
+            guard advanced else { break }
+        }
+        return summary
+    }
+
+    private static func mergeKept(
+        _ kept: SegmentStore.Stored, admittedBy admission: BundleAdmission, known: Knowledge, learning: LearningEvent.ByWriter
+    ) throws -> ApplySummary {
+        let replica = admission.replica
+        // A scratch file that has no name: nothing is left behind however the process ends.
+        let output = try HashingFileOutput(
+            scratchFor: "\(replica.path) (a kept segment of \(kept.origin))",
+            in: URL(fileURLWithPath: replica.path).deletingLastPathComponent().path)
+        try SegmentStore(replica).read(kept) { try output.write($0) }
+        try output.flush()
+        let name = try replica.siteName(of: kept.origin)
+        guard
+            let segment = try BundleReader.keptSegment(
+                in: output, origin: (kept.origin, name), base: kept.base, last: kept.last, length: kept.length,
+                checkOrigin: { entry, signer in try admission.admitKeptSigner(origin: kept.origin, entry: entry, signer: signer, known: known) })
+        else { return ApplySummary() }
+        guard case .merge(let plan, let claim) = try admission.admitSegment(segment.header.changes) else { return ApplySummary() }
+        return try merge(segment, by: plan, claim: claim, reader: nil, replica: replica, learning: learning) { _ in }
     }
 
     /// Passes over one bundle's segments; a bundle needs more only when a chain of rows, each

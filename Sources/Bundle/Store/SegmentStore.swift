@@ -2,10 +2,13 @@ import ChangeLog
 import Foundation
 import SQLiteDatabase
 
-/// Other replicas' signed segments this replica keeps, byte for byte, to relay them to a
-/// peer that lacks them: only while some live peer has not acknowledged them (purge drops
-/// them then), and only where a peer other than their origin and their sender may need
-/// them: between two replicas nothing is kept.
+/// Other replicas' signed segments this replica keeps, byte for byte, to serve whoever lacks
+/// them, met yet or not (docs/BUNDLE_FORMAT.md, "What a relay keeps"): every segment it
+/// merged, or held for a scope within its own. Of one origin's segments for one scope it keeps
+/// the fewest whose ranges still cover what the others covered (the newest of equal ranges),
+/// so a checkpoint of the origin's (a segment from its first change) replaces all it covers,
+/// and what is kept stays bounded by the origin's data, not its history
+/// (``ChangeLog/Checkpoints``). A purge drops nothing here: a replica that joins later needs it.
 struct SegmentStore {
     let replica: Replica
     private var database: Database { replica.database }
@@ -13,11 +16,6 @@ struct SegmentStore {
     init(_ replica: Replica) throws {
         try BundleTables.ready(replica)
         self.replica = replica
-    }
-
-    /// Drops the segments every live peer (but this replica) has acknowledged: `purge`.
-    func dropAcknowledged() throws {
-        try database.run(StoreSQL.dropAcknowledged, .integer(Int64(replica.site)))
     }
 
     struct Stored {
@@ -42,21 +40,19 @@ struct SegmentStore {
         text == "*" ? nil : try JSONDecoder().decode([String].self, from: Data(text.utf8))
     }
 
-    /// True when a live peer other than this replica, the origin and the sender has not
-    /// acknowledged the origin's changes through `last`.
-    func isNeeded(origin: String, last: Int64, sender: String) throws -> Bool {
-        try database.int64(StoreSQL.isNeeded, .text(origin), .text(sender), .integer(last), .integer(Int64(replica.site))) == 1
-    }
-
-    /// Keeps a segment, streamed by `bytes` (called with a consumer), unless the same is kept.
+    /// Keeps a segment, streamed by `bytes` (called with a consumer), unless one of the same
+    /// range and scope is kept that is as new; then drops what it makes redundant.
     func keep(
         origin: String, base: Int64, last: Int64, createdHLC: Int64, records: Int, length: Int, scope: [String]? = nil,
         bytes: (([UInt8]) throws -> Void) throws -> Void
     ) throws {
         let site = try replica.siteNumber(for: origin, name: nil)
+        let scopeText = try Self.scopeText(scope)
+        try database.run(
+            StoreSQL.replaceOlder, .integer(Int64(site)), .integer(base), .integer(last), .text(scopeText), .integer(createdHLC))
         try database.run(
             StoreSQL.insert, .integer(Int64(site)), .integer(base), .integer(last), .integer(createdHLC),
-            .integer(Int64(records)), .text(try Self.scopeText(scope)), .integer(Int64(length)))
+            .integer(Int64(records)), .text(scopeText), .integer(Int64(length)))
         guard database.changes == 1 else { return }
         let blob = try database.openBlob(table: "_sqsync_segments", column: "bytes", rowid: database.lastInsertRowID, writable: true)
         var offset = 0
@@ -64,15 +60,94 @@ struct SegmentStore {
             try blob.write(part, at: offset)
             offset += part.count
         }
+        try dropRedundant(site: site, scopeText: scopeText)
     }
 
-    /// The segments of `origin` with changes after `base`, oldest first.
-    func segments(of origin: String, after base: Int64) throws -> [Stored] {
-        try database.rows(StoreSQL.segments, .text(origin), .integer(base)).map {
+    /// Drops every segment of one origin and scope that the fewest covering the same ranges
+    /// leave out (``cover(of:after:)`` from nothing).
+    private func dropRedundant(site: Int, scopeText: String) throws {
+        let group = try database.rows(StoreSQL.group, .integer(Int64(site)), .text(scopeText)).map {
             Stored(
-                rowid: try $0.int64("id"), origin: origin, base: try $0.int64("first"), last: try $0.int64("last"),
-                createdHLC: try $0.int64("created_hlc"), records: try $0.int("records"), length: try $0.int("length"),
-                scope: try Self.scope(ofText: try $0.string("scope")))
+                rowid: try $0.int64("id"), origin: "", base: try $0.int64("first"), last: try $0.int64("last"),
+                createdHLC: try $0.int64("created_hlc"), records: 0, length: 0, scope: nil)
+        }
+        let kept = Set(Self.cover(of: group, after: -1).map(\.rowid))
+        for stored in group where !kept.contains(stored.rowid) {
+            try database.run(#"DELETE FROM "_sqsync_segments" WHERE "id" = ?"#, .integer(stored.rowid))
+        }
+    }
+
+    /// The fewest of `segments` (one origin's, one scope's) that carry everything after
+    /// `base` any of them carries: from `base` on, the one that reaches furthest among those
+    /// that continue what is covered; past a gap, the longest that starts there. Oldest first.
+    static func cover(of segments: [Stored], after base: Int64) -> [Stored] {
+        let ordered = segments.filter { $0.last > base }.sorted {
+            ($0.base, -$0.last, -$0.createdHLC) < ($1.base, -$1.last, -$1.createdHLC)
+        }
+        var chosen: [Stored] = []
+        var reach = base
+        var index = 0
+        while index < ordered.count {
+            if ordered[index].last <= reach {
+                index += 1
+            } else if ordered[index].base > reach {
+                chosen.append(ordered[index])
+                reach = ordered[index].last
+                index += 1
+            } else {
+                var best = ordered[index]
+                while index < ordered.count && ordered[index].base <= reach {
+                    // Of those that reach as far, the shortest (it carries least), then the newest.
+                    let candidate = ordered[index]
+                    if (candidate.last, candidate.base, candidate.createdHLC) > (best.last, best.base, best.createdHLC) {
+                        best = candidate
+                    }
+                    index += 1
+                }
+                chosen.append(best)
+                reach = best.last
+            }
+        }
+        return chosen
+    }
+
+    /// How far `segments` (one origin's) cut for `scope` reach from its first change without a
+    /// gap: what this replica can serve of that origin.
+    static func reach(of segments: [Stored], scope: [String]?) throws -> Int64 {
+        let wanted = try scopeText(scope)
+        var reach: Int64 = 0
+        for segment in cover(of: try segments.filter { try scopeText($0.scope) == wanted }, after: 0) {
+            guard segment.base <= reach else { break }
+            reach = max(reach, segment.last)
+        }
+        return reach
+    }
+
+    /// Every kept segment, by origin, oldest range first: one read of the table (not of the bytes).
+    func byOrigin() throws -> [String: [Stored]] {
+        Dictionary(grouping: try database.rows(StoreSQL.all).map { try Self.stored($0, origin: try $0.string("knowledge_id")) }) {
+            $0.origin
+        }
+    }
+
+    /// Every kept segment of `origin`, oldest range first.
+    func segments(of origin: String) throws -> [Stored] {
+        try database.rows(StoreSQL.segments, .text(origin)).map { try Self.stored($0, origin: origin) }
+    }
+
+    private static func stored(_ row: Row, origin: String) throws -> Stored {
+        Stored(
+            rowid: try row.int64("id"), origin: origin, base: try row.int64("first"), last: try row.int64("last"),
+            createdHLC: try row.int64("created_hlc"), records: try row.int("records"), length: try row.int("length"),
+            scope: try scope(ofText: try row.string("scope")))
+    }
+
+    /// The origins with a kept segment that begins past what this replica holds of them, and
+    /// where the first such begins: the ranges this replica lacks though it holds later ones.
+    func gaps(knowledge: Knowledge) throws -> [(origin: String, holds: Int64, nextKept: Int64)] {
+        try byOrigin().sorted { $0.key < $1.key }.compactMap { origin, segments in
+            let holds = knowledge[origin]
+            return segments.filter { $0.base > holds }.map(\.base).min().map { (origin, holds, $0) }
         }
     }
 
@@ -86,31 +161,33 @@ struct SegmentStore {
             offset += part.count
         }
     }
+
+    /// Bytes kept, for `make bench`.
+    func keptBytes() throws -> Int64 {
+        try database.int64(#"SELECT coalesce(sum(length("bytes")), 0) FROM "_sqsync_segments""#)
+    }
 }
 
 enum StoreSQL {
-    /// ?1 origin, ?2 sender, ?3 last, ?4 this replica's site.
-    static let isNeeded = """
-        SELECT EXISTS (
-            SELECT 1 FROM "_sqsync_sites" p
-            WHERE p."site" != ?4 AND p."retired" = 0 AND p."knowledge_id" NOT IN (?1, ?2)
-              AND coalesce((SELECT a."seq" FROM "_sqsync_acks" a JOIN "_sqsync_sites" o ON o."site" = a."site"
-                            WHERE a."peer" = p."site" AND o."knowledge_id" = ?1), 0) < ?3)
-        """
-    /// ?1 this replica's site.
-    static let dropAcknowledged = """
-        DELETE FROM "_sqsync_segments" AS g WHERE NOT EXISTS (
-            SELECT 1 FROM "_sqsync_sites" p
-            WHERE p."site" != ?1 AND p."retired" = 0
-              AND coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = p."site" AND a."site" = g."site"), 0) < g."last")
+    /// A kept segment of the same range and scope that is older than ?5 goes.
+    static let replaceOlder = """
+        DELETE FROM "_sqsync_segments" WHERE "site" = ?1 AND "first" = ?2 AND "last" = ?3 AND "scope" = ?4 AND "created_hlc" < ?5
         """
     static let insert = """
         INSERT OR IGNORE INTO "_sqsync_segments" ("site", "first", "last", "created_hlc", "records", "scope", "bytes")
         VALUES (?, ?, ?, ?, ?, ?, zeroblob(?))
         """
+    static let group = """
+        SELECT "id", "first", "last", "created_hlc" FROM "_sqsync_segments" WHERE "site" = ? AND "scope" = ?
+        """
     static let segments = """
         SELECT g."id", g."first", g."last", g."created_hlc", g."records", g."scope", length(g."bytes") AS "length"
         FROM "_sqsync_segments" g JOIN "_sqsync_sites" s ON s."site" = g."site"
-        WHERE s."knowledge_id" = ? AND g."last" > ? ORDER BY g."first", g."last"
+        WHERE s."knowledge_id" = ? ORDER BY g."first", g."last"
+        """
+    static let all = """
+        SELECT s."knowledge_id", g."id", g."first", g."last", g."created_hlc", g."records", g."scope",
+               length(g."bytes") AS "length"
+        FROM "_sqsync_segments" g JOIN "_sqsync_sites" s ON s."site" = g."site" ORDER BY g."first", g."last"
         """
 }

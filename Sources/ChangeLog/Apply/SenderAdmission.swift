@@ -45,8 +45,9 @@ public enum SenderVerdict: Sendable, Equatable {
 
 extension Replica {
     /// Checks what a bundle's sender says of itself before any of its changes is merged:
-    /// it is not a retired peer, its clock went where one replica's clock can go, no purged
-    /// deletion is missing on either side. A bundle older than one already taken from the
+    /// it is not a retired peer, its clock went where one replica's clock can go, it lacks
+    /// no deletion this replica purged (the other way round is checked after the merge:
+    /// ``checkNotOlder(thanPurgedBy:path:)``). A bundle older than one already taken from the
     /// sender is ``SenderVerdict/superseded``: a replay, never a reason to alarm, whose
     /// purge marks are not checked (they are older than what the sender said since).
     public func admitSender(_ report: SenderReport, path: String) throws -> SenderVerdict {
@@ -73,16 +74,11 @@ extension Replica {
                 }
             }
         }
-        let knowledge = try self.knowledge()
-        for (id, forgotten) in report.forgotten.seqs.sorted(by: { $0.key < $1.key }) where forgotten > knowledge[id] {
-            throw ChangeLogError(
-                .staleReplica,
-                "\(path): this replica is older than what \(report.label) has purged (it lacks deletions of \(try siteLabel(id)) up to \(forgotten)) and may still hold rows deleted since; replace it with `sqsync clone` of a current replica"
-            )
-        }
         for row in try database.rows(MergeSQL.purgedSites) {
             let id = try row.string("knowledge_id"), forgotten = try row.int64("forgotten_seq")
-            if id != knowledgeID && id != report.knowledgeID && report.knowledge[id] < forgotten {
+            // A sender that holds nothing of that replica (one that joined since) holds none of
+            // its rows either.
+            if id != knowledgeID && id != report.knowledgeID && report.knowledge[id] > 0 && report.knowledge[id] < forgotten {
                 throw ChangeLogError(
                     .staleReplica,
                     "\(path): the bundle comes from \(report.label), which lacks deletions of \(displayText(try row.string("label"))) that this replica has already purged, so it may still hold deleted rows; replace that replica with `sqsync clone` of a current one"
@@ -90,6 +86,23 @@ extension Replica {
             }
         }
         return .admitted
+    }
+
+    /// Checks, once a bundle's segments are merged, that this replica is not older than what
+    /// its sender purged: holding some of a replica's changes but not its deletions the sender
+    /// forgot, it may still hold rows deleted since, which no bundle will ever delete. The
+    /// segments the bundle carried count (a relay keeps what a late joiner lacks), and a
+    /// replica that holds nothing of that replica (one that joined since) holds none of its
+    /// rows; a checkpoint ends the lives it does not mention (docs/MERGE_RULES.md).
+    public func checkNotOlder(thanPurgedBy report: SenderReport, path: String) throws {
+        let knowledge = try self.knowledge()
+        for (id, forgotten) in report.forgotten.seqs.sorted(by: { $0.key < $1.key })
+        where id != knowledgeID && knowledge[id] > 0 && forgotten > knowledge[id] {
+            throw ChangeLogError(
+                .staleReplica,
+                "\(path): this replica is older than what \(report.label) has purged (it lacks deletions of \(try siteLabel(id)) up to \(forgotten)) and may still hold rows deleted since; replace it with `sqsync clone` of a current replica"
+            )
+        }
     }
 
     /// Records what the sender of a merged bundle said of itself: what it holds, when it was

@@ -10,14 +10,17 @@ public struct PurgeResult: Sendable {
 }
 
 extension Replica {
-    /// Drops deletions every live peer has acknowledged and remembers, per site, up to where
-    /// it forgot them: a replica that knows less than that is refused later (it could still
-    /// hold rows deleted here) instead of being merged into wrong data. Folds counter entries
-    /// the same way, so they stay one per replica per cell and go once acknowledged.
+    /// Retires the deletions every live peer has acknowledged: they no longer wait for anyone
+    /// (`status` stops counting them, nothing is held back for them). Each keeps its row's
+    /// causal length and the stamp of its delete, about 30 bytes, for good: a row inserted
+    /// again under that key starts a life above it, a deletion that comes again (a relay keeps
+    /// its origin's segments for replicas met later) changes nothing, and a replica that joins
+    /// later, holding a row under that key, gets the deletion with its origin's next checkpoint
+    /// (docs/MERGE_RULES.md, "Purge"). Folds counter entries every peer holds, so they stay one
+    /// per replica per cell.
     public func purge(dryRun: Bool) throws -> PurgeResult {
         try database.inTransaction(commit: !dryRun) {
             try fold()
-            try database.run(LifecycleSQL.rememberForgotten, .integer(Int64(site)))
             try database.run(LifecycleSQL.purgeTombstones, .integer(Int64(site)))
             let purged = database.changes
             try database.execute(LifecycleSQL.dropCellsOfDeadRows)
@@ -44,29 +47,26 @@ extension Replica {
 }
 
 enum LifecycleSQL {
-    /// A deletion is purgeable once no live peer (other than this replica) lacks it.
+    /// A deletion is purgeable once no live peer (other than this replica) lacks it. A purged
+    /// one keeps its entry, its "cells" an empty blob (no column clocks, as NULL says for a
+    /// deletion waiting).
     private static let purgeable = """
-        r."cl" % 2 = 0 AND NOT EXISTS (
+        r."cl" % 2 = 0 AND r."cells" IS NULL AND NOT EXISTS (
             SELECT 1 FROM "_sqsync_sites" p
             WHERE p."site" != ?1 AND p."retired" = 0
               AND coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = p."site" AND a."site" = r."site"), 0) < r."seq")
         """
 
-    /// Per site, the latest deletion purged. One pass over the tombstones, which lie in key
-    /// order (`_sqsync_tombstones`), not one per site.
-    static let rememberForgotten = """
-        UPDATE "_sqsync_sites" SET "forgotten_seq" = max("forgotten_seq", "latest"."seq")
-        FROM (SELECT r."site", max(r."seq") AS "seq" FROM "_sqsync_rows" r WHERE \(purgeable) GROUP BY r."site") AS "latest"
-        WHERE "latest"."site" = "_sqsync_sites"."site"
+    static let purgeTombstones = """
+        UPDATE "_sqsync_rows" AS r SET "cells" = x'' WHERE \(purgeable)
         """
 
-    static let purgeTombstones = """
-        DELETE FROM "_sqsync_rows" AS r WHERE \(purgeable)
-        """
+    /// Deletions still waiting for a peer (a purged one's "cells" is an empty blob).
+    static let waiting = #"r."cl" % 2 = 0 AND r."cells" IS NULL"#
 
     /// Column clocks of dead rows carry nothing: the fold and imports drop them with the
     /// delete; this clears any left by a write that bypassed both.
     static let dropCellsOfDeadRows = """
-        UPDATE "_sqsync_rows" SET "cells" = NULL WHERE "cl" % 2 = 0 AND "cells" IS NOT NULL
+        UPDATE "_sqsync_rows" SET "cells" = NULL WHERE "cl" % 2 = 0 AND "cells" IS NOT NULL AND "cells" != x''
         """
 }

@@ -50,7 +50,7 @@ extension Replica {
             return ReplicaStatus(
                 knowledgeID: knowledgeID, name: name, knowledge: try knowledge(), trackedTables: tables,
                 localChanges: Int(try knowledge()[knowledgeID]),
-                tombstones: try count(#"SELECT count(*) FROM "_sqsync_rows" WHERE "cl" % 2 = 0"#, []),
+                tombstones: try count("SELECT count(*) FROM \"_sqsync_rows\" r WHERE \(LifecycleSQL.waiting)", []),
                 peers: lags,
                 conflicts: try count(#"SELECT count(*) FROM "_sqsync_conflicts""#, []), schemaVersion: try schemaVersion())
         }
@@ -76,7 +76,7 @@ enum StatusSQL {
 
     static let tombstonesNotAcknowledged = """
         SELECT count(*) FROM "_sqsync_rows" r
-        WHERE r."cl" % 2 = 0
+        WHERE \(LifecycleSQL.waiting)
           AND r."seq" > coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = ?1 AND a."site" = r."site"), 0)
         """
 }

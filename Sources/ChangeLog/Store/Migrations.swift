@@ -403,6 +403,25 @@ enum MetadataSQL {
             CREATE INDEX "_sqsync_relives" ON "_sqsync_rows" ("tid", "site", "seq") WHERE "cl" >= 3;
             """
         ),
+        (
+            16,
+            """
+            -- This replica's latest checkpoint (docs/BUNDLE_FORMAT.md, "What a relay keeps"): a
+            -- segment of its own with every current change from its first, after which relays
+            -- drop its older segments. "checkpoint_seq": the last change it covered (0: none yet);
+            -- "checkpoint_records": how many rows it carried. No segment of its own spans a
+            -- checkpoint: a receiver behind one gets a checkpoint too.
+            ALTER TABLE "_sqsync_replica" ADD COLUMN "checkpoint_seq" INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE "_sqsync_replica" ADD COLUMN "checkpoint_records" INTEGER NOT NULL DEFAULT 0;
+
+            -- A purge keeps a deletion's entry (its row's causal length and its delete's stamp),
+            -- marked purged by "cells" = x'' (docs/MERGE_RULES.md, "Purge"); only deletions still
+            -- waiting for a peer stay in the index status and purge read.
+            DROP INDEX IF EXISTS "_sqsync_tombstones";
+            CREATE INDEX "_sqsync_tombstones" ON "_sqsync_rows" ("tid", "pk", "site", "seq")
+                WHERE "cl" % 2 = 0 AND "cells" IS NULL;
+            """
+        ),
     ]
 
 

@@ -68,7 +68,7 @@ extension SQSync {
             let scope = try peer.flatMap { try replica.adminRules().scope(of: receiver ?? $0.lowercased()) }
             let result = try BundleExchange.export(
                 replica: replica, since: base, key: key, to: to ?? output!, intoDirectory: to != nil, receiver: receiver,
-                encryptTo: recipients, scope: scope, progress: global.progress("exporting"))
+                encryptTo: recipients, scope: scope, checkpoints: since == nil, progress: global.progress("exporting"))
             global.endProgress()
             if global.json {
                 global.emitJSON([

@@ -12,7 +12,7 @@ extension SQSync {
         @Flag(name: .long, help: "Report what would be dropped; change nothing.") var dryRun = false
 
         func run() throws {
-            let result = try BundleExchange.purge(replica: try Replica(path: db), dryRun: dryRun)
+            let result = try Replica(path: db).purge(dryRun: dryRun)
             let holders = result.heldBackBy.map { $0.name.isEmpty ? $0.knowledgeID : $0.name }
             if global.json {
                 global.emitJSON([

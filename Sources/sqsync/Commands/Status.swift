@@ -14,6 +14,7 @@ extension SQSync {
             let replica = try Replica(path: db)
             let status = try replica.status()
             let held = try BundleExchange.heldBundles(of: replica)
+            let gaps = try BundleExchange.gaps(of: replica)
             // What the admin statements say of this replica (docs/SCOPES.md).
             let rules = try replica.adminRules()
             let scope = rules.scope(of: replica.knowledgeID)
@@ -36,7 +37,7 @@ extension SQSync {
                             "key_fingerprint": lag.peer.signingKey.map(KeyBinding.fingerprint) as Any,
                         ]
                     },
-                    "held": held.map { ["path": $0.path, "reason": $0.reason] },
+                    "held": held.map { ["path": $0.path, "reason": $0.reason] }, "gaps": gaps.map(gapJSON),
                     "scope": scope as Any, "grants": grants as Any,
                 ])
                 return
@@ -68,6 +69,7 @@ extension SQSync {
                 "tombstones \(status.tombstones) waiting"
                     + (holders.isEmpty ? "" : ", held back by \(holders.joined(separator: ", "))"))
             for held in held { lines.append("held       \(held.path): \(held.reason)") }
+            for gap in gaps { lines.append("gap        \(describe(gap))") }
             global.printResult(lines.joined(separator: "\n"))
         }
     }

@@ -74,6 +74,7 @@ extension SQSync {
             }
             for note in report.notes { global.say("sqsync: note: \(note)") }
             for held in report.stillHeld { global.say("sqsync: held: \(held.path): \(held.reason)") }
+            for gap in report.gaps { global.say("sqsync: note: \(describe(gap))") }
             if global.json {
                 global.emitJSON([
                     "target": target, "bundles_in": applied.count, "changes_in": changesIn, "conflicts": conflicts,
@@ -83,6 +84,7 @@ extension SQSync {
                     "rows_out": report.exported?.rows ?? 0, "removed": report.removed,
                     "leftovers_removed": report.leftoversRemoved, "warnings": report.warnings, "notes": report.notes,
                     "held_bundles": report.stillHeld.map { ["path": $0.path, "reason": $0.reason] },
+                    "gaps": report.gaps.map(gapJSON),
                 ])
             } else {
                 let out = report.exported.map { "1 bundle out (\(counted($0.rows, "row")))" } ?? "nothing new out"

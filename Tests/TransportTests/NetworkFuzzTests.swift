@@ -1,0 +1,310 @@
+import Bundle
+import ChangeLog
+import Foundation
+import SQLiteDatabase
+import TestSupport
+import XCTest
+
+@testable import Transport
+
+/// Networks, not pairs: replicas joined by folder mailboxes in a random topology (a line, a
+/// star with a second level, a ring), each writing, updating, renaming and deleting rows,
+/// visiting its mailboxes in random order; files lost, put back late and copied to another
+/// mailbox; purges; late joiners made with `init` (with rows of their own) and with `clone`,
+/// attached through one site, one of them after a purge. Then every site visits its
+/// mailboxes until the network is quiet: every replica holds the same rows, every row that was
+/// inserted and never deleted is there, no bundle is held, and no outbox keeps more than its
+/// replica's current bundles.
+///
+/// Runs 2 seeds; `SQSYNC_PROPERTY_SEEDS=N` runs N (`make fuzz` runs many).
+/// `SQSYNC_PROPERTY_SEED=S` replays one.
+final class NetworkFuzzTests: XCTestCase {
+    func testEveryChangeReachesEveryReplicaThroughAnyChainOfMeetings() throws {
+        let seeds = PropertyHistory.seeds(from: 0x4E7_0000_0000, default: 2)
+        for seed in seeds {
+            let network = try FuzzNetwork(seed: seed)
+            defer { network.removeFiles() }
+            do {
+                try network.run()
+            } catch {
+                let all = ProcessInfo.processInfo.environment["SQSYNC_PROPERTY_SEED"] != nil
+                XCTFail("seed \(seed) threw \(error)\n\(all ? "every step" : "last steps"):\n\(all ? network.history.steps.joined(separator: "\n") : network.history.tail)")
+            }
+        }
+    }
+}
+
+private final class FuzzNetwork {
+    struct Site {
+        var name: String
+        var replica: Replica
+        var key: SigningKey
+        var mailboxes: [Int]
+    }
+
+    let directory: String
+    var history: PropertyHistory
+    var sites: [Site] = []
+    /// Each mailbox: its folder and the sites that visit it.
+    var mailboxes: [(folder: String, members: [Int])] = []
+    var trustLines: [String] = []
+    var trust: AllowedSigners
+    /// Files taken out of a mailbox, to come back late (or never).
+    var limbo: [(file: String, back: String)] = []
+    /// Keys some site inserted; keys some site deleted or renamed away.
+    var inserted: Set<String> = []
+    var removed: Set<String> = []
+    var joiners = 0
+    let keys = (0..<30).map { "k\($0)" }
+
+    init(seed: UInt64) throws {
+        history = PropertyHistory(seed: seed)
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqsync-network-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        trust = try AllowedSigners(text: "")
+        let count = 4 + history.below(2)
+        let first = try newReplica("s0", rows: (0..<8).map { "k\($0)" })
+        sites.append(first)
+        for index in 1..<count {
+            let key = SigningKey.generate(comment: "s\(index)")
+            let clone = try first.replica.clone(
+                to: directory + "/s\(index).db", name: "s\(index)", knowledgeID: ReplicaIdentity.knowledgeID(for: key.publicKey))
+            try addTrust("s\(index)", key)
+            sites.append(Site(name: "s\(index)", replica: clone, key: key, mailboxes: []))
+        }
+        switch history.below(3) {
+        case 0:
+            history.note("topology: a line of \(count)")
+            for index in 1..<count { try connect(index - 1, index) }
+        case 1:
+            history.note("topology: a star of \(count) with a second level")
+            for index in 1..<min(count, 3) { try connect(0, index) }
+            for index in 3..<count { try connect(1 + (index % 2), index) }
+        default:
+            history.note("topology: a ring of \(count)")
+            for index in 1..<count { try connect(index - 1, index) }
+            try connect(count - 1, 0)
+        }
+    }
+
+    func removeFiles() { try? FileManager.default.removeItem(atPath: directory) }
+
+    private func addTrust(_ name: String, _ key: SigningKey) throws {
+        trustLines.append(AllowedSigners.line(principal: name, key: key.publicKey))
+        trust = try AllowedSigners(text: trustLines.joined(separator: "\n") + "\n")
+    }
+
+    /// A replica made with `init`: the table, rows of its own, tracked.
+    private func newReplica(_ name: String, rows: [String]) throws -> Site {
+        let key = SigningKey.generate(comment: name)
+        let replica = try Replica.initialize(
+            path: directory + "/\(name).db", name: name, knowledgeID: ReplicaIdentity.knowledgeID(for: key.publicKey)
+        ).replica
+        try replica.database.execute("CREATE TABLE notes (id TEXT PRIMARY KEY, title TEXT, n INTEGER, body)")
+        for id in rows {
+            try replica.database.run("INSERT INTO notes VALUES (?, ?, 0, NULL)", .text(id), .text("\(name)'s \(id)"))
+            inserted.insert(id)
+        }
+        _ = try replica.track(["notes"], allowIntegerPrimaryKey: false)
+        try addTrust(name, key)
+        return Site(name: name, replica: replica, key: key, mailboxes: [])
+    }
+
+    private func connect(_ a: Int, _ b: Int) throws {
+        let folder = directory + "/box\(mailboxes.count)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        mailboxes.append((folder, [a, b]))
+        sites[a].mailboxes.append(mailboxes.count - 1)
+        sites[b].mailboxes.append(mailboxes.count - 1)
+    }
+
+    // MARK: Steps
+
+    func run() throws {
+        for step in 0..<110 {
+            let roll = history.below(100)
+            switch roll {
+            case 0..<44: try write(at: history.below(sites.count))
+            case 44..<86: try visit(site: history.below(sites.count), step: step)
+            case 86..<90: try lose()
+            case 90..<93: try putBack()
+            case 93..<96: try duplicate()
+            case 96..<98: try purge(at: history.below(sites.count))
+            default: if joiners < 3 { try join(afterPurge: false) }
+            }
+            if step == 70 && joiners < 3 {
+                for index in sites.indices { try purge(at: index) }
+                try join(afterPurge: true)
+            }
+        }
+        while !limbo.isEmpty { try putBack() }
+        try settle()
+        try check()
+    }
+
+    private func write(at index: Int) throws {
+        let site = sites[index]
+        let before = Set(try ids(of: site.replica))
+        try history.writeNote(in: site.replica.database, keys: keys, who: site.name, valueKinds: 6) { history in
+            "t\(history.below(50))"
+        }
+        let after = Set(try ids(of: site.replica))
+        inserted.formUnion(after.subtracting(before))
+        removed.formUnion(before.subtracting(after))
+    }
+
+    private func visit(site index: Int, step: Int) throws {
+        guard let box = sites[index].mailboxes.isEmpty ? nil : history.pick(sites[index].mailboxes) else { return }
+        let report = try sync(index, box)
+        history.note("step \(step): \(sites[index].name) visits box\(box): \(report.imported.count) in, \(report.exported?.rows ?? 0) rows out")
+    }
+
+    @discardableResult
+    private func sync(_ index: Int, _ box: Int) throws -> SyncReport {
+        let mailbox = Mailbox(transport: DirectoryTransport(root: mailboxes[box].folder), encrypts: false)
+        let report = try mailbox.sync(replica: sites[index].replica, key: sites[index].key, trust: trust)
+        if !report.rejected.isEmpty || !report.refused.isEmpty {
+            throw FuzzFailure("\(sites[index].name) at box\(box): rejected \(report.rejected), refused \(report.refused)")
+        }
+        return report
+    }
+
+    private func bundleFiles(in box: Int) -> [String] {
+        let outbox = mailboxes[box].folder + "/sqsync/outbox"
+        return filesBelow(outbox).filter { $0.hasSuffix(".sqsb") }.map { outbox + "/" + $0 }
+    }
+
+    private func lose() throws {
+        let box = history.below(mailboxes.count)
+        let files = bundleFiles(in: box)
+        guard !files.isEmpty else { return }
+        let file = history.pick(files)
+        let aside = directory + "/limbo-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.moveItem(atPath: file, toPath: aside)
+        limbo.append((aside, file))
+        history.note("lost \(file.dropFirst(directory.count))")
+    }
+
+    private func putBack() throws {
+        guard !limbo.isEmpty else { return }
+        let (aside, back) = limbo.remove(at: history.below(limbo.count))
+        if history.chance(30) || FileManager.default.fileExists(atPath: back) {
+            try? FileManager.default.removeItem(atPath: aside)
+            history.note("gone for good: \(back.dropFirst(directory.count))")
+            return
+        }
+        try FileManager.default.moveItem(atPath: aside, toPath: back)
+        history.note("back late: \(back.dropFirst(directory.count))")
+    }
+
+    /// A bundle copied into another mailbox, as a user copying a stick would.
+    private func duplicate() throws {
+        guard mailboxes.count > 1 else { return }
+        let from = history.below(mailboxes.count), to = history.below(mailboxes.count)
+        let files = bundleFiles(in: from)
+        guard from != to, !files.isEmpty else { return }
+        let file = history.pick(files)
+        let sender = URL(fileURLWithPath: file).deletingLastPathComponent().lastPathComponent
+        let target = mailboxes[to].folder + "/sqsync/outbox/\(sender)"
+        try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+        let copy = target + "/" + URL(fileURLWithPath: file).lastPathComponent
+        guard !FileManager.default.fileExists(atPath: copy) else { return }
+        try FileManager.default.copyItem(atPath: file, toPath: copy)
+        history.note("copied \(file.dropFirst(directory.count)) to box\(to)")
+    }
+
+    private func purge(at index: Int) throws {
+        let result = try sites[index].replica.purge(dryRun: false)
+        history.note("\(sites[index].name) purges \(result.tombstones) tombstones")
+    }
+
+    /// A late joiner attached through one site: made with `init` (rows of its own, and a key
+    /// other sites hold too) or a `clone` of a site other than the one it meets.
+    private func join(afterPurge: Bool) throws {
+        joiners += 1
+        let name = "j\(joiners)"
+        // Often through the latest joiner: a chain of late joiners, each meeting only the last.
+        let through = joiners > 1 && history.chance(50) ? sites.count - 1 : history.below(sites.count)
+        if history.chance(50) || sites.count < 2 {
+            var site = try newReplica(name, rows: ["\(name)-own-1", "\(name)-own-2"])
+            site.mailboxes = []
+            sites.append(site)
+            history.note("\(name) joins through \(sites[through].name), made with init\(afterPurge ? " after a purge" : "")")
+        } else {
+            let source = (through + 1 + history.below(sites.count - 1)) % sites.count
+            let key = SigningKey.generate(comment: name)
+            let clone = try sites[source].replica.clone(
+                to: directory + "/\(name).db", name: name, knowledgeID: ReplicaIdentity.knowledgeID(for: key.publicKey),
+                emptying: Mailbox.perFileTables)
+            try addTrust(name, key)
+            sites.append(Site(name: name, replica: clone, key: key, mailboxes: []))
+            history.note("\(name) joins through \(sites[through].name), a clone of \(sites[source].name)\(afterPurge ? " after a purge" : "")")
+        }
+        try connect(through, sites.count - 1)
+    }
+
+    // MARK: The end
+
+    private func ids(of replica: Replica) throws -> [String] {
+        try replica.database.valueRows("SELECT id FROM notes ORDER BY id").compactMap { $0[0].stringValue }
+    }
+
+    private func rows(of replica: Replica) throws -> [[SQLValue]] {
+        try replica.database.valueRows("SELECT * FROM notes ORDER BY id")
+    }
+
+    private func settle() throws {
+        var quietRounds = 0
+        for round in 0..<30 {
+            let before = try sites.map { try rows(of: $0.replica) }
+            for index in sites.indices {
+                for box in sites[index].mailboxes { try sync(index, box) }
+            }
+            let after = try sites.map { try rows(of: $0.replica) }
+            history.note("settling, round \(round)")
+            if before == after && Set(after.map { "\($0)" }).count == 1 {
+                quietRounds += 1
+                if quietRounds == 2 { return }
+            } else {
+                quietRounds = 0
+            }
+        }
+    }
+
+    private func check() throws {
+        let reference = try rows(of: sites[0].replica)
+        for site in sites.dropFirst() where try rows(of: site.replica) != reference {
+            let held = Dictionary(try rows(of: site.replica).map { ($0[0].stringValue ?? "", $0) }) { a, _ in a }
+            let want = Dictionary(reference.map { ($0[0].stringValue ?? "", $0) }) { a, _ in a }
+            let differing = Set(held.keys).union(want.keys).sorted().filter { held[$0] != want[$0] }.map {
+                "\($0): \(held[$0].map { "\($0)" } ?? "absent") here, \(want[$0].map { "\($0)" } ?? "absent") at \(sites[0].name)"
+            }
+            let names = Dictionary(uniqueKeysWithValues: sites.map { ($0.replica.knowledgeID, $0.name) })
+            func named(_ knowledge: Knowledge) -> String {
+                knowledge.seqs.sorted { $0.key < $1.key }.map { "\(names[$0.key] ?? $0.key):\($0.value)" }.joined(separator: " ")
+            }
+            throw FuzzFailure(
+                "\(site.name) differs from \(sites[0].name):\n\(differing.joined(separator: "\n"))\nknowledge \(named(try site.replica.knowledge())) vs \(named(try sites[0].replica.knowledge()))\ngaps \(try BundleExchange.gaps(of: site.replica))"
+            )
+        }
+        let present = Set(try ids(of: sites[0].replica))
+        let missing = inserted.subtracting(removed).subtracting(present)
+        if !missing.isEmpty { throw FuzzFailure("rows inserted and never deleted are missing everywhere: \(missing.sorted())") }
+        for site in sites {
+            let held = try BundleExchange.heldBundles(of: site.replica)
+            if !held.isEmpty { throw FuzzFailure("\(site.name) holds bundles: \(held)") }
+        }
+        for box in mailboxes.indices {
+            let outbox = mailboxes[box].folder + "/sqsync/outbox"
+            for sender in (try? FileManager.default.contentsOfDirectory(atPath: outbox)) ?? [] {
+                let files = filesBelow(outbox + "/" + sender).filter { $0.hasSuffix(".sqsb") }
+                if files.count > 2 { throw FuzzFailure("box\(box) keeps \(files.count) bundles of \(sender): \(files)") }
+            }
+        }
+    }
+}
+
+private struct FuzzFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
