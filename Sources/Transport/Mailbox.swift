@@ -247,7 +247,8 @@ public final class Mailbox {
             let base = Knowledge.common(Array(group.readers.values))
             // Readers leave their own changes here themselves: this replica offers its own and
             // those it relays for replicas that do not read this mailbox.
-            let offersNothing = try !BundleExchange.hasChanges(of: replica, since: base, except: Set(readers.keys))
+            let offersNothing = try !BundleExchange.hasChanges(
+                of: replica, since: base, except: Set(readers.keys), scope: group.scope)
             if !group.readers.isEmpty && offersNothing { continue }
             // This replica's own key too, so that it can check its own outbox.
             let recipients =

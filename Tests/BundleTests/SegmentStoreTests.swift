@@ -66,5 +66,10 @@ final class SegmentStoreTests: XCTestCase {
         try keep(12, 15, created: 5)
         XCTAssertEqual(ranges(try store.segments(of: origin)), ["0-12", "12-15"])
         XCTAssertEqual(try store.keptBytes(), 30)
+        // Past a gap, a few: not every one a stolen key could sign far ahead.
+        for start in stride(from: Int64(100), to: 140, by: 2) { try keep(start, start + 1, created: 6) }
+        let kept = try store.segments(of: origin)
+        XCTAssertEqual(kept.count, 2 + SegmentStore.keptBeyondAGap)
+        XCTAssertEqual(kept.last?.base, 100 + 2 * Int64(SegmentStore.keptBeyondAGap - 1), "the lowest are kept")
     }
 }

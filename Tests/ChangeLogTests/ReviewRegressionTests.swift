@@ -27,6 +27,27 @@ final class ReviewRegressionTests: XCTestCase {
         XCTAssertEqual(try rows(of: a, table: "t"), [[.text("keep"), .text("y")]])
     }
 
+    /// A purged deletion keeps its entry through a clone (the copy's column-clock rewrite
+    /// leaves the mark alone), and a key inserted again after a purge starts a life above the
+    /// deleted one, so the old deletion arriving again changes nothing.
+    func testAPurgedDeletionStaysPurgedInACloneAndAReinsertOutlivesIt() throws {
+        let a = try sandbox.replica("a", schema: "CREATE TABLE t (id TEXT PRIMARY KEY, v TEXT);", track: ["t"])
+        let b = try sandbox.clone(a, "b")
+        try a.database.execute("INSERT INTO t VALUES ('k', 'x')")
+        try syncBoth(a, b)
+        try b.database.execute("DELETE FROM t WHERE id = 'k'")
+        let deletion = try changeSet(from: b, since: Knowledge())
+        try syncBoth(b, a)
+        try syncBoth(a, b)
+        XCTAssertEqual(try a.purge(dryRun: false).tombstones, 1)
+        let copy = try sandbox.clone(a, "copy")
+        XCTAssertEqual(try copy.status().tombstones, 0, "the copy waits for no one either")
+        XCTAssertEqual(try copy.database.int64(#"SELECT count(*) FROM "_sqsync_rows" WHERE "cl" = 2 AND "cells" = x''"#), 1)
+        try a.database.execute("INSERT INTO t VALUES ('k', 'again')")
+        try apply(deletion, to: a)
+        XCTAssertEqual(try rows(of: a, table: "t"), [[.text("k"), .text("again")]], "the old deletion changes nothing")
+    }
+
     /// A UNIQUE index with NOCASE clashes on values differing only in case; the clash must
     /// be found and settled, not stop the import.
     func testCaseInsensitiveUniqueClashIsSettled() throws {

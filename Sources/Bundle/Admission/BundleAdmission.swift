@@ -183,7 +183,7 @@ final class BundleAdmission {
     /// A segment this replica kept, read again: signed by a key of its origin's that signs that
     /// range, and trusted still. One that is not is passed over (false), not refused: it came
     /// verified, and only what changed since (a key retired, a line removed) says no.
-    func admitKeptSigner(origin: String, entry: BundleEnvelope.SegmentEntry, signer: SSHPublicKey, known: Knowledge) throws -> Bool {
+    func admitKeptSigner(origin: String, entry: BundleEnvelope.SegmentEntry, signer: SSHPublicKey) throws -> Bool {
         guard let key = try ledger.chain(of: origin).first(where: { $0.key == signer }) else { return false }
         if let until = key.untilSeq, entry.last > until { return false }
         return movedTrust.principal(for: signer, namespace: BundleCodec.signatureNamespace) != nil
@@ -247,16 +247,15 @@ final class BundleAdmission {
 
 extension AdmittedBundle {
     /// The writes admitting the bundle implies, in one step before any segment is merged:
-    /// the keys the ledger accepted, every replica the envelope names (a segment one of them
-    /// lacks is then kept to relay to it), the statements believed, and the admin statements
-    /// new here (which may change labels and grants here, and hold the bundle when a label
-    /// does not apply).
+    /// the keys the ledger accepted, every replica the envelope names, and the admin
+    /// statements new here (which may change labels and grants here, and hold the bundle when
+    /// a label does not apply). The statements believed are recorded after the merge, as far
+    /// as this replica then holds what they say.
     func record(into replica: Replica, envelope: BundleEnvelope, ledger: KeyLedger) throws {
         try ledger.write()
         // (A trusted key listing replicas that never answer holds purges back, as its own
         // replica could by never acknowledging; `peers retire` ends both.)
         for site in envelope.sites { _ = try replica.siteNumber(for: site.id, name: site.name) }
-        try KeyBinding.recordAcknowledgements(statements, envelope: envelope, replica: replica)
         try replica.addAdminStatements(adminStatements)
     }
 }

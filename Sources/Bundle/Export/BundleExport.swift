@@ -65,7 +65,8 @@ extension BundleExchange {
             let siteIndex = Dictionary(uniqueKeysWithValues: sites.enumerated().map { ($0.element.knowledgeID, $0.offset) })
             let retired = Set(sites.filter(\.retired).map(\.knowledgeID))
             for segment in try relayedSegments(
-                from: store, since: base, leaving: leaving.union(retired).union([me]), scope: scope, ownScope: ownScope)
+                from: store, pins: try KeyPins(replica), since: base, leaving: leaving.union(retired).union([me]), scope: scope,
+                ownScope: ownScope)
             {
                 guard let site = siteIndex[segment.origin] else { continue }
                 try writer.copySegment(
@@ -107,9 +108,12 @@ extension BundleExchange {
     /// own there, and retired replicas), the fewest that carry what the receiver lacks, per
     /// scope, oldest first (a change set comes after those its origin had seen when it wrote
     /// it). A replica relays only to a reader whose scope lies within its own, and only the
-    /// segments cut for that scope (or for one within it, which the reader relays on).
+    /// segments cut for that scope (or for one within it, which the reader relays on). A
+    /// segment signed by a key its origin has since moved away from past it is left out: its
+    /// receivers would refuse the whole bundle.
     static func relayedSegments(
-        from store: SegmentStore, since base: Knowledge, leaving: Set<String>, scope: [String]?, ownScope: [String]?
+        from store: SegmentStore, pins: KeyPins, since base: Knowledge, leaving: Set<String>, scope: [String]?,
+        ownScope: [String]?
     ) throws -> [SegmentStore.Stored] {
         let readerScope = Scope(scope)
         guard readerScope.isWithin(Scope(ownScope)) else { return [] }
@@ -118,8 +122,14 @@ extension BundleExchange {
             let carried = kept.filter {
                 Scope($0.scope) == readerScope || (!readerScope.isEveryRow && Scope($0.scope).isStrictlyWithin(readerScope))
             }
+            let chain = try pins.chain(of: origin)
             for group in Dictionary(grouping: carried, by: { Scope($0.scope) }).values {
-                relayed += SegmentStore.cover(of: group, after: base[origin])
+                for segment in SegmentStore.cover(of: group, after: base[origin]) {
+                    guard let signer = try store.signer(of: segment), let key = chain.first(where: { $0.key == signer }),
+                        key.untilSeq.map({ segment.last <= $0 }) ?? true
+                    else { continue }
+                    relayed.append(segment)
+                }
             }
         }
         return relayed.sorted { ($0.createdHLC, $0.rowid) < ($1.createdHLC, $1.rowid) }
@@ -140,7 +150,7 @@ extension BundleExchange {
             checkpoints ? try Checkpoints.ownBase(forReceiverHolding: min(base[me], last), last: last, of: replica).base : base[me]
         let retired = try replica.retiredPeerIDs()
         let relayed = try relayedSegments(
-            from: try SegmentStore(replica), since: base, leaving: readers.union(retired).union([me]),
+            from: try SegmentStore(replica), pins: try KeyPins(replica), since: base, leaving: readers.union(retired).union([me]),
             scope: scope.map { Array(Set($0)).sorted() }, ownScope: try replica.ownScope())
         return "own \(ownBase)-\(last) relays " + relayed.map { "\($0.rowid)@\($0.createdHLC)" }.joined(separator: ",")
     }
@@ -198,12 +208,15 @@ extension BundleExchange {
 
     /// True when an export since `base` would carry changes: this replica's own after it, or
     /// relayed ones of a replica other than those in `except` (which speak for themselves).
-    public static func hasChanges(of replica: Replica, since base: Knowledge, except: Set<String>) throws -> Bool {
+    public static func hasChanges(of replica: Replica, since base: Knowledge, except: Set<String>, scope: [String]? = nil) throws
+        -> Bool
+    {
         let knowledge = try replica.knowledge()
         if knowledge[replica.knowledgeID] > base[replica.knowledgeID] { return true }
-        for (origin, kept) in try SegmentStore(replica).byOrigin() where origin != replica.knowledgeID && !except.contains(origin) {
-            if kept.contains(where: { $0.last > base[origin] }) { return true }
-        }
-        return false
+        let leaving = except.union(try replica.retiredPeerIDs()).union([replica.knowledgeID])
+        return try !relayedSegments(
+            from: try SegmentStore(replica), pins: try KeyPins(replica), since: base, leaving: leaving,
+            scope: scope.map { Array(Set($0)).sorted() }, ownScope: try replica.ownScope()
+        ).isEmpty
     }
 }

@@ -57,11 +57,15 @@ extension BundleExchange {
                     // has its entry, so admission and the merge see this replica as it is.
                     if !envelope.segments.isEmpty { try replica.fold() }
                     // Admit and merge each segment.
+                    let knownBefore = try replica.knowledge()
                     result.summary = try mergeSegments(
                         admittedBy: admission, learning: learning, warnings: &result.warnings, progress: progress)
-                    // What this replica kept before and could not count may count now.
-                    let healed = try mergeKeptSegments(admittedBy: admission, learning: learning)
-                    result.summary.add(healed)
+                    // What this replica kept before and could not count may count now that it
+                    // holds more.
+                    if try replica.knowledge() != knownBefore {
+                        result.summary.add(
+                            try mergeKeptSegments(admittedBy: admission, learning: learning, warnings: &result.warnings))
+                    }
                     try replica.checkNotOlder(thanPurgedBy: envelope.senderReport, path: path)
                     // What others hold counts as far as this replica can check it: now, after the merge.
                     try KeyBinding.recordAcknowledgements(statements, envelope: envelope, replica: replica)
@@ -198,26 +202,39 @@ extension BundleExchange {
     }
 
     /// Merges again the kept segments this replica could not count when they came (it lacked
-    /// their origin's earlier changes, or a life they changed) and now may: those that begin
-    /// at or before what it holds of their origin and reach past it, cut for its own scope,
-    /// until none does. Read from the store, checked as when they came.
-    private static func mergeKeptSegments(admittedBy admission: BundleAdmission, learning: LearningEvent.ByWriter) throws
-        -> ApplySummary
-    {
+    /// their origin's earlier changes, or a life they changed) and now may: of each origin, in
+    /// order, those that begin at or before what it holds of it and reach past it, cut for its
+    /// own scope; again while any counted. Read from the store and checked as when they came;
+    /// one that no longer checks (its key retired, its line removed) or fails to merge is
+    /// dropped with a warning, not let stop every later import.
+    private static func mergeKeptSegments(
+        admittedBy admission: BundleAdmission, learning: LearningEvent.ByWriter, warnings: inout [String]
+    ) throws -> ApplySummary {
         let replica = admission.replica
         let store = try SegmentStore(replica)
         let ownScope = try SegmentStore.scopeText(try replica.ownScope())
         let retired = try replica.retiredPeers()
         var summary = ApplySummary()
         for _ in 0..<maxSegmentPasses {
-            let known = try replica.knowledge()
             var advanced = false
             for (origin, kept) in try store.byOrigin().sorted(by: { $0.key < $1.key })
             where origin != replica.knowledgeID && retired[origin] == nil {
-                for segment in kept where segment.base <= known[origin] && segment.last > known[origin] {
-                    guard try SegmentStore.scopeText(segment.scope) == ownScope else { continue }
-                    summary.add(try mergeKept(segment, admittedBy: admission, known: known, learning: learning))
-                    if try replica.knowledge()[origin] > known[origin] { advanced = true }
+                for segment in kept.sorted(by: { ($0.base, $0.last) < ($1.base, $1.last) }) {
+                    let held = try replica.knowledge()[origin]
+                    guard segment.base <= held, segment.last > held, try SegmentStore.scopeText(segment.scope) == ownScope
+                    else { continue }
+                    do {
+                        try replica.database.inTransaction {
+                            summary.add(try mergeKept(segment, admittedBy: admission, learning: learning))
+                        }
+                    } catch let error as MergeHeld {
+                        throw error
+                    } catch {
+                        try store.drop(segment)
+                        warnings.append("\(replica.path): a kept segment of \(origin) (\(segment.base)-\(segment.last)) could not be merged again and was dropped: \(error)")
+                        continue
+                    }
+                    if try replica.knowledge()[origin] > held { advanced = true }
                 }
             }
             guard advanced else { break }
@@ -226,7 +243,7 @@ extension BundleExchange {
     }
 
     private static func mergeKept(
-        _ kept: SegmentStore.Stored, admittedBy admission: BundleAdmission, known: Knowledge, learning: LearningEvent.ByWriter
+        _ kept: SegmentStore.Stored, admittedBy admission: BundleAdmission, learning: LearningEvent.ByWriter
     ) throws -> ApplySummary {
         let replica = admission.replica
         // A scratch file that has no name: nothing is left behind however the process ends.
@@ -239,10 +256,18 @@ extension BundleExchange {
         guard
             let segment = try BundleReader.keptSegment(
                 in: output, origin: (kept.origin, name), base: kept.base, last: kept.last, length: kept.length,
-                checkOrigin: { entry, signer in try admission.admitKeptSigner(origin: kept.origin, entry: entry, signer: signer, known: known) })
-        else { return ApplySummary() }
-        guard case .merge(let plan, let claim) = try admission.admitSegment(segment.header.changes) else { return ApplySummary() }
-        return try merge(segment, by: plan, claim: claim, reader: nil, replica: replica, learning: learning) { _ in }
+                checkOrigin: { entry, signer in try admission.admitKeptSigner(origin: kept.origin, entry: entry, signer: signer) })
+        else { throw BundleError(.untrusted, "its signer does not sign that range here any more") }
+        switch try admission.admitSegment(segment.header.changes) {
+        case .merge(let plan, let claim):
+            return try merge(segment, by: plan, claim: claim, reader: nil, replica: replica, learning: learning) { _ in }
+        case .hold(let reason):
+            throw MergeHeld(reason)
+        case .refuse(let error):
+            throw error
+        case .passOver, .ownCheck, .relayOnly:
+            return ApplySummary()
+        }
     }
 
     /// Passes over one bundle's segments; a bundle needs more only when a chain of rows, each

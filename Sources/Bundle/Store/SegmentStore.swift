@@ -71,10 +71,38 @@ struct SegmentStore {
                 rowid: try $0.int64("id"), origin: "", base: try $0.int64("first"), last: try $0.int64("last"),
                 createdHLC: try $0.int64("created_hlc"), records: 0, length: 0, scope: nil)
         }
-        let kept = Set(Self.cover(of: group, after: -1).map(\.rowid))
-        for stored in group where !kept.contains(stored.rowid) {
-            try database.run(#"DELETE FROM "_sqsync_segments" WHERE "id" = ?"#, .integer(stored.rowid))
+        var kept = Self.cover(of: group, after: -1)
+        // Past a gap a replica keeps a few segments (it counts them once the gap is filled),
+        // not any number a stolen key could sign far ahead: the lowest first.
+        if let pastGap = kept.indices.dropFirst().first(where: { kept[$0].base > kept[$0 - 1].last }) {
+            kept = Array(kept.prefix(pastGap + Self.keptBeyondAGap))
         }
+        let keptIDs = Set(kept.map(\.rowid))
+        for stored in group where !keptIDs.contains(stored.rowid) {
+            try database.run(StoreSQL.drop, .integer(stored.rowid))
+        }
+    }
+
+    /// Drops one kept segment (one that no longer checks).
+    func drop(_ stored: Stored) throws { try database.run(StoreSQL.drop, .integer(stored.rowid)) }
+
+    /// How many segments of one origin and scope a replica keeps past the first gap.
+    static let keptBeyondAGap = 16
+
+    /// The key that signed a kept segment (it stands after the segment's header), if readable.
+    func signer(of stored: Stored) throws -> SSHPublicKey? {
+        let blob = try database.openBlob(table: "_sqsync_segments", column: "bytes", rowid: stored.rowid, writable: false)
+        let head = try blob.read(at: 0, count: min(10, blob.count))
+        var headerLength = 0, shift = 0, index = 0
+        while index < head.count {
+            headerLength |= Int(head[index] & 0x7f) << shift
+            shift += 7
+            index += 1
+            if head[index - 1] & 0x80 == 0 { break }
+        }
+        let offset = index + headerLength
+        guard offset + 32 <= blob.count else { return nil }
+        return try? SSHPublicKey(rawRepresentation: try blob.read(at: offset, count: 32))
     }
 
     /// The fewest of `segments` (one origin's, one scope's) that carry everything after
@@ -163,9 +191,7 @@ struct SegmentStore {
     }
 
     /// Bytes kept, for `make bench`.
-    func keptBytes() throws -> Int64 {
-        try database.int64(#"SELECT coalesce(sum(length("bytes")), 0) FROM "_sqsync_segments""#)
-    }
+    func keptBytes() throws -> Int64 { try database.int64(StoreSQL.keptBytes) }
 }
 
 enum StoreSQL {
@@ -177,6 +203,8 @@ enum StoreSQL {
         INSERT OR IGNORE INTO "_sqsync_segments" ("site", "first", "last", "created_hlc", "records", "scope", "bytes")
         VALUES (?, ?, ?, ?, ?, ?, zeroblob(?))
         """
+    static let drop = #"DELETE FROM "_sqsync_segments" WHERE "id" = ?"#
+    static let keptBytes = #"SELECT coalesce(sum(length("bytes")), 0) FROM "_sqsync_segments""#
     static let group = """
         SELECT "id", "first", "last", "created_hlc" FROM "_sqsync_segments" WHERE "site" = ? AND "scope" = ?
         """

@@ -93,7 +93,7 @@ extension Replica {
     /// forgot, it may still hold rows deleted since, which no bundle will ever delete. The
     /// segments the bundle carried count (a relay keeps what a late joiner lacks), and a
     /// replica that holds nothing of that replica (one that joined since) holds none of its
-    /// rows; a checkpoint ends the lives it does not mention (docs/MERGE_RULES.md).
+    /// rows. Only deletions an sqsync before 0.4 purged are forgotten (docs/MERGE_RULES.md, "Purge").
     public func checkNotOlder(thanPurgedBy report: SenderReport, path: String) throws {
         let knowledge = try self.knowledge()
         for (id, forgotten) in report.forgotten.seqs.sorted(by: { $0.key < $1.key })

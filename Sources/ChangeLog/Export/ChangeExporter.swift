@@ -378,7 +378,8 @@ enum ExportSQL {
         SELECT EXISTS (SELECT 1 FROM "_sqsync_rows" r LEFT JOIN temp."_sqsync_base" b ON b."site" = r."site"
                        WHERE r."tid" = ?1 AND r."seq" > coalesce(b."seq", 0))
             OR EXISTS (SELECT 1 FROM "_sqsync_rows" r
-                       WHERE r."tid" = ?1 AND r."cells" IS NOT NULL AND sqsync_cells_newer(r."cells", r."hlc", r."site", ?2))
+                       WHERE r."tid" = ?1 AND r."cells" IS NOT NULL AND r."cells" != x''
+                         AND sqsync_cells_newer(r."cells", r."hlc", r."site", ?2))
         """
 
     /// No write waits in the log (an update that wrote the same values, mask 0, is none).

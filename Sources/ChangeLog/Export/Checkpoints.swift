@@ -32,16 +32,20 @@ public enum Checkpoints {
 extension Replica {
     /// The last own change the latest checkpoint covered, and how many rows it carried.
     public func latestCheckpoint() throws -> (seq: Int64, records: Int64) {
-        guard let row = try database.row(#"SELECT "checkpoint_seq", "checkpoint_records" FROM "_sqsync_replica""#) else {
-            return (0, 0)
-        }
+        guard let row = try database.row(CheckpointSQL.latest) else { return (0, 0) }
         return (try row.int64("checkpoint_seq"), try row.int64("checkpoint_records"))
     }
 
     /// Records a checkpoint written through own change `seq`, carrying `records` rows.
     public func recordCheckpoint(through seq: Int64, records: Int) throws {
-        try database.run(
-            #"UPDATE "_sqsync_replica" SET "checkpoint_seq" = ?1, "checkpoint_records" = ?2 WHERE "checkpoint_seq" < ?1"#,
-            .integer(seq), .integer(Int64(records)))
+        try database.run(CheckpointSQL.record, .integer(seq), .integer(Int64(records)))
     }
+}
+
+enum CheckpointSQL {
+    static let latest = #"SELECT "checkpoint_seq", "checkpoint_records" FROM "_sqsync_replica""#
+    /// ?1 the last own change covered, ?2 the rows carried; a checkpoint only moves forward.
+    static let record = """
+        UPDATE "_sqsync_replica" SET "checkpoint_seq" = ?1, "checkpoint_records" = ?2 WHERE "checkpoint_seq" < ?1
+        """
 }

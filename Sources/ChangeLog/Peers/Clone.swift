@@ -82,9 +82,9 @@ enum CloneSQL {
     static let adopt = [
         """
         UPDATE "_sqsync_rows" SET "cells" = sqsync_cells_adopt("cells", "hlc", "site", "seq", \(newSite))
-        WHERE "cells" IS NOT NULL AND sqsync_cells_adopt("cells", "hlc", "site", "seq", \(newSite)) IS NOT "cells"
+        WHERE "cells" IS NOT NULL AND "cells" != x'' AND sqsync_cells_adopt("cells", "hlc", "site", "seq", \(newSite)) IS NOT "cells"
         """,
         #"UPDATE "_sqsync_rows" SET "site" = \#(newSite) WHERE "seq" = 0"#,
-        #"UPDATE "_sqsync_replica" SET "site" = \#(newSite), "seq" = 0, "applying" = 0"#,
+        #"UPDATE "_sqsync_replica" SET "site" = \#(newSite), "seq" = 0, "applying" = 0, "checkpoint_seq" = 0, "checkpoint_records" = 0"#,
     ]
 }

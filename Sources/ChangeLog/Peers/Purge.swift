@@ -51,7 +51,7 @@ enum LifecycleSQL {
     /// one keeps its entry, its "cells" an empty blob (no column clocks, as NULL says for a
     /// deletion waiting).
     private static let purgeable = """
-        r."cl" % 2 = 0 AND r."cells" IS NULL AND NOT EXISTS (
+        \(waiting("r")) AND NOT EXISTS (
             SELECT 1 FROM "_sqsync_sites" p
             WHERE p."site" != ?1 AND p."retired" = 0
               AND coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = p."site" AND a."site" = r."site"), 0) < r."seq")
@@ -61,8 +61,9 @@ enum LifecycleSQL {
         UPDATE "_sqsync_rows" AS r SET "cells" = x'' WHERE \(purgeable)
         """
 
-    /// Deletions still waiting for a peer (a purged one's "cells" is an empty blob).
-    static let waiting = #"r."cl" % 2 = 0 AND r."cells" IS NULL"#
+    /// Deletions still waiting for a peer (a purged one's "cells" is an empty blob), of the
+    /// entries `_sqsync_rows` named `alias`.
+    static func waiting(_ alias: String) -> String { "\(alias).\"cl\" % 2 = 0 AND \(alias).\"cells\" IS NULL" }
 
     /// Column clocks of dead rows carry nothing: the fold and imports drop them with the
     /// delete; this clears any left by a write that bypassed both.

@@ -325,7 +325,7 @@ enum RefreshSQL {
     static let dropColumn = #"UPDATE "_sqsync_columns" SET "dropped" = 1, "is_pk" = 0 WHERE "tid" = ? AND "cid" = ?"#
     static let dropCellsOfColumn = """
         UPDATE "_sqsync_rows" SET "cells" = sqsync_cells_without("cells", "hlc", "site", ?2)
-        WHERE "tid" = ?1 AND "cells" IS NOT NULL AND sqsync_cells_without("cells", "hlc", "site", ?2) IS NOT "cells"
+        WHERE "tid" = ?1 AND "cells" IS NOT NULL AND "cells" != x'' AND sqsync_cells_without("cells", "hlc", "site", ?2) IS NOT "cells"
         """
     static let undrop = #"UPDATE "_sqsync_columns" SET "dropped" = 0 WHERE "tid" = ? AND "name" = ?"#
     static let liveKeys = #"SELECT "pk" FROM "_sqsync_rows" WHERE "tid" = ? AND "cl" % 2 = 1"#

@@ -50,7 +50,7 @@ extension Replica {
             return ReplicaStatus(
                 knowledgeID: knowledgeID, name: name, knowledge: try knowledge(), trackedTables: tables,
                 localChanges: Int(try knowledge()[knowledgeID]),
-                tombstones: try count("SELECT count(*) FROM \"_sqsync_rows\" r WHERE \(LifecycleSQL.waiting)", []),
+                tombstones: try count(StatusSQL.tombstonesWaiting, []),
                 peers: lags,
                 conflicts: try count(#"SELECT count(*) FROM "_sqsync_conflicts""#, []), schemaVersion: try schemaVersion())
         }
@@ -74,9 +74,11 @@ enum StatusSQL {
                 WHERE c."site" = ?1 AND c."seq" > ?2 AND e."cells" IS NOT NULL)
         """
 
+    static let tombstonesWaiting = "SELECT count(*) FROM \"_sqsync_rows\" r WHERE \(LifecycleSQL.waiting("r"))"
+
     static let tombstonesNotAcknowledged = """
         SELECT count(*) FROM "_sqsync_rows" r
-        WHERE \(LifecycleSQL.waiting)
+        WHERE \(LifecycleSQL.waiting("r"))
           AND r."seq" > coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = ?1 AND a."site" = r."site"), 0)
         """
 }
