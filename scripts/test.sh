@@ -1,17 +1,45 @@
 #!/usr/bin/env bash
 # `make test`: build, run every XCTest test, and end with one plain summary line,
 # `N passed, N failed, N skipped`, counted over the whole run (scripts/test-summary.sh).
+#
+# The suites run SQSYNC_TEST_WORKERS at a time (default 2, one per core of the machine CI
+# runs on), each in a test process of its own taking the next suite as it finishes one:
+# most of the time goes to the sqsync processes the end-to-end suites start and wait for.
+# Each suite's log is printed whole as it ends.
 set -uo pipefail
 SWIFT=${SWIFT:-swift}
+workers=${SQSYNC_TEST_WORKERS:-2}
 here=$(dirname "$0")
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
 if ! "$SWIFT" build --build-tests; then
     echo "the test build failed"
-    "$here/test-summary.sh" "$log" 1
+    : >"$logs/all.log"
+    "$here/test-summary.sh" "$logs/all.log" 1
     exit 1
 fi
-"$SWIFT" test --skip-build --disable-swift-testing 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
-"$here/test-summary.sh" "$log" "$status" || exit 1
+tests="$("$SWIFT" build --show-bin-path)/sqsyncPackageTests.xctest"
+
+# The slowest suites first, so that no worker starts one of them last.
+slowest="MergePolicyCLITests MigrationCLITests ScopeCLITests MigrationRecipeTests MergeCLITests
+SyncRobustnessTests OriginSignatureTests BundleFormatTests USBRelayTests ConvergenceCLITests"
+suites=$("$tests" --list-tests | sed -nE 's#^([A-Za-z0-9_]+\.[A-Za-z0-9_]+)/.*#\1#p' | sort -u)
+ordered=$(
+    for name in $slowest; do grep -E "\.$name\$" <<<"$suites"; done
+    for suite in $suites; do grep -qwF "${suite#*.}" <<<"$slowest" || echo "$suite"; done
+)
+
+export tests logs
+run_suite() {
+    "$tests" "$1" >"$logs/$1.log" 2>&1
+    local status=$?
+    flock "$logs/.print" cat "$logs/$1.log"
+    return "$status"
+}
+export -f run_suite
+xargs -P "$workers" -I{} bash -c 'run_suite "$1"' _ {} <<<"$ordered"
+status=$?
+
+for suite in $ordered; do cat "$logs/$suite.log"; done >"$logs/all.log"
+"$here/test-summary.sh" "$logs/all.log" "$status" || exit 1
 exit "$status"

@@ -79,6 +79,7 @@ public final class Mailbox {
 
     public func sync(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {
         try replica.refuseWhileMigrating("sync")
+        try replica.refuseWhileCopied("sync")
         try KeyBinding.prepareToSign(replica: replica, key: key)
         let trust = try KeyBinding.trust(trust, replica: replica)
         ScratchDirectory.clearLeftovers(beside: replica.path)
@@ -204,8 +205,12 @@ public final class Mailbox {
         try writeAcknowledgement(
             servable, holding: knowledge, learnedSince: before, of: replica, key: key, trust: trust, scratch: scratch)
         let readers = peers.mapValues(\.knowledge)
+        let selfServing = Self.selfServing(readers: readers, outboxes: bundles, holding: knowledge)
 
         var mine: [String] = []
+        // Names this replica uploaded, to this mailbox or under another path (a stick mounted
+        // elsewhere): each is recorded before it is written.
+        let ours = try state(replica).uploadedAnywhere()
         for name in try transport.listFiles(in: "\(Self.outbox)/\(me)") {
             let path = "\(Self.outbox)/\(me)/\(name)"
             guard BundleExchange.isBundleFileName(name) else {
@@ -213,19 +218,25 @@ public final class Mailbox {
                 report.warnings.append("\(transport.displayName)/\(path): not written by this replica; removed")
                 continue
             }
-            guard (BundleExchange.senderSeq(ofFileName: name) ?? 0) > knowledge[me] else {
+            if ours.contains(name) {
                 mine.append(name)
                 continue
             }
-            if try isSignedBundle(path, of: replica, key: key, beyond: knowledge[me], scratch: scratch) {
-                // A bundle in this replica's own outbox with changes it never made: another database
-                // writes under the same knowledge ID. Leave everything as it is and say so.
+            if try isCopysBundle(path, of: replica, key: key, scratch: scratch) {
+                // A bundle in this replica's own outbox, signed with its key under its ID, with
+                // changes it never made or made otherwise: another file writes under the same
+                // identity. Leave everything as it is, so neither loses a change, and say so.
                 report.refused.append(
                     (
                         name,
-                        "\(transport.displayName)/\(path): written by another copy of this database (with changes this one never made); keep one copy and make the others with `sqsync clone`"
+                        "\(transport.displayName)/\(path): written by another copy of this database (a file copied with cp); run `sqsync reidentify` on the copy, then sync both"
                     ))
                 return report
+            }
+            if (BundleExchange.senderSeq(ofFileName: name) ?? 0) <= knowledge[me] {
+                // Its own bundle from before uploads were recorded, or replayed: nothing new.
+                mine.append(name)
+                continue
             }
             try transport.removeFile(path)
             report.warnings.append(
@@ -245,10 +256,10 @@ public final class Mailbox {
         let uploaded = try state(replica).uploadedBundles()
         for (scopeKey, group) in groups.sorted(by: { $0.key < $1.key }) {
             let base = Knowledge.common(Array(group.readers.values))
-            // Readers leave their own changes here themselves: this replica offers its own and
-            // those it relays for replicas that do not read this mailbox.
+            // This replica offers its own changes and those it relays for replicas that do
+            // not serve themselves here.
             let offersNothing = try !BundleExchange.hasChanges(
-                of: replica, since: base, except: Set(readers.keys), scope: group.scope)
+                of: replica, since: base, except: selfServing, scope: group.scope)
             if !group.readers.isEmpty && offersNothing { continue }
             // This replica's own key too, so that it can check its own outbox.
             let recipients =
@@ -260,7 +271,7 @@ public final class Mailbox {
                         $0 != key.publicKey
                     } : []
             let content = try BundleExchange.plannedContent(
-                of: replica, since: base, readers: Set(readers.keys), scope: group.scope)
+                of: replica, since: base, readers: selfServing, scope: group.scope)
             let fingerprint = Self.fingerprint(
                 knowledge: knowledge, base: base, recipients: recipients, scope: group.scope == nil ? "" : scopeKey, content: content)
             if let existing = mine.first(where: { $0.hasSuffix("_\(fingerprint).sqsb") && uploaded.contains($0) }) {
@@ -268,12 +279,13 @@ public final class Mailbox {
             } else {
                 let exported = try BundleExchange.export(
                     replica: replica, since: base, key: key, to: scratch.path, intoDirectory: true, nameSuffix: fingerprint,
-                    readers: Set(readers.keys), encryptTo: recipients, scope: group.scope)
+                    readers: selfServing, encryptTo: recipients, scope: group.scope)
                 let name = URL(fileURLWithPath: exported.path).lastPathComponent
                 // A file under that name this replica did not upload (a copy of one it left in
                 // another mailbox, or planted) goes first: the name says what this bundle
                 // carries, so a publish is never refused for a name taken.
                 if mine.contains(name) { try transport.removeFile("\(Self.outbox)/\(me)/\(name)") }
+                try state(replica).recordUpload(name)
                 try transport.writeFile(from: exported.path, to: "\(Self.outbox)/\(me)/\(name)")
                 keep.insert(name)
                 if exported.rows >= (report.exported?.rows ?? 0) { report.exported = exported }
@@ -354,22 +366,44 @@ public final class Mailbox {
         return removed
     }
 
-    /// Whether a file in this replica's outbox is a bundle signed by this replica's own key
-    /// under its knowledge ID, with changes beyond `seq`: a copy of this database wrote it.
-    private func isSignedBundle(_ path: String, of replica: Replica, key: SigningKey, beyond seq: Int64, scratch: ScratchDirectory) throws
-        -> Bool
-    {
+    /// Readers that leave their own changes here themselves, as far as their outbox here
+    /// shows: a bundle from what any reader lacks of theirs through what this replica holds.
+    /// Another (its disk lost and its bundles gone, or one that wrote nothing here yet) is
+    /// relayed, as a replica that reads elsewhere is; when nobody lacks anything of a reader,
+    /// there is nothing to relay either way.
+    static func selfServing(readers: [String: Knowledge], outboxes: [(sender: String, name: String)], holding: Knowledge) -> Set<String> {
+        Set(
+            readers.keys.filter { reader in
+                let lacked = readers.values.map { $0[reader] }.min() ?? 0
+                guard lacked < holding[reader] else { return true }
+                return outboxes.contains { bundle in
+                    guard bundle.sender == reader, let own = BundleExchange.ownChanges(ofFileName: bundle.name) else { return false }
+                    return own.first <= lacked + 1 && own.last >= holding[reader]
+                }
+            })
+    }
+
+    /// Whether a file in this replica's outbox is a bundle another file with this replica's
+    /// identity wrote: signed by this replica's own key under its knowledge ID, with changes
+    /// beyond what it made, or with one of its own changes made otherwise (``OwnChangeCheck``).
+    /// A replay of a bundle it wrote itself is not; one signed by another key was planted.
+    private func isCopysBundle(_ path: String, of replica: Replica, key: SigningKey, scratch: ScratchDirectory) throws -> Bool {
         let me = replica.knowledgeID
         let local = scratch.path + "/outbox-check.sqsb"
         defer { try? FileManager.default.removeItem(atPath: local) }
         let folder = RelativePath.parent(of: path), name = String(path.dropFirst(folder.count + 1))
         guard try fetch(folder, name, to: local) else { return false }
         do {
-            // Only this replica's own key can show a copy: a file signed by another key, whatever
-            // it claims, was planted.
             let reader = try BundleReader(path: local, trust: nil, decryptingWith: key)
             let ownKey = try KeyBinding.currentKey(of: me, replica: replica)
-            return reader.envelope.sender.id == me && reader.signature.publicKey == ownKey && reader.envelope.senderSeq > seq
+            guard reader.envelope.sender.id == me, reader.signature.publicKey == ownKey else { return false }
+            if reader.envelope.senderSeq > (try replica.knowledge()[me]) { return true }
+            do {
+                try BundleExchange.checkOwnChanges(in: reader, replica: replica)
+            } catch let error as ChangeLogError where error.kind == .identityClash {
+                return true
+            }
+            return false
         } catch is BundleError {
             return false
         }
@@ -418,8 +452,9 @@ public final class Mailbox {
         let stamp = String(format: "%020llu", UInt64(Date().timeIntervalSince1970 * 1000))
         let name = "\(stamp)_\(String(format: "%08x", UInt32.random(in: 0...UInt32.max))).ack"
         let local = scratch.path + "/" + name
-        let text = try MailboxAcknowledgement(replica: me, name: replicaName, knowledge: knowledge, learned: learned)
-            .signedText(key: key)
+        let text = try MailboxAcknowledgement(
+            replica: me, name: replicaName, knowledge: knowledge, learned: learned, birth: try KeyBinding.birth(of: replica)
+        ).signedText(key: key)
         try Data(text.utf8).write(to: URL(fileURLWithPath: local))
         try transport.writeFile(from: local, to: "\(folder)/\(name)")
         verifiedAcknowledgements.append((me, name, text))
@@ -443,8 +478,8 @@ public final class Mailbox {
                     let acknowledgement = try? MailboxAcknowledgement.alreadyVerified(
                         cached.text, expectedReplica: reader, trust: trust),
                     try KeyBinding.checkAcknowledgementFile(
-                        of: reader, name: acknowledgement.acknowledgement.name, signedBy: acknowledgement.key, replica: replica)
-                        == nil
+                        of: reader, name: acknowledgement.acknowledgement.name, signedBy: acknowledgement.key,
+                        birth: acknowledgement.acknowledgement.birth, replica: replica) == nil
                 {
                     readers[reader] = acknowledgement.acknowledgement
                     acknowledgementKeys[reader] = acknowledgement.key
@@ -458,7 +493,7 @@ public final class Mailbox {
                     let verified = try MailboxAcknowledgement.verified(text, expectedReplica: reader, trust: trust)
                     let acknowledgement = verified.acknowledgement
                     if let reason = try KeyBinding.checkAcknowledgementFile(
-                        of: reader, name: acknowledgement.name, signedBy: verified.key, replica: replica)
+                        of: reader, name: acknowledgement.name, signedBy: verified.key, birth: acknowledgement.birth, replica: replica)
                     {
                         throw TransportError(.io, reason)
                     }

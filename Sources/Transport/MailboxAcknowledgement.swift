@@ -18,6 +18,7 @@ import Foundation
 ///     name <name>
 ///     knowledge <id>:<seq>,<id>:<seq>
 ///     learned <id>:<previous>:<reached>:<own-seq>,…     (see ``LearningEvent``)
+///     birth <hex>                                      (the replica's birth, ``ReplicaIdentity``; absent when empty)
 ///     -----BEGIN SSH SIGNATURE-----      (over every byte above this line)
 ///     …
 ///     -----END SSH SIGNATURE-----
@@ -34,18 +35,21 @@ struct MailboxAcknowledgement {
     var knowledge: Knowledge
     /// The replica's latest ``LearningEvent`` per other replica.
     var learned: [String: LearningEvent] = [:]
+    /// The replica's birth: with the key that signs the file, it proves the replica's ID.
+    var birth: [UInt8] = []
 
     /// The file's whole text, signed with `key`.
     func signedText(key: SigningKey) throws -> String {
-        let payload = [
+        let payload = ([
             Self.magic, "replica \(replica)", "name \(name.filter { !$0.isNewline })", "knowledge \(knowledge)",
             "learned "
                 + learned.sorted { $0.key < $1.key }.map {
                     "\($0.key):\($0.value.previous):\($0.value.reached):\($0.value.ownSeq)"
                 }
                 .joined(separator: ","),
-            "",
-        ].joined(separator: "\n")
+        ] + (birth.isEmpty ? [] : ["birth " + birth.map { String(format: "%02x", $0) }.joined()]) + [
+            ""
+        ]).joined(separator: "\n")
         let signature = try SSHSignature.sign(
             messageDigest: SHA512.hash(data: Data(payload.utf8)), namespace: Self.namespace, key: key)
         return payload + signature.armored + (signature.armored.hasSuffix("\n") ? "" : "\n")
@@ -124,8 +128,20 @@ struct MailboxAcknowledgement {
             else { throw TransportError(.io, "not an acknowledgement") }
             learned[String(parts[0])] = LearningEvent(previous: previous, reached: reached, ownSeq: own)
         }
+        var birth: [UInt8] = []
+        if let hex = fields["birth"] {
+            let digits = Array(hex.utf8)
+            guard digits.count <= 64, digits.count % 2 == 0 else { throw TransportError(.io, "not an acknowledgement") }
+            for index in stride(from: 0, to: digits.count, by: 2) {
+                guard let byte = UInt8(String(decoding: digits[index..<(index + 2)], as: UTF8.self), radix: 16) else {
+                    throw TransportError(.io, "not an acknowledgement")
+                }
+                birth.append(byte)
+            }
+        }
         return (
-            MailboxAcknowledgement(replica: replica, name: fields["name"] ?? "", knowledge: knowledge, learned: learned), signer,
+            MailboxAcknowledgement(
+                replica: replica, name: fields["name"] ?? "", knowledge: knowledge, learned: learned, birth: birth), signer,
             signature.publicKey
         )
     }

@@ -77,6 +77,17 @@ struct MailboxState {
         Set(try database.rows(MailboxSQL.uploads, .text(mailbox)).map { try $0.string("file") })
     }
 
+    /// Every bundle name this replica uploaded, to any mailbox.
+    func uploadedAnywhere() throws -> Set<String> {
+        Set(try database.rows(MailboxSQL.uploadsAnywhere).map { try $0.string("file") })
+    }
+
+    /// Records an upload before it is written: a sync killed after writing it still knows the
+    /// file is its own.
+    func recordUpload(_ file: String) throws {
+        try database.run(MailboxSQL.rememberUpload, .text(mailbox), .text(file))
+    }
+
     /// Records the bundles this replica now keeps in the mailbox's outbox, forgetting the rest.
     func rememberUploads(_ files: Set<String>) throws {
         try database.inTransaction {
@@ -123,7 +134,8 @@ enum MailboxSQL {
         """
     static let uploads = #"SELECT "file" FROM "_sqsync_mailbox_uploads" WHERE "mailbox" = ?"#
     static let forgetUploads = #"DELETE FROM "_sqsync_mailbox_uploads" WHERE "mailbox" = ?"#
-    static let rememberUpload = #"INSERT INTO "_sqsync_mailbox_uploads" ("mailbox", "file") VALUES (?, ?)"#
+    static let rememberUpload = #"INSERT OR IGNORE INTO "_sqsync_mailbox_uploads" ("mailbox", "file") VALUES (?, ?)"#
+    static let uploadsAnywhere = #"SELECT DISTINCT "file" FROM "_sqsync_mailbox_uploads""#
     static let lastQuietSync = #"SELECT "inputs", "saved_at" FROM "_sqsync_quiet_syncs" WHERE "mailbox" = ?"#
     static let rememberQuietSync = """
         INSERT OR REPLACE INTO "_sqsync_quiet_syncs" ("mailbox", "inputs", "saved_at") VALUES (?, ?, ?)

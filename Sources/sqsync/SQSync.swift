@@ -16,7 +16,7 @@ struct SQSync: ParsableCommand {
         subcommands: [
             Keygen.self, Init.self, Track.self, Untrack.self, Status.self, Export.self, Import.self,
             Sync.self, Peers.self, Purge.self, Policy.self, Conflicts.self, Inspect.self, Doctor.self, Refresh.self, Clone.self, Why.self,
-            Label.self, Scope.self, Grant.self, Revoke.self,
+            Label.self, Scope.self, Grant.self, Revoke.self, Reidentify.self,
         ])
 
     /// Runs the command and maps every failure to one stderr line and the spec's exit codes;

@@ -56,7 +56,7 @@ final class BundleAdmissionTests: XCTestCase {
         var bundle = HandBundle(
             sites: [HandSite(id: o.replicaID, name: "o", knowledge: last)], senderSeq: last, senderHLC: senderHLC ?? now,
             signer: signer ?? o)
-        bundle.identities = [(0, o.publicKey)]
+        bundle.identities = [(0, o.identity)]
         bundle.segments = segments
         return bundle
     }
@@ -126,7 +126,7 @@ final class BundleAdmissionTests: XCTestCase {
 
     func testAnIdentityMadeFromAnotherKeyIsRefusedAsAForgery() throws {
         var forged = bundle([segment()])
-        forged.identities = [(0, m.publicKey)]
+        forged.identities = [(0, m.identity)]
         let verdict = try bundleVerdictWritesNothing(forged)
         XCTAssertTrue(refusal(verdict)?.contains("a forgery") == true, "\(verdict)")
     }
@@ -141,7 +141,7 @@ final class BundleAdmissionTests: XCTestCase {
         func own(seq: Int64, signer: HandKey) -> HandBundle {
             var own = HandBundle(
                 sites: [HandSite(id: r.replicaID, name: "r", knowledge: seq)], senderSeq: seq, senderHLC: now, signer: signer)
-            own.identities = [(0, r.publicKey)]
+            own.identities = [(0, r.identity)]
             return own
         }
         guard case .ownBundle = try bundleVerdictWritesNothing(own(seq: 0, signer: r)) else { return XCTFail("its own bundle") }
@@ -177,7 +177,7 @@ final class BundleAdmissionTests: XCTestCase {
         var relayed = HandBundle(
             sites: [HandSite(id: m.replicaID, name: "m", knowledge: 0), HandSite(id: o.replicaID, name: "o", knowledge: 1)],
             senderSeq: 0, senderHLC: now, signer: m)
-        relayed.identities = [(0, m.publicKey), (1, o.publicKey)]
+        relayed.identities = [(0, m.identity), (1, o.identity)]
         relayed.segments = [segment()]
         let viaRelay = try verdicts(relayed)
         guard case .retired(let warning) = viaRelay.signers.first else { return XCTFail("\(viaRelay)") }
@@ -225,7 +225,7 @@ final class BundleAdmissionTests: XCTestCase {
         var relayed = HandBundle(
             sites: [HandSite(id: m.replicaID, name: "m", knowledge: 0), HandSite(id: r.replicaID, name: "r", knowledge: own)],
             senderSeq: 0, senderHLC: now, signer: m)
-        relayed.identities = [(0, m.publicKey), (1, r.publicKey)]
+        relayed.identities = [(0, m.identity), (1, r.identity)]
         var mine = segment(seq: own)
         mine.origin = r.replicaID
         mine.signer = r

@@ -488,7 +488,7 @@ final class BundleFormatTests: XCTestCase {
                 HandSite(id: hand.replicaID, name: "hand", knowledge: segment.last),
                 HandSite(id: neighbour.replicaID, name: "neighbour", knowledge: 0),
             ], senderSeq: segment.last, senderHLC: now, signer: hand)
-        bundle.identities = [(0, hand.publicKey)]
+        bundle.identities = [(0, hand.identity)]
         bundle.segments = [segment]
         return bundle
     }
@@ -769,8 +769,8 @@ final class BundleFormatTests: XCTestCase {
                     naming: ["version \(version)", "older sqsync", "upgrade sqsync where it was written"], into: fresh)
             }
         }
-        let newer = Array("SQSYNCB\0".utf8) + [5] + [UInt8](repeating: 7, count: 100)
-        try assertRefused(newer, "version 5", kinds: [.corrupt], naming: ["version 5", "newer", "upgrade sqsync"], into: fresh)
+        let newer = Array("SQSYNCB\0".utf8) + [6] + [UInt8](repeating: 7, count: 100)
+        try assertRefused(newer, "version 6", kinds: [.corrupt], naming: ["version 6", "newer", "upgrade sqsync"], into: fresh)
     }
 
     /// Each acknowledgement statement is read as a whole knowledge vector, one entry per
@@ -783,7 +783,7 @@ final class BundleFormatTests: XCTestCase {
             sites: [HandSite(id: hand.replicaID, name: "hand", knowledge: 0)]
                 + (1..<600).map { HandSite(id: UUID().uuidString, name: "r\($0)", knowledge: 0) },
             senderSeq: 0, senderHLC: now, signer: hand)
-        bundle.identities = [(0, hand.publicKey)]
+        bundle.identities = [(0, hand.identity)]
         bundle.blankStatements = 600
         try assertRefused(
             bundle.bytes(), "600 statements of 600 replicas", kinds: [.corrupt],

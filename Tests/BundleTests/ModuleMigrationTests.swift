@@ -34,7 +34,7 @@ final class ModuleMigrationTests: XCTestCase {
         XCTAssertEqual(
             try replica.database.valueRows(#"SELECT "version" FROM "_sqsync_migrations" WHERE "version" > 1000 ORDER BY 1"#)
                 .compactMap { $0[0].int64Value },
-            [1001, 1002, 1003, 1004])
+            [1001, 1002, 1003, 1004, 1005])
     }
 
     /// A replica an sqsync of metadata version 12 left: moves in `_sqsync_key_moves`, a pinned

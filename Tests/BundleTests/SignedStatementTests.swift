@@ -192,7 +192,7 @@ final class SignedStatementTests: XCTestCase {
             var bundle = HandBundle(
                 sites: [HandSite(id: key.replicaID, name: key.name, knowledge: seq)] + also, senderSeq: seq, senderHLC: clock,
                 signer: signer)
-            bundle.identities = [(0, key.publicKey)]
+            bundle.identities = [(0, key.identity)]
             return bundle
         }
         func importing(_ bundle: HandBundle, trust: AllowedSigners) throws -> ImportResult {

@@ -32,7 +32,20 @@ extension Harness {
         try ok(["init", first, "--name", names[0]], key: names[0])
         try ok(["track", first, "--all"])
         for name in names.dropFirst() { try ok(["clone", first, path("\(name).db"), "--name", name], key: name) }
+        for name in names { keys[name]!.birth = try birth(of: path("\(name).db")) }
         return keys
+    }
+
+    /// A replica's birth, as its own key chain records it (empty for an ID made from the key alone).
+    func birth(of db: String) throws -> [UInt8] {
+        let hex = try sqlite(
+            db,
+            #"SELECT hex(k."birth") FROM "_sqsync_keys" k JOIN "_sqsync_replica" r ON r."site" = k."site" WHERE k."birth" IS NOT NULL;"#
+        ).trimmingCharacters(in: .whitespacesAndNewlines)
+        return stride(from: 0, to: hex.count, by: 2).map { offset in
+            let start = hex.index(hex.startIndex, offsetBy: offset)
+            return UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16)!
+        }
     }
 
     /// A replica's own sequence number and clock, once its pending writes are numbered.

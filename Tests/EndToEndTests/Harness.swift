@@ -27,6 +27,13 @@ final class Harness {
 
     func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
 
+    /// A new empty folder in the test's directory, for a folder mailbox.
+    func folder(_ name: String) throws -> String {
+        let folder = path(name)
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        return folder
+    }
+
     /// The built binary: beside the test bundle in `.build/<config>/`, or `$SQSYNC_BIN`.
     static var binary: String {
         if let override = ProcessInfo.processInfo.environment["SQSYNC_BIN"] { return override }
@@ -232,6 +239,15 @@ extension Harness {
         let target = path(name)
         try? FileManager.default.removeItem(atPath: target)
         try FileManager.default.copyItem(atPath: source, toPath: target)
+        return target
+    }
+
+    /// A copy of `source` that sqsync is told was only moved (`sqsync init` on it): a copy the
+    /// check at open cannot see (a thief's, or an operator's mistaken word), so what the
+    /// network does about it shows.
+    func copyTakenForMoved(_ source: String, to name: String, file: StaticString = #filePath, line: UInt = #line) throws -> String {
+        let target = try copyFile(source, to: name)
+        try ok(["init", target], file: file, line: line)
         return target
     }
 }

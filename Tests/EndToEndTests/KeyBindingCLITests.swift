@@ -44,6 +44,7 @@ final class KeyBindingCLITests: XCTestCase {
     private func stolenCopy(of db: String, as name: String, _ sql: String = "") throws -> String {
         let copy = h.path("\(name).db")
         try FileManager.default.copyItem(atPath: db, toPath: copy)
+        try h.ok(["init", copy])  // the thief says it was moved
         try h.sqlite(
             copy,
             #"UPDATE "_sqsync_sites" SET "signing_key" = NULL; DELETE FROM "_sqsync_statements"; DELETE FROM "_sqsync_keys";"#
@@ -66,7 +67,7 @@ final class KeyBindingCLITests: XCTestCase {
         var bundle = HandBundle(
             sites: [HandSite(id: UUID().uuidString, name: "T", knowledge: 0), HandSite(id: aID, name: "A", knowledge: 0)],
             senderSeq: 0, senderHLC: Int64(Date().timeIntervalSince1970 * 1000), signer: thief)
-        bundle.identities = [(0, thief.publicKey), (1, other.publicKey)]
+        bundle.identities = [(0, thief.identity), (1, other.identity)]
         let path = h.path("claim.sqsb")
         try bundle.write(to: path)
         try h.ok(["import", b, path], key: "B")
@@ -253,6 +254,7 @@ final class KeyBindingMailboxTests: XCTestCase {
         let aID = try h.knowledgeID(a)
         let stolen = h.path("stolen.db")
         try FileManager.default.copyItem(atPath: b, toPath: stolen)
+        try h.ok(["init", stolen])  // the thief says it was moved
         try h.sqlite(
             stolen,
             """

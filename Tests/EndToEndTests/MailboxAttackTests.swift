@@ -34,7 +34,7 @@ final class MailboxAttackTests: XCTestCase {
         var planted = HandBundle(
             sites: [HandSite(id: id("A"), name: "A", knowledge: known.seq + 5)], senderSeq: known.seq + 5,
             senderHLC: known.hlc + 5, signer: keys["C"]!)
-        planted.identities = [(0, keys["C"]!.publicKey)]
+        planted.identities = [(0, keys["C"]!.identity)]
         let name = "\(id("A"))_\(known.seq + 1)-\(known.seq + 5)_0badf00d.sqsb"
         try planted.write(to: box + "/sqsync/outbox/\(id("A"))/\(name)")
 

@@ -137,13 +137,13 @@ final class MergeCLITests: XCTestCase {
         let result = try h.sqsync(["import", b, copied], key: "B")
         XCTAssertNotEqual(result.status, 0, "two databases with one knowledge ID must be refused", file: file, line: line)
         XCTAssertEqual(result.stderrLines.count, 1, result.stderr, file: file, line: line)
-        XCTAssertTrue(result.stderr.contains("clone"), result.stderr, file: file, line: line)
+        XCTAssertTrue(result.stderr.contains("sqsync reidentify"), result.stderr, file: file, line: line)
         XCTAssertEqual(try rows(b), before, file: file, line: line)
     }
 
     func testCopiedFileIsRefusedNotMerged() throws {
         try h.send((a, "A"), to: (b, "B"))
-        let copy = try h.copyFile(a, to: "A-copy.db")
+        let copy = try h.copyTakenForMoved(a, to: "A-copy.db")
         try h.sqlite(a, "UPDATE t SET a = 'original' WHERE id = '1';")
         tick()
         try h.sqlite(copy, "UPDATE t SET a = 'copy' WHERE id = '1';")
@@ -157,7 +157,7 @@ final class MergeCLITests: XCTestCase {
     /// one replica never does, fewer changes at a later clock.
     func testCopiedFileThatOnlyDeletedIsRefused() throws {
         try h.send((a, "A"), to: (b, "B"))
-        let copy = try h.copyFile(a, to: "A-copy.db")
+        let copy = try h.copyTakenForMoved(a, to: "A-copy.db")
         try h.sqlite(a, "DELETE FROM t WHERE id IN ('2', '3');")
         try h.send((a, "A"), to: (b, "B"))
         tick()

@@ -13,12 +13,6 @@ final class NetworkCLITests: XCTestCase {
     override func setUpWithError() throws { h = try Harness() }
     override func tearDown() { h = nil }
 
-    private func box(_ name: String) throws -> String {
-        let folder = h.path(name)
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        return folder
-    }
-
     private func notes(_ db: String) throws -> String { try h.dump(db, table: "notes", orderBy: "id") }
 
     /// A replica made with `init --create` on its own, with the schema and rows of its own.
@@ -32,7 +26,7 @@ final class NetworkCLITests: XCTestCase {
         let a = try newSite("A", rows: "INSERT INTO notes VALUES ('a0', 'A seed');")
         // Each made apart, as field sites are: no copy of anyone's data.
         let b = try newSite("B"), c = try newSite("C"), d = try newSite("D")
-        let ab = try box("AB"), bc = try box("BC"), cd = try box("CD")
+        let ab = try h.folder("AB"), bc = try h.folder("BC"), cd = try h.folder("CD")
         try h.sqlite(a, "INSERT INTO notes VALUES ('a1', 'from A');")
         try h.syncOK(a, as: "A", ab)
         try h.syncOK(b, as: "B", ab)
@@ -70,7 +64,7 @@ final class NetworkCLITests: XCTestCase {
     func testANewSiteMadeWithInitGetsWhatItsOnlyPeerRelays() throws {
         let a = try newSite("A", rows: "INSERT INTO notes VALUES ('a1', 'A');")
         let b = try h.cloneReplica(a, as: "B")
-        let ab = try box("AB"), an = try box("AN")
+        let ab = try h.folder("AB"), an = try h.folder("AN")
         try h.sqlite(b, "INSERT INTO notes VALUES ('b1', 'B');")
         for _ in 0..<2 {
             try h.syncOK(a, as: "A", ab)
@@ -97,7 +91,7 @@ final class NetworkCLITests: XCTestCase {
     func testAReplicaThatJoinsAfterAPurgeGetsEverythingAndLosesARowTheNetworkDeleted() throws {
         let a = try newSite("A", rows: "INSERT INTO notes VALUES ('keep', 'A'), ('gone', 'A');")
         let b = try h.cloneReplica(a, as: "B")
-        let ab = try box("AB"), bj = try box("BJ")
+        let ab = try h.folder("AB"), bj = try h.folder("BJ")
         try h.sqlite(a, "DELETE FROM notes WHERE id = 'gone'; INSERT INTO notes VALUES ('a2', 'A');")
         for _ in 0..<3 {
             try h.syncOK(a, as: "A", ab)
@@ -125,7 +119,7 @@ final class NetworkCLITests: XCTestCase {
     func testEveryReplicaPurgesOnceAQuietNetworkAcknowledgedADeletion() throws {
         let a = try newSite("A", rows: "INSERT INTO notes VALUES ('x', 'A'), ('y', 'A');")
         let b = try h.cloneReplica(a, as: "B"), c = try h.cloneReplica(a, as: "C")
-        let shared = try box("shared")
+        let shared = try h.folder("shared")
         for (db, name) in [(a, "A"), (b, "B"), (c, "C")] { try h.syncOK(db, as: name, shared) }
         try h.sqlite(a, "DELETE FROM notes WHERE id = 'x';")
         for _ in 0..<3 {
@@ -159,7 +153,7 @@ final class NetworkCLITests: XCTestCase {
         XCTAssertEqual(gaps.first?["missing_through"] as? Int, Int(now) - 1)
         XCTAssertTrue(try h.ok(["status", c], key: "C").stdout.contains("lacks the changes of A"))
         // The next meeting with A heals it, and the sync says nothing is missing any more.
-        let ac = try box("AC")
+        let ac = try h.folder("AC")
         try h.syncOK(c, as: "C", ac)
         try h.syncOK(a, as: "A", ac)
         let report = try h.syncJSON(c, as: "C", ac)

@@ -52,7 +52,7 @@ final class OperatorMistakesTests: XCTestCase {
     func testCopiedDatabaseIsStillDetectedThroughTheFolder() throws {
         try h.syncOK(site, as: "S1", box)
         try h.ok(["status", site])  // settle the WAL so the copy is the whole database
-        let copy = try h.copyFile(site, to: "S1-copy.db")
+        let copy = try h.copyTakenForMoved(site, to: "S1-copy.db")
         try h.sqlite(copy, "INSERT INTO t VALUES ('c', 'made on the copy');")
         try h.syncOK(copy, as: "S1", box)
         let before = try h.fullDump(site)
@@ -62,7 +62,7 @@ final class OperatorMistakesTests: XCTestCase {
         // One sentence after the file's path: what happened, then what to do.
         let sentence = alarm.components(separatedBy: ".sqsb: ").last ?? alarm
         XCTAssertLessThan(sentence.count, 140, sentence)
-        XCTAssertTrue(result.stderr.contains("sqsync clone"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("sqsync reidentify"), result.stderr)
         XCTAssertEqual(try h.fullDump(site), before)
     }
 
@@ -190,13 +190,13 @@ final class OperatorMistakesTests: XCTestCase {
         XCTAssertEqual(try h.fullDump(site), before, "nothing was new, so nothing changed")
 
         // A copy's bundle under the same knowledge ID is still refused.
-        let copy = try h.copyFile(site, to: "S1-copy.db")
+        let copy = try h.copyTakenForMoved(site, to: "S1-copy.db")
         try h.sqlite(copy, "INSERT INTO t VALUES ('z', 'copy');")
         let fromCopy = try h.export(copy, as: "S1")
         let clash = try h.sqsync(["import", site, fromCopy], key: "S1")
         XCTAssertEqual(clash.status, 1, clash.stderr)
         XCTAssertEqual(clash.stderrLines.count, 1, clash.stderr)
-        XCTAssertTrue(clash.stderr.contains(siteID) && clash.stderr.contains("sqsync clone"), clash.stderr)
+        XCTAssertTrue(clash.stderr.contains(siteID) && clash.stderr.contains("sqsync reidentify"), clash.stderr)
         XCTAssertEqual(try h.fullDump(site), before)
     }
 

@@ -42,7 +42,7 @@ final class OriginSignatureTests: XCTestCase {
                 HandSite(id: id("B"), name: "B", knowledge: 0),
             ],
             senderSeq: clockC.seq, senderHLC: clockC.hlc, signer: keys["C"]!)
-        bundle.identities = [(0, keys["C"]!.publicKey)]
+        bundle.identities = [(0, keys["C"]!.identity)]
         bundle.segments = segments
         return bundle
     }
@@ -114,6 +114,46 @@ final class OriginSignatureTests: XCTestCase {
         XCTAssertTrue(refused.stderr.contains("signs with key \(keys["D"]!.fingerprint)"), refused.stderr)
     }
 
+    // MARK: a causal length at the top
+
+    /// A trusted key (M, stolen) deletes r1 at causal length 2^62, the top; B's app then
+    /// inserts r1 again. There is no life above the top: B's fold undoes the insert and says
+    /// so, and after three rounds A, B and C hold the same rows, r1 deleted everywhere.
+    func testACausalLengthAtTheTopSettlesEveryReplicaOnOneLife() throws {
+        keys["M"] = try h.handKey("M")
+        let clockA = try h.clock(a)
+        var bundle = HandBundle(
+            sites: [HandSite(id: id("M"), name: "M", knowledge: 1)], senderSeq: 1, senderHLC: clockA.hlc, signer: keys["M"]!)
+        bundle.identities = [(0, keys["M"]!.identity)]
+        var top = HandSegment(
+            origin: id("M"), base: 0, last: 1, created: clockA.hlc, tables: [Self.table],
+            records: [
+                HandRecord(key: [.text("r1")], causalLength: 1 << 62, rowStamp: HandStamp(hlc: clockA.hlc, seq: 1), columns: [])
+            ], signer: keys["M"]!)
+        top.originName = "M"
+        bundle.segments = [top]
+        let path = h.path("top.sqsb")
+        try bundle.write(to: path)
+        for (db, name) in [(a, "A"), (b, "B")] { try h.ok(["import", db, path], key: name) }
+        XCTAssertFalse(try rows(b).contains("'r1'"))
+
+        try h.sqlite(b, "INSERT INTO t VALUES ('r1', 'again, from B'); INSERT INTO t VALUES ('r3', 'three');")
+        let folder = h.path("shared")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        for _ in 0..<3 {
+            for (db, name) in [(b, "B"), (a, "A"), (c, "C")] { try h.syncOK(db, as: name, folder) }
+        }
+        let expected = "'r2'|'two'\n'r3'|'three'\n"
+        for db in [a, b, c] { XCTAssertEqual(try rows(db), expected, db) }
+        let conflicts = try h.conflicts(b)
+        XCTAssertTrue(conflicts.contains { $0["kind"] as? String == "insert at the top causal length" }, "\(conflicts)")
+        for db in [a, b, c] {
+            XCTAssertEqual(
+                try h.sqlite(db, #"SELECT count(*) FROM "_sqsync_rows" WHERE "cl" > 4611686018427387904;"#), "0\n",
+                "no replica writes a length its peers would refuse")
+        }
+    }
+
     // MARK: forged relay
 
     /// C signs, as itself, A's changes: a segment of A's under C's key, another with A's
@@ -161,7 +201,7 @@ final class OriginSignatureTests: XCTestCase {
             ], signer: keys["A"]!)
         altered.alterChunkAfterSigning = true
         var bundle = try fromC([altered])
-        bundle.identities.append((1, keys["A"]!.publicKey))
+        bundle.identities.append((1, keys["A"]!.identity))
         try assertRefused(bundle, by: b, as: "B", naming: ["altered after their origin signed them"])
         try assertHonestReplicasConverge()
     }
@@ -174,7 +214,7 @@ final class OriginSignatureTests: XCTestCase {
         let known = try h.clock(b)
         var bundle = HandBundle(
             sites: [HandSite(id: id("A"), name: "A", knowledge: 9)], senderSeq: 9, senderHLC: known.hlc, signer: keys["C"]!)
-        bundle.identities = [(0, keys["C"]!.publicKey)]
+        bundle.identities = [(0, keys["C"]!.identity)]
         bundle.segments = [
             HandSegment(
                 origin: id("A"), base: 0, last: 9, created: known.hlc, tables: [Self.table],
@@ -200,7 +240,7 @@ final class OriginSignatureTests: XCTestCase {
         var bundle = HandBundle(
             sites: [HandSite(id: minted.replicaID, name: "X", knowledge: 1)], senderSeq: 1, senderHLC: clockB.hlc,
             signer: minted)
-        bundle.identities = [(0, keys["A"]!.publicKey)]
+        bundle.identities = [(0, keys["A"]!.identity)]
         bundle.moves = [HandMove(site: 0, from: keys["A"]!, to: minted.publicKey, afterSeq: 0)]
         bundle.segments = [
             HandSegment(
@@ -216,7 +256,7 @@ final class OriginSignatureTests: XCTestCase {
         // The old key's second move, for A itself: two moves from one key are refused loudly.
         var twice = HandBundle(
             sites: [HandSite(id: id("A"), name: "A", knowledge: 0)], senderSeq: 0, senderHLC: clockB.hlc, signer: minted)
-        twice.identities = [(0, keys["A"]!.publicKey)]
+        twice.identities = [(0, keys["A"]!.identity)]
         twice.moves = [HandMove(site: 0, from: keys["A"]!, to: minted.publicKey, afterSeq: 0)]
         try assertRefused(twice, by: b, as: "B", naming: ["two different moves"])
     }

@@ -275,7 +275,7 @@ final class ScopeCLITests: XCTestCase {
         var bundle = HandBundle(
             sites: [HandSite(id: keys["F"]!.replicaID, name: "F", knowledge: clock.seq + 1)], senderSeq: clock.seq + 1,
             senderHLC: clock.hlc + 1, signer: keys["F"]!)
-        bundle.identities = [(0, keys["F"]!.publicKey)]
+        bundle.identities = [(0, keys["F"]!.identity)]
         var segment = HandSegment(
             origin: keys["F"]!.replicaID, base: clock.seq, last: clock.seq + 1, created: clock.hlc + 1,
             tables: [("orders", ["id", "region", "qty", "note"], [0])],
@@ -315,7 +315,7 @@ final class ScopeCLITests: XCTestCase {
             var bundle = HandBundle(
                 sites: [HandSite(id: keys["F"]!.replicaID, name: "F", knowledge: clock.seq + 1)], senderSeq: clock.seq + 1,
                 senderHLC: clock.hlc + 1, signer: keys["F"]!)
-            bundle.identities = [(0, keys["F"]!.publicKey)]
+            bundle.identities = [(0, keys["F"]!.identity)]
             bundle.segments = [
                 HandSegment(
                     origin: keys["F"]!.replicaID, base: base, last: clock.seq + 1, created: clock.hlc + 1,
@@ -389,7 +389,7 @@ final class ScopeCLITests: XCTestCase {
             var bundle = HandBundle(
                 sites: [HandSite(id: keys["F"]!.replicaID, name: "F", knowledge: clock.seq)], senderSeq: clock.seq,
                 senderHLC: clock.hlc, signer: keys["F"]!)
-            bundle.identities = [(0, keys["F"]!.publicKey)]
+            bundle.identities = [(0, keys["F"]!.identity)]
             bundle.adminStatements = [statement]
             return bundle
         }

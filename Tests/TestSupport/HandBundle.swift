@@ -10,6 +10,9 @@ import Foundation
 public struct HandKey {
     public let name: String
     let privateKey: Curve25519.Signing.PrivateKey
+    /// The birth of the replica made with this key (``replicaID``); empty for an ID made from
+    /// the key alone, as sqsync 0.2 and 0.3 made them.
+    public var birth: [UInt8] = []
 
     public init(_ name: String) {
         self.name = name
@@ -17,6 +20,9 @@ public struct HandKey {
     }
 
     public var publicKey: [UInt8] { Array(privateKey.publicKey.rawRepresentation) }
+
+    /// The key and birth an envelope names as a replica's identity.
+    public var identity: HandIdentity { HandIdentity(key: publicKey, birth: birth) }
 
     /// The SSH wire form of the public key.
     var wireBlob: [UInt8] { Wire.string(Array("ssh-ed25519".utf8)) + Wire.string(publicKey) }
@@ -30,10 +36,10 @@ public struct HandKey {
     }
     public var allowedSignersLine: String { "\(name) namespaces=\"sqsync\" \(openSSHLine)" }
 
-    /// The knowledge ID a replica born with this key has: SHA-256("sqsync-replica-id\0" ‖
-    /// key), first 16 bytes, as a version-8 UUID.
+    /// The knowledge ID a replica born with this key and ``birth`` has:
+    /// SHA-256("sqsync-replica-id\0" ‖ key ‖ birth), first 16 bytes, as a version-8 UUID.
     public var replicaID: String {
-        var bytes = Array(SHA256.hash(data: Array("sqsync-replica-id\u{0}".utf8) + publicKey).prefix(16))
+        var bytes = Array(SHA256.hash(data: Array("sqsync-replica-id\u{0}".utf8) + publicKey + birth).prefix(16))
         bytes[6] = bytes[6] & 0x0f | 0x80
         bytes[8] = bytes[8] & 0x3f | 0x80
         return UUID(uuid: bytes.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }).uuidString.lowercased()
@@ -309,14 +315,25 @@ public struct HandMove {
     }
 }
 
+/// A replica's identity as an envelope names it: the key its ID was made from, and its birth.
+public struct HandIdentity {
+    public var key: [UInt8]
+    public var birth: [UInt8]
+
+    public init(key: [UInt8], birth: [UInt8] = []) {
+        self.key = key
+        self.birth = birth
+    }
+}
+
 /// A whole bundle: sites (the first is the sender), segments, what the envelope adds.
 public struct HandBundle {
     public var sites: [HandSite]
     public var senderSeq: Int64
     public var senderHLC: Int64
     public var segments: [HandSegment] = []
-    /// Site index and key: the key each replica's ID was made from (or is bound to).
-    public var identities: [(Int, [UInt8])] = []
+    /// Site index and identity: the key (and birth) each replica's ID was made from (or is bound to).
+    public var identities: [(Int, HandIdentity)] = []
     public var moves: [HandMove] = []
     /// Segments given as bytes, after ``segments`` in the body.
     public var rawSegments: [HandRawSegment] = []
@@ -338,7 +355,9 @@ public struct HandBundle {
 
     /// The file's bytes.
     public func bytes() -> [UInt8] {
-        var body = Array("SQSYNCB".utf8) + [0, adminStatements.isEmpty ? 3 : 4]
+        // Format 5 once an identity has a birth; else as sqsync 0.2 (3) or 0.3 (4) wrote it.
+        let version: UInt8 = identities.contains { !$0.1.birth.isEmpty } ? 5 : adminStatements.isEmpty ? 3 : 4
+        var body = Array("SQSYNCB".utf8) + [0, version]
         let all = segments.map { (origin: $0.origin, base: $0.base, last: $0.last, bytes: $0.bytes()) }
             + rawSegments.map { (origin: $0.origin, base: $0.base, last: $0.last, bytes: $0.bytes) }
         var directory: [UInt8] = Wire.varint(UInt64(all.count))
@@ -356,7 +375,10 @@ public struct HandBundle {
         }
         envelope += Wire.varint(UInt64(senderSeq)) + Wire.varint(UInt64(senderHLC)) + [0]
         envelope += Wire.varint(UInt64(identities.count))
-        for (site, key) in identities { envelope += Wire.varint(UInt64(site)) + key }
+        for (site, identity) in identities {
+            envelope += Wire.varint(UInt64(site)) + identity.key
+            if version >= 5 { envelope += Wire.varint(UInt64(identity.birth.count)) + identity.birth }
+        }
         envelope += Wire.varint(UInt64(moves.count))
         for move in moves {
             let message = Array("SQSYNC-MOVE-3\n".utf8) + Wire.id(sites[move.site].id) + move.from.publicKey + move.to
@@ -370,7 +392,7 @@ public struct HandBundle {
             envelope += [UInt8](repeating: 0, count: 64)
         }
         envelope += directory
-        if !adminStatements.isEmpty {
+        if version >= 4 {
             envelope += Wire.varint(UInt64(adminStatements.count))
             for statement in adminStatements { envelope += Wire.varint(UInt64(statement.count)) + statement }
         }

@@ -11,7 +11,8 @@ import XCTest
 /// star with a second level, a ring), each writing, updating, renaming and deleting rows,
 /// visiting its mailboxes in random order; files lost, put back late and copied to another
 /// mailbox; purges; late joiners made with `init` (with rows of their own) and with `clone`,
-/// attached through one site, one of them after a purge. Then every site visits its
+/// attached through one site, one of them after a purge; a site's file copied with `cp` and
+/// used as a site of its own, which follows the fix its first sync prints. Then every site visits its
 /// mailboxes until the network is quiet: every replica holds the same rows, every row that was
 /// inserted and never deleted is there, no bundle is held, and no outbox keeps more than its
 /// replica's current bundles.
@@ -40,6 +41,8 @@ private final class FuzzNetwork {
         var replica: Replica
         var key: SigningKey
         var mailboxes: [Int]
+        /// A file copied with `cp` that has not yet followed the fix its first sync prints.
+        var unfixedCopy = false
     }
 
     let directory: String
@@ -55,6 +58,7 @@ private final class FuzzNetwork {
     var inserted: Set<String> = []
     var removed: Set<String> = []
     var joiners = 0
+    var copies = 0
     let keys = (0..<30).map { "k\($0)" }
 
     init(seed: UInt64) throws {
@@ -130,8 +134,10 @@ private final class FuzzNetwork {
             case 90..<93: try putBack()
             case 93..<96: try duplicate()
             case 96..<98: try purge(at: history.below(sites.count))
+            case 98: if copies < 2 { try copyWithCp() }
             default: if joiners < 3 { try join(afterPurge: false) }
             }
+            if step == 30 && copies == 0 { try copyWithCp() }
             if step == 70 && joiners < 3 {
                 for index in sites.indices { try purge(at: index) }
                 try join(afterPurge: true)
@@ -162,6 +168,7 @@ private final class FuzzNetwork {
     @discardableResult
     private func sync(_ index: Int, _ box: Int) throws -> SyncReport {
         let mailbox = Mailbox(transport: DirectoryTransport(root: mailboxes[box].folder), encrypts: false)
+        if sites[index].unfixedCopy { try followTheFix(index, mailbox) }
         let report = try mailbox.sync(replica: sites[index].replica, key: sites[index].key, trust: trust)
         if !report.rejected.isEmpty || !report.refused.isEmpty {
             throw FuzzFailure("\(sites[index].name) at box\(box): rejected \(report.rejected), refused \(report.refused)")
@@ -211,6 +218,37 @@ private final class FuzzNetwork {
         guard !FileManager.default.fileExists(atPath: copy) else { return }
         try FileManager.default.copyItem(atPath: file, toPath: copy)
         history.note("copied \(file.dropFirst(directory.count)) to box\(to)")
+    }
+
+    /// A site's file copied with `cp` (its WAL folded in first), used as a site of its own with
+    /// the same key, and met by a site the original may meet too.
+    private func copyWithCp() throws {
+        copies += 1
+        let original = history.below(sites.count), name = "cp\(copies)"
+        try sites[original].replica.database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        let path = directory + "/\(name).db"
+        try FileManager.default.copyItem(atPath: sites[original].replica.path, toPath: path)
+        sites.append(Site(name: name, replica: try Replica(path: path), key: sites[original].key, mailboxes: [], unfixedCopy: true))
+        try connect(history.below(sites.count - 1), sites.count - 1)
+        history.note("\(name): a copy of \(sites[original].name) made with cp")
+    }
+
+    /// The copy's first sync refuses, naming it, the word "copy" and the fix; it follows it.
+    private func followTheFix(_ index: Int, _ mailbox: Mailbox) throws {
+        do {
+            _ = try mailbox.sync(replica: sites[index].replica, key: sites[index].key, trust: trust)
+            throw FuzzFailure("\(sites[index].name), a copy, synced")
+        } catch let error as ChangeLogError where error.kind == .identityClash {
+            let said = error.description
+            guard said.contains(sites[index].replica.path), said.contains("copy"), said.contains("sqsync reidentify") else {
+                throw FuzzFailure("\(sites[index].name): the refusal does not say what to do: \(said)")
+            }
+        }
+        let birth = ReplicaIdentity.newBirth()
+        let result = try sites[index].replica.reidentify(as: ReplicaIdentity.knowledgeID(for: sites[index].key.publicKey, birth: birth))
+        try KeyBinding.bindOwnIdentity(replica: sites[index].replica, key: sites[index].key.publicKey, birth: birth)
+        sites[index].unfixedCopy = false
+        history.note("\(sites[index].name) reidentified: \(result.changesTaken) writes its own")
     }
 
     private func purge(at index: Int) throws {

@@ -9,10 +9,10 @@ final class KeyLedger {
     /// Chains read or changed so far, by knowledge ID.
     private var chains: [String: [KeyPins.ChainKey]] = [:]
     /// Owners of keys bound or moved to here and not yet written.
-    private var pendingOwners: [SSHPublicKey: (id: String, name: String)] = [:]
+    private var pendingOwners: [SSHPublicKey: [(id: String, name: String, movedAway: Bool)]] = [:]
     private var pendingMoves: [KeyMove] = []
     private enum Write {
-        case bindFirst(SSHPublicKey, id: String, name: String?)
+        case bindFirst(SSHPublicKey, id: String, name: String?, birth: [UInt8])
         case move(KeyMove)
     }
     private var pending: [Write] = []
@@ -33,9 +33,15 @@ final class KeyLedger {
         try chain(of: knowledgeID).last { $0.untilSeq == nil }?.key
     }
 
-    func owner(of key: SSHPublicKey) throws -> (id: String, name: String)? {
-        if let pending = pendingOwners[key] { return pending }
-        return try pins.owner(of: key)
+    /// The replicas `key` belongs to, recorded or accepted (``KeyPins/owners(of:)``).
+    func owners(of key: SSHPublicKey) throws -> [(id: String, name: String, movedAway: Bool)] {
+        var owners = try pins.owners(of: key)
+        for owner in pendingOwners[key] ?? [] where !owners.contains(where: { $0.id == owner.id }) { owners.append(owner) }
+        // A move accepted here ends the key at its replica.
+        for move in pendingMoves where move.from == key {
+            for index in owners.indices where owners[index].id == move.replica { owners[index].movedAway = true }
+        }
+        return owners
     }
 
     /// Every move held or accepted, for following trust from a moved-away key.
@@ -46,13 +52,13 @@ final class KeyLedger {
         trust.following(try moves().map { ($0.from, $0.to) })
     }
 
-    /// Accepts a replica's first key.
-    func bindFirst(_ key: SSHPublicKey, to knowledgeID: String, name: String?) throws {
+    /// Accepts a replica's first key (and its birth, for an ID made from both).
+    func bindFirst(_ key: SSHPublicKey, to knowledgeID: String, name: String?, birth: [UInt8] = []) throws {
         var chain = try chain(of: knowledgeID)
-        chain.append(KeyPins.ChainKey(key: key, afterSeq: 0, untilSeq: nil, move: nil))
+        chain.append(KeyPins.ChainKey(key: key, afterSeq: 0, untilSeq: nil, move: nil, birth: birth))
         chains[knowledgeID] = Self.ordered(chain)
-        pendingOwners[key] = (knowledgeID, name ?? "")
-        pending.append(.bindFirst(key, id: knowledgeID, name: name))
+        pendingOwners[key, default: []].append((knowledgeID, name ?? "", false))
+        pending.append(.bindFirst(key, id: knowledgeID, name: name, birth: birth))
     }
 
     /// Accepts a verified move: the old key signs up to its `afterSeq`, the new one after it.
@@ -63,7 +69,7 @@ final class KeyLedger {
         }
         chain.append(KeyPins.ChainKey(key: move.to, afterSeq: move.afterSeq, untilSeq: nil, move: move))
         chains[move.replica] = Self.ordered(chain)
-        pendingOwners[move.to] = (move.replica, "")
+        pendingOwners[move.to, default: []].append((move.replica, "", false))
         pendingMoves.append(move)
         pending.append(.move(move))
     }
@@ -83,7 +89,7 @@ final class KeyLedger {
     func write() throws {
         for write in pending {
             switch write {
-            case .bindFirst(let key, let id, let name): try pins.bindFirst(key, to: id, name: name)
+            case .bindFirst(let key, let id, let name, let birth): try pins.bindFirst(key, to: id, name: name, birth: birth)
             case .move(let move): try pins.record(move)
             }
         }

@@ -51,12 +51,16 @@ public enum BundleExchange {
     }
 
     /// The sender's own sequence number a bundle file name announces (`last`), if it is one of ours.
-    public static func senderSeq(ofFileName name: String) -> Int64? {
+    public static func senderSeq(ofFileName name: String) -> Int64? { ownChanges(ofFileName: name)?.last }
+
+    /// The sender's own changes a bundle file name announces (`first` is `base + 1`), if it
+    /// is one of ours.
+    public static func ownChanges(ofFileName name: String) -> (first: Int64, last: Int64)? {
         let parts = name.split(separator: "_")
         guard parts.count == 3 else { return nil }
         let bounds = parts[1].split(separator: "-").compactMap { Int64($0) }
         guard bounds.count == 2, bounds[0] <= bounds[1] + 1 else { return nil }
-        return bounds[1]
+        return (bounds[0], bounds[1])
     }
 
     public static func isBundleFileName(_ name: String) -> Bool {
@@ -70,7 +74,7 @@ public enum BundleExchange {
     static func copiedIdentity(_ path: String, replica: Replica, _ detail: String) -> ChangeLogError {
         ChangeLogError(
             .identityClash,
-            "\(path): written by another copy of this database, knowledge ID \(replica.knowledgeID) (\(detail)); keep one copy and make the others with `sqsync clone`"
+            "\(path): written by another copy of this database, knowledge ID \(replica.knowledgeID) (\(detail)), a file copied with cp; run `sqsync reidentify` on the copy, then sync both"
         )
     }
 

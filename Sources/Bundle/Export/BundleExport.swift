@@ -21,6 +21,7 @@ extension BundleExchange {
     ) throws -> ExportResult {
         try BundleTables.ready(replica)
         try replica.refuseWhileMigrating("export")
+        try replica.refuseWhileCopied("export")
         try KeyBinding.prepareToSign(replica: replica, key: key)
         let me = replica.knowledgeID
         var leaving = readers.subtracting([me])
@@ -87,7 +88,9 @@ extension BundleExchange {
                           forgotten: $0.forgotten)
                 },
                 senderSeq: header.last, senderHLC: header.createdHLC, schemaVersion: header.schemaVersion)
-            envelope.identities = keys.identities.compactMap { id, key in index[id].map { .init(site: $0, key: key) } }
+            envelope.identities = keys.identities.compactMap { identity in
+                index[identity.id].map { .init(site: $0, key: identity.key, birth: identity.birth) }
+            }
             envelope.moves = keys.moves.filter { index[$0.replica] != nil }
             envelope.acknowledgements = statements.filter { statement in
                 statement.knowledge.seqs.keys.allSatisfy { index[$0] != nil } && index[statement.replica] != nil

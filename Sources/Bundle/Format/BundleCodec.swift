@@ -7,8 +7,9 @@ enum BundleCodec {
     static let magic: [UInt8] = Array("SQSYNCB".utf8) + [0]
     /// The version this sqsync writes and reads: changes signed by their origin, in segments
     /// a relay forwards as they are (docs/BUNDLE_FORMAT.md).
-    static let version: UInt8 = 4
-    /// Version 3 (sqsync 0.2) lacks only the admin statements at the envelope's end: read as is.
+    static let version: UInt8 = 5
+    /// Version 4 (sqsync 0.3) lacks only the births of identities; version 3 (sqsync 0.2) the
+    /// admin statements at the envelope's end too: both read as they are.
     static let oldestReadable: UInt8 = 3
     static let trailerMagic: [UInt8] = Array("SQSYNC-SIG\n".utf8)
     /// Every signature sqsync makes or checks is an SSHSIG one in this namespace, the one

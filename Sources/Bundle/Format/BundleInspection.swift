@@ -73,10 +73,10 @@ public enum BundleInspection {
     /// ID is key-bound), then each valid move from a key already in the list.
     static func keys(of id: String, in envelope: BundleEnvelope) -> [SSHPublicKey] {
         guard let site = envelope.sites.firstIndex(where: { $0.id == id }),
-            let root = envelope.identities.first(where: { $0.site == site })?.key,
-            !ReplicaIdentity.isKeyBound(id) || ReplicaIdentity.isBound(id, to: root)
+            let root = envelope.identities.first(where: { $0.site == site }),
+            !ReplicaIdentity.isKeyBound(id) || ReplicaIdentity.isBound(id, to: root.key, birth: root.birth)
         else { return [] }
-        var keys = [root]
+        var keys = [root.key]
         var grew = true
         while grew {
             grew = false

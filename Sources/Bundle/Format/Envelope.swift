@@ -35,6 +35,8 @@ public struct BundleEnvelope: Sendable, Equatable {
     public struct Identity: Sendable, Equatable {
         public var site: Int
         public var key: SSHPublicKey
+        /// The replica's birth (``ReplicaIdentity``); empty for an ID made from the key alone.
+        public var birth: [UInt8] = []
     }
 
     public var bodyLength: Int
@@ -97,6 +99,8 @@ public struct BundleEnvelope: Sendable, Equatable {
         for identity in identities {
             BundleCodec.appendVarint(identity.site, to: &bytes)
             bytes += identity.key.rawRepresentation
+            BundleCodec.appendVarint(identity.birth.count, to: &bytes)
+            bytes += identity.birth
         }
         BundleCodec.appendVarint(moves.count, to: &bytes)
         for move in moves {
@@ -171,10 +175,11 @@ public struct BundleEnvelope: Sendable, Equatable {
             senderSeq: try source.readInt64(), senderHLC: try source.readInt64(),
             schemaVersion: try source.readByte() == 1 ? try source.readZigzag() : nil)
         for _ in 0..<(try source.readCount(limit: siteCount)) {
-            envelope.identities.append(
-                Identity(
-                    site: try source.readIndex(below: siteCount, "replica"),
-                    key: try SSHPublicKey(rawRepresentation: try source.readBytes(32))))
+            let site = try source.readIndex(below: siteCount, "replica")
+            let key = try SSHPublicKey(rawRepresentation: try source.readBytes(32))
+            // Version 5 gives each identity its birth (at most 32 bytes); earlier ones had none.
+            let birth = version >= 5 ? try source.readBytes(try source.readCount(limit: 32)) : []
+            envelope.identities.append(Identity(site: site, key: key, birth: birth))
         }
         for _ in 0..<(try source.readCount(limit: 64 * siteCount)) {
             let site = try source.readIndex(below: siteCount, "replica")

@@ -30,11 +30,8 @@ public enum KeyBinding {
                         "\(replica.path): this replica's knowledge ID \(me) was made from another key than \(key.publicKey.fingerprint); sign with the key it was made with"
                     )
                 }
-                if let other = try pins.owner(of: key.publicKey) {
-                    throw ChangeLogError(
-                        .identityClash,
-                        "\(replica.path): key \(key.publicKey.fingerprint) is bound to replica \(label(other.name, other.id)); give this replica its own key (sqsync keygen) and add its line to allowed_signers on its peers"
-                    )
+                if let reason = try refusal(toBind: key.publicKey, to: me, birth: [], owners: try pins.owners(of: key.publicKey)) {
+                    throw ChangeLogError(.identityClash, "\(replica.path): \(reason)")
                 }
                 try pins.bindFirst(key.publicKey, to: me, name: nil)
             } else if let mine = chain.first(where: { $0.key == key.publicKey }) {
@@ -77,7 +74,7 @@ public enum KeyBinding {
         try prepareToSign(replica: replica, key: oldKey)
         try replica.database.inTransaction {
             let pins = try KeyPins(replica)
-            if let other = try pins.owner(of: newKey.publicKey) {
+            if let other = try pins.owners(of: newKey.publicKey).first {
                 throw ChangeLogError(
                     .identityClash,
                     "\(replica.path): key \(newKey.publicKey.fingerprint) already belongs to replica \(label(other.name, other.id)); make a new one")
@@ -96,14 +93,43 @@ public enum KeyBinding {
 
     // MARK: What bundles carry about keys
 
-    /// The identities (first keys) of the given replicas and every move held, for a bundle.
-    static func carriedKeys(of replica: Replica, for ids: [String]) throws -> (identities: [(String, SSHPublicKey)], moves: [KeyMove]) {
+    /// The identities (first keys, with births) of the given replicas and every move held, for a bundle.
+    static func carriedKeys(of replica: Replica, for ids: [String]) throws -> (
+        identities: [(id: String, key: SSHPublicKey, birth: [UInt8])], moves: [KeyMove]
+    ) {
         let pins = try KeyPins(replica)
-        var identities: [(String, SSHPublicKey)] = []
+        var identities: [(id: String, key: SSHPublicKey, birth: [UInt8])] = []
         for id in ids {
-            if let first = try pins.chain(of: id).first(where: { $0.move == nil }) { identities.append((id, first.key)) }
+            if let first = try pins.chain(of: id).first(where: { $0.move == nil }) { identities.append((id, first.key, first.birth)) }
         }
         return (identities, try pins.moves())
+    }
+
+    /// Whether `key` is the key of a replica this one knows.
+    public static func speaksForAReplica(_ key: SSHPublicKey, replica: Replica) throws -> Bool {
+        try !KeyPins(replica).owners(of: key).isEmpty
+    }
+
+    /// This replica's birth (empty for an ID made from its key alone, or a random one).
+    public static func birth(of replica: Replica) throws -> [UInt8] {
+        try KeyPins(replica).chain(of: replica.knowledgeID).first { $0.move == nil }?.birth ?? []
+    }
+
+    /// Records this replica's own identity as it is made (`init`, `clone`, `reidentify`): its
+    /// first key and birth, from which its knowledge ID was made, so that it signs with that
+    /// key and its bundles carry the birth that proves the ID.
+    public static func bindOwnIdentity(replica: Replica, key: SSHPublicKey, birth: [UInt8]) throws {
+        try BundleTables.ready(replica)
+        guard ReplicaIdentity.isBound(replica.knowledgeID, to: key, birth: birth) else {
+            throw ChangeLogError(
+                .identityClash, "\(replica.path): knowledge ID \(replica.knowledgeID) was not made from key \(key.fingerprint)")
+        }
+        let pins = try KeyPins(replica)
+        guard try pins.chain(of: replica.knowledgeID).isEmpty else { return }
+        if let reason = try refusal(toBind: key, to: replica.knowledgeID, birth: birth, owners: try pins.owners(of: key)) {
+            throw ChangeLogError(.identityClash, "\(replica.path): \(reason)")
+        }
+        try pins.bindFirst(key, to: replica.knowledgeID, name: nil, birth: birth)
     }
 
     /// `trust` plus every key a recorded move leads to from a trusted key, under the old
@@ -128,14 +154,15 @@ public enum KeyBinding {
         for identity in envelope.identities {
             let id = envelope.sites[identity.site].id
             guard id != replica.knowledgeID, ReplicaIdentity.isKeyBound(id), !retired.contains(id) else { continue }
-            guard ReplicaIdentity.isBound(id, to: identity.key) else {
+            guard ReplicaIdentity.isBound(id, to: identity.key, birth: identity.birth) else {
                 throw BundleError(
                     .untrusted,
                     "\(path): the bundle says key \(identity.key.fingerprint) is the identity of \(siteLabel(envelope, identity.site)), whose knowledge ID was made from another key: a forgery; refusing it"
                 )
             }
             if try pins.chain(of: id).isEmpty {
-                try bind(identity.key, to: id, name: envelope.sites[identity.site].name, path: path, pins: pins)
+                try bind(
+                    identity.key, to: id, name: envelope.sites[identity.site].name, birth: identity.birth, path: path, pins: pins)
             }
         }
         try admitMoves(
@@ -169,7 +196,7 @@ public enum KeyBinding {
             guard move.afterSeq >= from.afterSeq else {
                 throw BundleError(.untrusted, "\(path): a key move of \(displayText(move.replica)) goes back before the key it leaves; refusing the bundle")
             }
-            if let other = try pins.owner(of: move.to) {
+            if let other = try pins.owners(of: move.to).first(where: { $0.id != move.replica }) {
                 throw BundleError(
                     .untrusted,
                     "\(path): a key move gives \(try replica.siteLabelForMessages(move.replica)) key \(move.to.fingerprint), which belongs to replica \(label(other.name, other.id)); refusing the bundle"
@@ -207,14 +234,31 @@ public enum KeyBinding {
         try admitMoves(route, path: path, replica: replica, pins: pins)
     }
 
-    private static func bind(_ key: SSHPublicKey, to id: String, name: String, path: String, pins: KeyLedger) throws {
-        if let other = try pins.owner(of: key) {
-            throw BundleError(
-                .untrusted,
-                "\(path): the bundle gives key \(key.fingerprint) to \(label(name, id)), but it belongs to replica \(label(other.name, other.id)); refusing it"
-            )
+    private static func bind(
+        _ key: SSHPublicKey, to id: String, name: String, birth: [UInt8] = [], path: String, pins: KeyLedger
+    ) throws {
+        if let reason = try refusal(toBind: key, to: id, birth: birth, owners: try pins.owners(of: key)) {
+            throw BundleError(.untrusted, "\(path): the bundle gives key \(key.fingerprint) to \(label(name, id)), but \(reason); refusing it")
         }
-        try pins.bindFirst(key, to: id, name: name.isEmpty ? nil : name)
+        try pins.bindFirst(key, to: id, name: name.isEmpty ? nil : name, birth: birth)
+    }
+
+    /// Why `key` may not become the first key of replica `id`, or nil: a key a replica moved
+    /// away from gives birth to no replica (it may be in other hands); a key another replica
+    /// holds may be the first key of a new one only when the new one's ID was made from that
+    /// key and its own birth (one key, several databases), never of a random ID, which
+    /// anyone could claim.
+    static func refusal(
+        toBind key: SSHPublicKey, to id: String, birth: [UInt8], owners: [(id: String, name: String, movedAway: Bool)]
+    ) throws -> String? {
+        let others = owners.filter { $0.id != id }
+        if let old = others.first(where: \.movedAway) {
+            return "key \(key.fingerprint) is one replica \(label(old.name, old.id)) moved away from, which makes no new replica"
+        }
+        if let other = others.first, !(ReplicaIdentity.isKeyBound(id) && ReplicaIdentity.isBound(id, to: key, birth: birth)) {
+            return "key \(key.fingerprint) is bound to replica \(label(other.name, other.id)); give this replica its own key (sqsync keygen) and add its line to allowed_signers on its peers"
+        }
+        return nil
     }
 
     /// The sender's signature must be its current key's. A sender of a key-bound ID is
@@ -228,7 +272,8 @@ public enum KeyBinding {
         let claim = "\(path): the bundle claims to come from \(label(sender.name, sender.id))"
         let signedBy = principal.map { "\(displayText($0))'s key \(signer.fingerprint)" } ?? "key \(signer.fingerprint)"
         guard !chain.isEmpty else {
-            if ReplicaIdentity.isKeyBound(sender.id) && !ReplicaIdentity.isBound(sender.id, to: signer) {
+            let birth = envelope.identities.first { $0.site == 0 && $0.key == signer }?.birth ?? []
+            if ReplicaIdentity.isKeyBound(sender.id) && !ReplicaIdentity.isBound(sender.id, to: signer, birth: birth) {
                 throw BundleError(
                     .untrusted, "\(claim), but it is signed by \(signedBy), not the key that knowledge ID was made from; refusing it")
             }
@@ -355,19 +400,20 @@ public enum KeyBinding {
     /// For a mailbox acknowledgement file of `knowledgeID`, signed by `key` (already
     /// verified against allowed_signers): nil when that is the replica's current key (bound
     /// now, by the rules of a first signature, if it had none), else why it is not believed.
+    /// `birth`: the replica's birth as the file gives it (``ReplicaIdentity``).
     public static func checkAcknowledgementFile(
-        of knowledgeID: String, name: String, signedBy key: SSHPublicKey, replica: Replica
+        of knowledgeID: String, name: String, signedBy key: SSHPublicKey, birth: [UInt8] = [], replica: Replica
     ) throws -> String? {
         let pins = try KeyPins(replica)
         let chain = try pins.chain(of: knowledgeID)
         if chain.isEmpty {
-            if ReplicaIdentity.isKeyBound(knowledgeID) && !ReplicaIdentity.isBound(knowledgeID, to: key) {
+            if ReplicaIdentity.isKeyBound(knowledgeID) && !ReplicaIdentity.isBound(knowledgeID, to: key, birth: birth) {
                 return "signed by key \(key.fingerprint), from which \(label(name, knowledgeID))'s knowledge ID was not made"
             }
-            if let other = try pins.owner(of: key) {
-                return "its key \(key.fingerprint) is bound to replica \(label(other.name, other.id))"
+            if let reason = try refusal(toBind: key, to: knowledgeID, birth: birth, owners: try pins.owners(of: key)) {
+                return reason
             }
-            try pins.bindFirst(key, to: knowledgeID, name: name.isEmpty ? nil : name)
+            try pins.bindFirst(key, to: knowledgeID, name: name.isEmpty ? nil : name, birth: birth)
             return nil
         }
         let current = chain.last { $0.untilSeq == nil }?.key
@@ -426,7 +472,7 @@ extension KeyBinding {
         if (unpinned || unmetReaders) && !onlyPinned {
             let trust = try Self.trust(trust, replica: replica)
             for key in trust.entries.map(\.key) where trust.principal(for: key, namespace: BundleCodec.signatureNamespace) != nil {
-                if try unpinned || pins.owner(of: key) == nil { keys.append(key) }
+                if try unpinned || pins.owners(of: key).isEmpty { keys.append(key) }
             }
         }
         var seen: Set<SSHPublicKey> = []

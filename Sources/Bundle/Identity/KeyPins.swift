@@ -13,6 +13,8 @@ struct KeyPins {
         var untilSeq: Int64?
         /// The signed move that made it current; nil for a replica's first key.
         var move: KeyMove?
+        /// For a replica's first key, the replica's birth (``ReplicaIdentity``); else empty.
+        var birth: [UInt8] = []
     }
 
     let replica: Replica
@@ -29,7 +31,7 @@ struct KeyPins {
             ChainKey(
                 key: try SSHPublicKey(openSSHLine: try row.string("key")), afterSeq: try row.int64("after_seq"),
                 untilSeq: try row.optionalInt64("until_seq"),
-                move: try row.value("move").blobValue.map { try KeyMove(stored: $0) })
+                move: try row.value("move").blobValue.map { try KeyMove(stored: $0) }, birth: try row.value("birth").blobValue ?? [])
         }
     }
 
@@ -38,26 +40,30 @@ struct KeyPins {
         try chain(of: knowledgeID).last { $0.untilSeq == nil }?.key
     }
 
-    /// The replica a key belongs to, if any.
-    func owner(of key: SSHPublicKey) throws -> (id: String, name: String)? {
-        try database.row(KeyPinSQL.owner, .text(key.openSSHLine)).map {
-            (try $0.string("knowledge_id"), try $0.optionalString("name") ?? "")
+    /// The replicas a key belongs to (one key may be the first key of several replicas whose
+    /// IDs were made from it, each with its own birth), with whether it moved away there.
+    func owners(of key: SSHPublicKey) throws -> [(id: String, name: String, movedAway: Bool)] {
+        try database.rows(KeyPinSQL.owners, .text(key.openSSHLine)).map {
+            (try $0.string("knowledge_id"), try $0.optionalString("name") ?? "", try $0.optionalInt64("until_seq") != nil)
         }
     }
 
-    /// Records a replica's first key, registering the replica when first heard of.
-    func bindFirst(_ key: SSHPublicKey, to knowledgeID: String, name: String?) throws {
+    /// Records a replica's first key (and its birth, for an ID made from both), registering
+    /// the replica when first heard of.
+    func bindFirst(_ key: SSHPublicKey, to knowledgeID: String, name: String?, birth: [UInt8] = []) throws {
         let site = try replica.siteNumber(for: knowledgeID, name: name)
-        try database.run(KeyPinSQL.insert, .text(key.openSSHLine), .integer(Int64(site)), .integer(0), .null)
+        try database.run(
+            KeyPinSQL.insert, .text(key.openSSHLine), .integer(Int64(site)), .integer(0), .null, birth.isEmpty ? .null : .blob(birth))
         try database.run(KeyPinSQL.setCurrent, .text(key.openSSHLine), .integer(Int64(site)))
     }
 
     /// Records a verified move: the old key signs up to its `afterSeq`, the new one after it.
     func record(_ move: KeyMove) throws {
         let site = try replica.siteNumber(for: move.replica, name: nil)
-        try database.run(KeyPinSQL.endKey, .integer(move.afterSeq), .text(move.from.openSSHLine))
+        try database.run(KeyPinSQL.endKey, .integer(move.afterSeq), .text(move.from.openSSHLine), .integer(Int64(site)))
         try database.run(
-            KeyPinSQL.insert, .text(move.to.openSSHLine), .integer(Int64(site)), .integer(move.afterSeq), .blob(try move.stored()))
+            KeyPinSQL.insert, .text(move.to.openSSHLine), .integer(Int64(site)), .integer(move.afterSeq), .blob(try move.stored()),
+            .null)
         try database.run(KeyPinSQL.setCurrent, .text(move.to.openSSHLine), .integer(Int64(site)))
     }
 
@@ -87,16 +93,16 @@ struct KeyPins {
 /// The SQL of key chains and statements (tables of metadata migrations 4 and 13).
 enum KeyPinSQL {
     static let chain = """
-        SELECT k."key", k."after_seq", k."until_seq", k."move" FROM "_sqsync_keys" k
+        SELECT k."key", k."after_seq", k."until_seq", k."move", k."birth" FROM "_sqsync_keys" k
         JOIN "_sqsync_sites" s ON s."site" = k."site" WHERE s."knowledge_id" = ?
         ORDER BY k."until_seq" IS NULL, k."after_seq", k."rowid"
         """
-    static let owner = """
-        SELECT s."knowledge_id", s."name" FROM "_sqsync_keys" k JOIN "_sqsync_sites" s ON s."site" = k."site"
-        WHERE k."key" = ?
+    static let owners = """
+        SELECT s."knowledge_id", s."name", k."until_seq" FROM "_sqsync_keys" k JOIN "_sqsync_sites" s ON s."site" = k."site"
+        WHERE k."key" = ? ORDER BY k."rowid"
         """
-    static let insert = #"INSERT INTO "_sqsync_keys" ("key", "site", "after_seq", "move") VALUES (?, ?, ?, ?)"#
-    static let endKey = #"UPDATE "_sqsync_keys" SET "until_seq" = ? WHERE "key" = ? AND "until_seq" IS NULL"#
+    static let insert = #"INSERT INTO "_sqsync_keys" ("key", "site", "after_seq", "move", "birth") VALUES (?, ?, ?, ?, ?)"#
+    static let endKey = #"UPDATE "_sqsync_keys" SET "until_seq" = ? WHERE "key" = ? AND "site" = ? AND "until_seq" IS NULL"#
     /// The key `status` and `peers` show.
     static let setCurrent = #"UPDATE "_sqsync_sites" SET "signing_key" = ? WHERE "site" = ?"#
     static let moves = """

@@ -43,6 +43,9 @@ extension BundleExchange {
                     let admission = try BundleAdmission(reader: reader, replica: replica, trust: trust)
                     switch try admission.admitBundle() {
                     case .ownBundle:
+                        // Its own changes, as many as it made: each must be one it made so.
+                        try replica.fold()
+                        try BundleExchange.checkOwnChanges(in: reader, replica: replica)
                         result.outcome = .ownBundle
                         return
                     case .refuse(let error):

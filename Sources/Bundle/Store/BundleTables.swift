@@ -106,6 +106,27 @@ enum BundleTables {
                 DROP TABLE "_sqsync_segments";
                 ALTER TABLE "_sqsync_segments_15" RENAME TO "_sqsync_segments";
                 """),
+            .init(
+                5,
+                """
+                -- One key may be the first key of several replicas (IDs made from the key and a
+                -- birth, docs/KEYS.md): a key and a replica name a row. "birth": the replica's birth,
+                -- on its first key's row (NULL for an ID made from the key alone, or a random one).
+                CREATE TABLE "_sqsync_keys_5" (
+                    "key" TEXT NOT NULL,
+                    "site" INTEGER NOT NULL,
+                    "after_seq" INTEGER NOT NULL,
+                    "until_seq" INTEGER,
+                    "move" BLOB,
+                    "birth" BLOB,
+                    PRIMARY KEY ("key", "site")
+                );
+                INSERT INTO "_sqsync_keys_5" ("rowid", "key", "site", "after_seq", "until_seq", "move")
+                    SELECT "rowid", "key", "site", "after_seq", "until_seq", "move" FROM "_sqsync_keys";
+                DROP TABLE "_sqsync_keys";
+                ALTER TABLE "_sqsync_keys_5" RENAME TO "_sqsync_keys";
+                CREATE INDEX "_sqsync_keys_of_site" ON "_sqsync_keys" ("site", "after_seq");
+                """),
         ])
 
     /// What a copy made by `clone` must not inherit: bundles held beside the original's file.

@@ -186,7 +186,7 @@ public final class ChangeMerger {
         let id = siteIDs[site] ?? "?"
         return ChangeLogError(
             .identityClash,
-            "\(replica.path): replica \(id) exists twice (its change \(seq) in the bundle differs from the one held here); retire it with `sqsync peers retire` and give each copy a fresh `sqsync clone`"
+            "\(replica.path): replica \(id) exists twice, as a database and a copy of it made with cp (its change \(seq) in the bundle differs from the one held here); run `sqsync reidentify` on the copy, then sync both"
         )
     }
 
@@ -239,6 +239,13 @@ public final class ChangeMerger {
             if holdsWhatItWasTold && !change.isDelete { throw copiedReplica(rowStamp.site, seq: rowStamp.seq) }
             target.counts.unchanged += 1
             return
+        }
+        if let entry, let rowStamp = change.rowStamp.map(local), entry.stamp.site == rowStamp.site,
+            entry.stamp.seq == rowStamp.seq, entry.stamp.hlc != rowStamp.hlc
+        {
+            // One replica stamps a row once per change: the same change with another clock
+            // was made by a second file under the origin's identity.
+            throw copiedReplica(rowStamp.site, seq: rowStamp.seq)
         }
         let localLength = entry?.cl ?? 0
         if change.causalLength < localLength {

@@ -142,6 +142,7 @@ enum MergeSQL {
 
     static let heardFrom = """
         UPDATE "_sqsync_sites" SET "last_heard" = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+            "first_heard" = coalesce("first_heard", strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
             "reported_seq" = CASE WHEN "reported_seq" IS NULL OR "reported_seq" < ?1 THEN ?1 ELSE "reported_seq" END,
             "reported_hlc" = CASE WHEN "reported_seq" IS NULL OR "reported_seq" < ?1 THEN ?2 ELSE "reported_hlc" END
         WHERE "site" = ?3

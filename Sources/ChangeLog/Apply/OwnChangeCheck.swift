@@ -38,7 +38,7 @@ public final class OwnChangeCheck {
     private func copied(_ seq: Int64, _ detail: String) -> ChangeLogError {
         ChangeLogError(
             .identityClash,
-            "\(path): another copy of this database made its change \(seq) otherwise (\(detail)); keep one copy and make the others with `sqsync clone`"
+            "\(path): another copy of this database, knowledge ID \(replica.knowledgeID) (a file copied with cp), made its change \(seq) otherwise (\(detail)); run `sqsync reidentify` on the copy, then sync both"
         )
     }
 }

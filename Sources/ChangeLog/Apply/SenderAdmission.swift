@@ -69,7 +69,7 @@ extension Replica {
                 if (seq > reportedSeq && hlc < reportedHLC) || (seq < reportedSeq && hlc > reportedHLC) {
                     throw ChangeLogError(
                         .identityClash,
-                        "\(path): replica \(report.label) exists twice (its clock went \(reportedSeq)@\(reportedHLC) → \(seq)@\(hlc), which one copy never does); retire it with `sqsync peers retire` and give each copy a fresh `sqsync clone`"
+                        "\(path): replica \(report.label) exists twice (its clock went \(reportedSeq)@\(reportedHLC) → \(seq)@\(hlc), which one file never does: a database and a copy of it made with cp); run `sqsync reidentify` on the copy, then sync both"
                     )
                 }
             }

@@ -134,6 +134,7 @@ extension Replica {
         // Per table the log touches, read once: nil for a table no longer tracked or present.
         var targets: [Int64: FoldTarget?] = [:]
         var batch: [FoldedChange] = []
+        var deadAtTheTop: [FoldedChange] = []
 
         func write(_ change: FoldedChange) throws {
             let target = targets[change.tableID] ?? nil
@@ -145,14 +146,17 @@ extension Replica {
             switch change.operation {
             case TriggerSQL.Operation.insert, TriggerSQL.Operation.delete:
                 let isInsert = change.operation == TriggerSQL.Operation.insert
-                if isInsert, let keyValues, let statement = target?.startLifeWithChecksum {
+                if isInsert {
+                    let statement = keyValues != nil ? target?.startLifeWithChecksum ?? startLife : startLife
                     try statement.bind([tid, key, .integer(change.hlc), site, .integer(change.seq)])
-                    try statement.bind(keyValues, from: 6)
-                    try statement.run()
+                    if statement !== startLife, let keyValues { try statement.bind(keyValues, from: 6) }
+                    // An even length back: the row was deleted at the top, and stays so.
+                    if try statement.fetchOne({ $0.int64(at: 0) }).map({ $0 % 2 == 0 }) == true {
+                        deadAtTheTop.append(change)
+                    }
                 } else {
-                    let upsert = isInsert ? startLife : endLife
-                    try upsert.bind([tid, key, .integer(change.hlc), site, .integer(change.seq)])
-                    try upsert.run()
+                    try endLife.bind([tid, key, .integer(change.hlc), site, .integer(change.seq)])
+                    try endLife.run()
                 }
                 if target?.mayHaveCounters ?? true {
                     try dropCounters.bind([tid, key])
@@ -215,6 +219,7 @@ extension Replica {
             if batch.count >= foldBatchSize { try writeBatch() }
         }
         try writeBatch()
+        for change in deadAtTheTop { try undoInsertAtTheTop(change, in: targets[change.tableID] ?? nil) }
         guard lastID > 0 else { return }
         // Every row read (no writer can add one while this transaction writes): SQLite then
         // drops the table's pages at once instead of deleting row by row.
@@ -224,6 +229,19 @@ extension Replica {
             try database.run(FoldSQL.emptyLog, .integer(lastID))
         }
         try database.run(FoldSQL.advanceClock, .integer(seq), .integer(hlc))
+    }
+
+    /// An insert of a key deleted at the top causal length: the row leaves the table again
+    /// (sqsync's triggers silent), and the conflict log says why (docs/MERGE_RULES.md, "Rows").
+    private func undoInsertAtTheTop(_ change: FoldedChange, in target: FoldTarget?) throws {
+        guard let target, let keyValues = KeyCodec.decode(change.stored, columns: target.keyColumns) else { return }
+        try database.execute(MergeSQL.startApplying)
+        defer { try? database.execute(MergeSQL.stopApplying) }
+        try database.run(MergeSQL.deleteRow(target.name, key: target.key), keyValues)
+        try database.run(
+            MergeSQL.recordConflict, .text("insert at the top causal length"), .text(target.name),
+            .text(keyValues.map(\.literal).joined(separator: ", ")), .null, .null, .null, .text(knowledgeID),
+            .integer(change.hlc), .null, .null)
     }
 
     /// `value + 1`, or a clear error where it would overflow: clocks are bounded where they
@@ -238,7 +256,9 @@ extension Replica {
 
     /// How the fold writes one table's changes.
     private struct FoldTarget {
-        let keyColumns: Int
+        let name: String
+        let key: [ColumnInfo]
+        var keyColumns: Int { key.count }
         /// False where the table's triggers are gone (a table rebuilt): its rows may then hold
         /// writes no trigger saw, and the old checksum is what lets `refresh` notice them.
         let checksummed: Bool
@@ -255,7 +275,7 @@ extension Replica {
         else { return nil }
         let checksummed = try hasCaptureTriggers(table)
         return FoldTarget(
-            keyColumns: table.primaryKey.count, checksummed: checksummed,
+            name: table.name, key: table.primaryKey, checksummed: checksummed,
             startLifeWithChecksum: checksummed ? try database.statement(FoldSQL.startLifeWithChecksum(table)) : nil,
             writeCellWithChecksum: checksummed ? try database.statement(FoldSQL.writeCellWithChecksum(table)) : nil,
             recordChecksum: checksummed ? try database.statement(RowChecksum.update(table)) : nil,
@@ -321,8 +341,17 @@ enum FoldSQL {
     /// Column clocks belong to one life, and are stored relative to its clock: both drop them.
     static let startLife = """
         INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq") VALUES (?1, ?2, 1, ?3, ?4, ?5)
-        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = min("cl" + ("cl" % 2 = 0) + 2 * (\(ghost)), \(RowChange.maxCausalLength - 1)),
+        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = \(nextLife),
             "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq", "cells" = NULL
+        RETURNING "cl"
+        """
+
+    /// The next life's causal length. A row deleted at the top (``RowChange/maxCausalLength``)
+    /// has no life above it: it stays deleted (even), and the fold undoes the insert
+    /// (docs/MERGE_RULES.md, "Rows"), as every replica that holds the deletion does.
+    private static let nextLife = """
+        CASE WHEN "cl" + ("cl" % 2 = 0) + 2 * (\(ghost)) > \(RowChange.maxCausalLength - 1) THEN "cl"
+             ELSE "cl" + ("cl" % 2 = 0) + 2 * (\(ghost)) END
         """
 
     /// The same, with the checksum of the row's values (``RowChecksum``), its key values
@@ -331,9 +360,10 @@ enum FoldSQL {
         """
         INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq", "sum")
         VALUES (?1, ?2, 1, ?3, ?4, ?5, \(RowChecksum.ofRow(table, firstKeyParameter: 6)))
-        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = min("cl" + ("cl" % 2 = 0) + 2 * (\(ghost)), \(RowChange.maxCausalLength - 1)),
+        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = \(nextLife),
             "hlc" = excluded."hlc", "site" = excluded."site", "seq" = excluded."seq", "cells" = NULL,
             "sum" = excluded."sum"
+        RETURNING "cl"
         """
     }
 

@@ -32,7 +32,7 @@ extension Replica {
             let cloneName = newName ?? URL(fileURLWithPath: destination).deletingPathExtension().lastPathComponent
             try copy.inTransaction {
                 try copy.execute(CloneSQL.rememberOriginal)
-                try copy.run(CloneSQL.addIdentity, .text(newID), .text(cloneName))
+                try copy.run(SitesSQL.addSite, .text(newID), .text(cloneName))
                 for statement in CloneSQL.adopt { try copy.run(statement, .text(newID)) }
                 for table in perFileTables
                 where try copy.int64("SELECT count(*) FROM sqlite_schema WHERE name = ?", .text(table)) == 1 {
@@ -76,7 +76,6 @@ enum CloneSQL {
         UPDATE "_sqsync_sites" SET "known_seq" = (SELECT "seq" FROM "_sqsync_replica")
         WHERE "site" = (SELECT "site" FROM "_sqsync_replica")
         """
-    static let addIdentity = #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#
     static let newSite = #"(SELECT "site" FROM "_sqsync_sites" WHERE "knowledge_id" = ?1)"#
     /// Column clocks first: they are stored relative to their row's site as it was.
     static let adopt = [
@@ -85,6 +84,6 @@ enum CloneSQL {
         WHERE "cells" IS NOT NULL AND "cells" != x'' AND sqsync_cells_adopt("cells", "hlc", "site", "seq", \(newSite)) IS NOT "cells"
         """,
         #"UPDATE "_sqsync_rows" SET "site" = \#(newSite) WHERE "seq" = 0"#,
-        #"UPDATE "_sqsync_replica" SET "site" = \#(newSite), "seq" = 0, "applying" = 0, "checkpoint_seq" = 0, "checkpoint_records" = 0"#,
+        #"UPDATE "_sqsync_replica" SET "site" = \#(newSite), "seq" = 0, "applying" = 0, "checkpoint_seq" = 0, "checkpoint_records" = 0, "file_id" = NULL, "copied_at" = NULL"#,
     ]
 }

@@ -14,6 +14,10 @@ public struct Peer: Sendable, Equatable {
     public var schemaVersion: Int64? = nil
     /// The key it signs with (OpenSSH public key line), once pinned (docs/KEYS.md).
     public var signingKey: String?
+    /// Another replica its key speaks for, first heard from here after this one was last, and
+    /// heard from again since: this one has been silent since, and was likely made again
+    /// after a lost disk. `peers retire` releases it; nil while it is heard from as before.
+    public var succeededBy: String? = nil
 }
 
 extension Replica {
@@ -48,7 +52,7 @@ extension Replica {
             return Int(site)
         }
         try database.run(
-            #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#,
+            SitesSQL.addSite,
             .text(knowledgeID), name.map(SQLValue.text) ?? .null)
         return Int(database.lastInsertRowID)
     }
@@ -69,12 +73,17 @@ extension Replica {
         for row in try database.rows(SitesSQL.acknowledgements) {
             acknowledged[try row.string("peer"), default: [:]][try row.string("site")] = try row.int64("seq")
         }
+        var successors: [String: String] = [:]
+        for row in try database.rows(SitesSQL.successors) {
+            if let successor = try row.optionalString("successor") { successors[try row.string("peer")] = successor }
+        }
         return try database.rows(SitesSQL.peers, .integer(Int64(site))).map { row in
             let id = try row.string("knowledge_id")
             return Peer(
                 knowledgeID: id, name: try row.optionalString("name") ?? "", acknowledged: Knowledge(acknowledged[id] ?? [:]),
                 lastHeard: try row.optionalString("last_heard"), retired: try row.bool("retired"),
-                schemaVersion: try row.optionalInt64("schema_version"), signingKey: try row.optionalString("signing_key"))
+                schemaVersion: try row.optionalInt64("schema_version"), signingKey: try row.optionalString("signing_key"),
+                succeededBy: successors[id])
         }
     }
 
@@ -147,6 +156,19 @@ enum SitesSQL {
     static let acknowledgements = """
         SELECT p."knowledge_id" AS "peer", s."knowledge_id" AS "site", a."seq"
         FROM "_sqsync_acks" a JOIN "_sqsync_sites" p ON p."site" = a."peer" JOIN "_sqsync_sites" s ON s."site" = a."site"
+        """
+
+    static let addSite = #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#
+
+    /// For each peer heard from, another its key speaks for, first heard from after it was
+    /// last, and heard from again since (a sibling database heard in the same sync is not).
+    static let successors = """
+        SELECT p."knowledge_id" AS "peer", (
+            SELECT q."knowledge_id" FROM "_sqsync_sites" q
+            WHERE q."signing_key" = p."signing_key" AND q."site" != p."site" AND q."retired" = 0
+                AND q."first_heard" > p."last_heard" AND q."last_heard" > q."first_heard"
+            ORDER BY q."first_heard" LIMIT 1) AS "successor"
+        FROM "_sqsync_sites" p WHERE p."retired" = 0 AND p."last_heard" IS NOT NULL
         """
 
     static let peers = """

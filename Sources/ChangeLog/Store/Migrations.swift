@@ -422,6 +422,21 @@ enum MetadataSQL {
                 WHERE "cl" % 2 = 0 AND "cells" IS NULL;
             """
         ),
+        (
+            17,
+            """
+            -- The file this replica lives in ("device:inode:machine:path"), recorded when it is
+            -- first opened: a file copied with cp has the same identity in another file, found
+            -- when it is next opened. "copied_at": this replica's own sequence number then, up
+            -- to which the copy and the original share a history (NULL: not a copy)
+            -- (CopiedFiles.swift). "first_heard": when this replica first took a bundle a
+            -- site sent (NULL: never, or before 0.4), so that one its key made later shows an
+            -- older one silent (Peer.succeededBy).
+            ALTER TABLE "_sqsync_replica" ADD COLUMN "file_id" TEXT;
+            ALTER TABLE "_sqsync_replica" ADD COLUMN "copied_at" INTEGER;
+            ALTER TABLE "_sqsync_sites" ADD COLUMN "first_heard" TEXT;
+            """
+        ),
     ]
 
 

@@ -7,8 +7,8 @@ public final class Replica {
     public let database: Database
     public let path: String
     /// This replica's row in `_sqsync_sites`.
-    public private(set) var site: Int
-    public private(set) var knowledgeID: String
+    public internal(set) var site: Int
+    public internal(set) var knowledgeID: String
     public private(set) var name: String
     /// Where `sqsync_note_row_checksum` leaves its result on this replica's connection
     /// (``RowChecksum/Note``).
@@ -62,6 +62,8 @@ public final class Replica {
         site = try row.int("site")
         knowledgeID = try row.string("knowledge_id")
         name = try row.optionalString("name") ?? ""
+        // Before anything is folded: a copy's writes since it was copied are its own.
+        try noteFileIdentity()
         if try row.int64("capture_log") != 1 {
             try adoptCaptureLog()
         }
@@ -130,7 +132,7 @@ public final class Replica {
         try database.inTransaction {
             try migrate(database)
             try database.run(
-                #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#,
+                SitesSQL.addSite,
                 .text(knowledgeID ?? newKnowledgeID()), .text(replicaName))
             try database.run(
                 #"INSERT INTO "_sqsync_replica" ("id", "site", "seq", "hlc", "capture_log", "trigger_version") SELECT 0, "site", 0, 0, 1, ? FROM "_sqsync_sites""#,

@@ -24,6 +24,7 @@ extension SQSync {
                                 "last_heard": peer.lastHeard as Any, "retired": peer.retired,
                                 "schema_version": peer.schemaVersion as Any,
                                 "key_fingerprint": peer.signingKey.map(KeyBinding.fingerprint) as Any,
+                                "silent": peer.succeededBy != nil, "succeeded_by": peer.succeededBy as Any,
                             ]
                         }
                     ])
@@ -32,9 +33,15 @@ extension SQSync {
                 } else {
                     global.printResult(
                         peers.map { peer in
-                            "\(peer.name.isEmpty ? "-" : peer.name) \(peer.knowledgeID)\(peer.retired ? " (retired)" : "") acknowledged \(peer.acknowledged.description.isEmpty ? "nothing" : peer.acknowledged.description), last heard \(peer.lastHeard ?? "never"), key \(peer.signingKey.map(KeyBinding.fingerprint) ?? "not pinned yet")\(peer.schemaVersion.map { ", schema version \($0)" } ?? "")"
+                            "\(peer.name.isEmpty ? "-" : peer.name) \(peer.knowledgeID)\(peer.retired ? " (retired)" : "") acknowledged \(peer.acknowledged.description.isEmpty ? "nothing" : peer.acknowledged.description), last heard \(peer.lastHeard ?? "never"), key \(peer.signingKey.map(KeyBinding.fingerprint) ?? "not pinned yet")\(peer.schemaVersion.map { ", schema version \($0)" } ?? "")\(silence(of: peer, in: peers))"
                         }.joined(separator: "\n"))
                 }
+            }
+
+            private func silence(of peer: Peer, in peers: [Peer]) -> String {
+                guard let successor = peer.succeededBy else { return "" }
+                let name = peers.first { $0.knowledgeID == successor }.map { displayText($0.name) } ?? successor
+                return "; silent since, while its key speaks for \(name) (\(successor)): if it was made again, release it with `sqsync peers retire \(db) \(peer.knowledgeID)`"
             }
         }
 
