@@ -224,6 +224,20 @@ final class KeyBindingCLITests: XCTestCase {
             XCTAssertTrue(refused.stderr.contains(oldKey) && refused.stderr.contains(newKey), refused.stderr)
             XCTAssertEqual(try h.fullDump(db), before)
         }
+
+        // Nor does it give birth to a new replica that peers accept (docs/KEYS.md, "Identity").
+        let newborn = h.path("newborn.db")
+        try h.sqlite(newborn, "CREATE TABLE t(id TEXT PRIMARY KEY, v TEXT); INSERT INTO t VALUES ('born', 'old key');")
+        try h.ok(["init", newborn, "--name", "newborn"], key: "A")
+        try h.ok(["track", newborn, "--all"])
+        let born = try h.export(newborn, as: "A")
+        for (db, name) in [(b, "B"), (c, "C")] {
+            let before = try h.fullDump(db)
+            let refused = try h.sqsync(["import", db, born], key: name)
+            XCTAssertEqual(refused.status, 3, refused.stderr)
+            XCTAssertTrue(refused.stderr.contains("moved away from, which makes no new replica"), refused.stderr)
+            XCTAssertEqual(try h.fullDump(db), before)
+        }
     }
 }
 
