@@ -216,6 +216,13 @@ public final class DirectoryTransport: Transport {
         }
     }
 
+    public func fileSize(_ path: String) throws -> Int? {
+        let full = try resolved(path)
+        var info = stat()
+        let status = try POSIX.run("lstat", full, allowing: [ENOENT, ENOTDIR], { lstat(full, &info) }, failed: { $0 != 0 })
+        return status.errno == nil ? Int(info.st_size) : nil
+    }
+
     private func exists(_ path: String) throws -> Bool {
         var info = stat()
         return try POSIX.run("lstat", path, allowing: [ENOENT], { lstat(path, &info) }, failed: { $0 != 0 }).errno

@@ -30,6 +30,9 @@ public struct SyncReport: Sendable {
     /// The mailbox and the replica were as a sync that found nothing to do left them, so this
     /// sync stopped after comparing them.
     public var unchanged = false
+    /// Files refused by an earlier sync and unchanged since, by path in the mailbox: not read
+    /// again, only counted.
+    public var plantedSkipped: [String] = []
 
     /// Nothing imported, refused, exported, removed or worth a warning.
     var didNothing: Bool {
@@ -159,8 +162,15 @@ public final class Mailbox {
         let seen = try state(replica).seenBundles()
         let unaddressed = try state(replica).unaddressedBundles()
         let retired = try replica.retiredPeerIDs()
+        let planted = try state(replica).plantedFiles()
         for bundle in bundles
         where bundle.sender != me && seen[bundle.name] == nil && !unaddressed.contains(bundle.name) && !retired.contains(bundle.sender) {
+            let remote = "\(Self.outbox)/\(bundle.sender)/\(bundle.name)"
+            // A file refused before costs one look: not read again until it changes.
+            if let known = planted[remote], try transport.fileSize(remote) == known.size {
+                report.plantedSkipped.append(remote)
+                continue
+            }
             let local = scratch.path + "/" + bundle.name
             guard try fetch("\(Self.outbox)/\(bundle.sender)", bundle.name, to: local) else { continue }
             do {
@@ -182,6 +192,7 @@ public final class Mailbox {
                 try state(replica).markUnaddressed(bundle: bundle.name)
             } catch let error as BundleError where error.kind != .io {
                 report.rejected.append((bundle.name, naming(error.description, local, bundle)))
+                try state(replica).rememberPlanted(remote, try PlantedFile(local: local))
             } catch let error as ChangeLogError {
                 report.refused.append((bundle.name, naming(error.description, local, bundle)))
             } catch let error as SQLiteError where !error.isBusy {
@@ -191,6 +202,7 @@ public final class Mailbox {
             try? FileManager.default.removeItem(atPath: local)
         }
         try state(replica).forgetSeen(keeping: listed)
+        try state(replica).forgetPlanted(keeping: Set(bundles.map { "\(Self.outbox)/\($0.sender)/\($0.name)" }))
         let knowledge = try replica.knowledge()
         // What each reader acknowledged counts as far as this replica holds it: again now that
         // the imports taught it more, so that a purge here is not held back by an
@@ -267,7 +279,7 @@ public final class Mailbox {
                 ? [key.publicKey]
                     + (try KeyBinding.encryptionKeys(
                         for: Set(group.readers.keys), replica: replica, trust: trust, signedAcknowledgements: acknowledgementKeys,
-                        unmetReaders: group.scope == nil, onlyPinned: !rules.scopes.isEmpty)).filter {
+                        unmetReaders: group.scope == nil, onlyPinned: rules.hasScopes)).filter {
                         $0 != key.publicKey
                     } : []
             let content = try BundleExchange.plannedContent(
@@ -332,8 +344,10 @@ public final class Mailbox {
     }
 
     /// A message about the downloaded copy, made to name the bundle where the user sees it.
+    /// Names come from the mailbox's listing, which anyone who can write there chooses: escaped.
     private func naming(_ message: String, _ local: String, _ bundle: (sender: String, name: String)) -> String {
-        message.replacingOccurrences(of: local, with: "\(transport.displayName)/\(Self.outbox)/\(bundle.sender)/\(bundle.name)")
+        message.replacingOccurrences(
+            of: local, with: "\(transport.displayName)/\(Self.outbox)/\(displayText(bundle.sender))/\(displayText(bundle.name))")
     }
 
     /// Same knowledge, base, recipients and content (``BundleExchange/plannedContent(of:since:readers:scope:checkpoints:)``)

@@ -1,4 +1,5 @@
 import ChangeLog
+import Crypto
 import Foundation
 import SQLiteDatabase
 
@@ -121,10 +122,63 @@ struct MailboxState {
     func forgetQuietSync() throws {
         try database.run(MailboxSQL.forgetQuietSync, .text(mailbox))
     }
+
+    // MARK: Planted files
+
+    /// Files in this mailbox that did not decrypt, verify or parse, by path, as first read.
+    func plantedFiles() throws -> [String: PlantedFile] {
+        var planted: [String: PlantedFile] = [:]
+        for row in try database.rows(MailboxSQL.plantedFiles, .text(mailbox)) {
+            planted[try row.string("path")] = PlantedFile(size: Int(try row.int64("size")), head: try row.blob("head"))
+        }
+        return planted
+    }
+
+    func rememberPlanted(_ path: String, _ file: PlantedFile) throws {
+        try database.run(MailboxSQL.rememberPlanted, .text(mailbox), .text(path), .integer(Int64(file.size)), .blob(file.head))
+    }
+
+    /// Forgets planted files no longer listed, so the list stays small.
+    func forgetPlanted(keeping paths: Set<String>) throws {
+        for path in try plantedFiles().keys where !paths.contains(path) {
+            try database.run(MailboxSQL.forgetPlanted, .text(mailbox), .text(path))
+        }
+    }
+}
+
+/// A mailbox file as far as telling it again takes: its size and the SHA-256 of its first
+/// 4 KiB (a planted file is not read again until it changes).
+struct PlantedFile: Equatable {
+    var size: Int
+    var head: [UInt8]
+
+    static let headBytes = 4096
+
+    init(size: Int, head: [UInt8]) {
+        self.size = size
+        self.head = head
+    }
+
+    /// The local copy at `path`.
+    init(local path: String) throws {
+        let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+        defer { try? handle.close() }
+        let first = try handle.read(upToCount: Self.headBytes) ?? Data()
+        size = Int(try handle.seekToEnd())
+        head = Array(SHA256.hash(data: first))
+    }
 }
 
 /// The SQL of mailbox state, in one place.
 enum MailboxSQL {
+    static let plantedFiles = #"SELECT "path", "size", "head" FROM "_sqsync_planted_files" WHERE "mailbox" = ?"#
+
+    static let rememberPlanted = """
+        INSERT OR REPLACE INTO "_sqsync_planted_files" ("mailbox", "path", "size", "head") VALUES (?, ?, ?, ?)
+        """
+
+    static let forgetPlanted = #"DELETE FROM "_sqsync_planted_files" WHERE "mailbox" = ? AND "path" = ?"#
+
     static let seenBundles = #"SELECT "name", "knowledge" FROM "_sqsync_seen_bundles""#
     static let markSeen = #"INSERT OR REPLACE INTO "_sqsync_seen_bundles" ("name", "knowledge") VALUES (?, ?)"#
     static let forgetSeen = #"DELETE FROM "_sqsync_seen_bundles" WHERE "name" = ?"#

@@ -47,9 +47,25 @@ enum MailboxTables {
                     "inputs" TEXT NOT NULL,
                     "saved_at" INTEGER NOT NULL
                 );
-                """)
+                """),
+            .init(
+                2,
+                """
+                -- Files a mailbox showed that did not decrypt, verify or parse, by path in the
+                -- mailbox, size and SHA-256 of their first 4 KiB: not read again while the
+                -- mailbox shows that name with that size (Mailbox.sync).
+                CREATE TABLE IF NOT EXISTS "_sqsync_planted_files" (
+                    "mailbox" TEXT NOT NULL,
+                    "path" TEXT NOT NULL,
+                    "size" INTEGER NOT NULL,
+                    "head" BLOB NOT NULL,
+                    PRIMARY KEY ("mailbox", "path")
+                ) WITHOUT ROWID;
+                """),
         ])
 
     /// What a copy made by `clone` must not inherit: the original's mailbox history.
-    static let perFileState = ["_sqsync_seen_bundles", "_sqsync_mailbox_acks", "_sqsync_mailbox_uploads", "_sqsync_quiet_syncs"]
+    static let perFileState = [
+        "_sqsync_seen_bundles", "_sqsync_mailbox_acks", "_sqsync_mailbox_uploads", "_sqsync_quiet_syncs", "_sqsync_planted_files",
+    ]
 }

@@ -21,6 +21,8 @@ public final class MemoryTransport: Transport {
         self.displayName = displayName
     }
 
+    public func fileSize(_ path: String) throws -> Int? { files[try normalized(path)]?.count }
+
     public func listFiles(in directory: String) throws -> [String] {
         let folder = try normalized(directory)
         return files.keys.compactMap { child(of: folder, $0) }.filter { !$0.hasPrefix(temporaryPrefix) }.sorted()

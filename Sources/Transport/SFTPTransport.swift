@@ -163,6 +163,16 @@ public final class SFTPTransport: Transport {
         return result.sorted { $0.name < $1.name }
     }
 
+    public func fileSize(_ path: String) throws -> Int? {
+        let full = try remote(path)
+        let found = try sftp.run(
+            "sftp_lstat", path: full, allowing: [SSH_FX_NO_SUCH_FILE, SSH_FX_NO_SUCH_PATH],
+            { sftp_lstat(sftp.handle, full) }, failed: { $0 == nil })
+        guard let attributes = found.value else { return nil }
+        defer { sftp_attributes_free(attributes) }
+        return Int(attributes.pointee.size)
+    }
+
     /// `lstat` of a remote path: its type, or `nil` if nothing has that name.
     private func attributes(_ path: String) throws -> Entry? {
         let found = try sftp.run(

@@ -46,6 +46,9 @@ public protocol Transport: AnyObject {
     /// or a folder changed so recently that a change made now could get the same stamp.
     /// A quiet sync compares stamps instead of listing every replica's folders.
     func settledFolderStamps(in directory: String) throws -> [String: String]?
+
+    /// The size in bytes of the file at `path`, or nil when nothing has that name.
+    func fileSize(_ path: String) throws -> Int?
 }
 
 extension Transport {

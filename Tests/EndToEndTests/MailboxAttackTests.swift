@@ -54,6 +54,35 @@ final class MailboxAttackTests: XCTestCase {
         XCTAssertTrue(try rows(b).contains("a-after"), "B takes A's genuine bundle")
     }
 
+    /// A damaged file planted in C's outbox costs B one look: the first sync refuses it (exit
+    /// 3, naming it), later ones leave it unread and count it (exit 0, listed by `--json`),
+    /// until it changes; no scratch file outlives a sync.
+    func testAPlantedFileCostsOneLook() throws {
+        try h.syncOK(b, as: "B", box)
+        let outbox = box + "/sqsync/outbox/\(id("C"))"
+        try FileManager.default.createDirectory(atPath: outbox, withIntermediateDirectories: true)
+        let name = "\(id("C"))_1-1_0badf00d.sqsb"
+        try Data(repeating: 0x5a, count: 300).write(to: URL(fileURLWithPath: outbox + "/" + name))
+
+        let first = try h.sync(b, as: "B", box)
+        XCTAssertEqual(first.status, 3, first.stderr)
+        XCTAssertTrue(first.stderr.contains(name), first.stderr)
+        let second = try h.syncOK(b, as: "B", box)
+        XCTAssertTrue(second.stderr.contains("1 file refused before left unread"), second.stderr)
+        XCTAssertFalse(second.stderr.contains(name), second.stderr)
+        try h.sqlite(a, "INSERT INTO t VALUES ('a2', 'news');")
+        XCTAssertEqual(try h.sync(a, as: "A", box).status, 3, "A's own first look")
+        let third = try h.syncOK(b, as: "B", box, ["--json"])
+        XCTAssertFalse(third.stderr.contains(name), third.stderr)
+        XCTAssertEqual(h.json(third)["refused_before"] as? [String], ["sqsync/outbox/\(id("C"))/\(name)"], third.stdout)
+        XCTAssertTrue(try rows(b).contains("a2"))
+
+        try Data(repeating: 0x5b, count: 400).write(to: URL(fileURLWithPath: outbox + "/" + name))
+        let changed = try h.sync(b, as: "B", box)
+        XCTAssertEqual(changed.status, 3, "a changed file is read again: \(changed.stderr)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: h.path(".B.db-sqsync-tmp")), "no scratch file outlives a sync")
+    }
+
     /// An old genuine bundle of A's, dropped back into the mailbox after its deletion was
     /// purged everywhere, is "nothing new" with a note: exit 0, the row stays deleted.
     func testAReplayedOldBundleIsNothingNew() throws {

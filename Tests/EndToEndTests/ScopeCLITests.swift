@@ -233,12 +233,16 @@ final class ScopeCLITests: XCTestCase {
         }
         XCTAssertEqual(try h.fullDump(f), before, "refused writes leave F as it was")
 
-        // A thief with F's database drops the triggers and writes anyway.
+        // A thief with F's database puts triggers that check nothing in place of the grant
+        // checks (sync refuses while they are missing) and writes anyway.
         try h.sqlite(
             f,
             """
             DROP TRIGGER "_sqsync_orders_grant_update"; DROP TRIGGER "_sqsync_orders_grant_insert";
             DROP TRIGGER "_sqsync_prices_grant_update";
+            CREATE TRIGGER "_sqsync_orders_grant_update" BEFORE UPDATE ON orders WHEN 0 BEGIN SELECT 0; END;
+            CREATE TRIGGER "_sqsync_orders_grant_insert" BEFORE INSERT ON orders WHEN 0 BEGIN SELECT 0; END;
+            CREATE TRIGGER "_sqsync_prices_grant_update" BEFORE UPDATE ON prices WHEN 0 BEGIN SELECT 0; END;
             UPDATE orders SET qty = 99 WHERE id = 'o2'; INSERT INTO orders VALUES ('f1', 'south', 1, 'forged');
             UPDATE prices SET price = 0 WHERE item = 'bolts';
             """)

@@ -159,17 +159,21 @@ final class QuietMailboxTests: XCTestCase {
         XCTAssertTrue(try syncB().unchanged)
     }
 
-    /// A sync that refused something is not remembered as quiet: every later sync says so again.
-    func testARejectedBundleIsReportedByEverySync() throws {
+    /// A sync that refused something is not remembered as quiet; the next one leaves the
+    /// refused file unread and counts it (a planted file costs one look).
+    func testARejectedBundleCostsOneLook() throws {
         try quietB()
         let outboxA = "\(folder)/box/sqsync/outbox/\(a.knowledgeID)"
         try Data("not a bundle".utf8).write(to: URL(fileURLWithPath: outboxA + "/planted.sqsb"))
-        for _ in 0..<2 {
-            settle()
-            let report = try syncB()
-            XCTAssertFalse(report.unchanged)
-            XCTAssertEqual(report.rejected.map(\.name), ["planted.sqsb"])
-        }
+        settle()
+        let first = try syncB()
+        XCTAssertFalse(first.unchanged)
+        XCTAssertEqual(first.rejected.map(\.name), ["planted.sqsb"])
+        settle()
+        let second = try syncB()
+        XCTAssertFalse(second.unchanged)
+        XCTAssertEqual(second.rejected.map(\.name), [])
+        XCTAssertEqual(second.plantedSkipped, ["sqsync/outbox/\(a.knowledgeID)/planted.sqsb"])
         try FileManager.default.removeItem(atPath: outboxA + "/planted.sqsb")
         try quietB()
     }

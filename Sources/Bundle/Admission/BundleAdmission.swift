@@ -223,6 +223,17 @@ final class BundleAdmission {
                         "\(path): the changes of \(changes.originLabel) after \(claim.last) name fewer admin statements than its changes up to \(claim.last) did, as a key shedding its grants would; refusing the bundle"
                     ))
             }
+            // Nor fewer than the origin itself signed it held before (AdminEvidence.swift): a
+            // revoke binds from its first change after it acknowledged it.
+            let unnamed = try replica.adminStatementsProvablyHeld(by: changes.origin, before: changes.last)
+                .subtracting(changes.adminStatements)
+            if !unnamed.isEmpty {
+                return .refuse(
+                    BundleError(
+                        .untrusted,
+                        "\(path): the changes of \(changes.originLabel) up to \(changes.last) leave out \(unnamed.count) admin statement(s) its own signed knowledge shows it held before making them, as a key shedding its grants or skipping a revoke would; refusing the bundle (if its key is lost: sqsync peers retire, and remove its line from allowed_signers)"
+                    ))
+            }
             guard let rules = try replica.adminRules(namedBy: changes.adminStatements) else {
                 return .hold(
                     HoldReason(
@@ -253,8 +264,8 @@ extension AdmittedBundle {
     /// as this replica then holds what they say.
     func record(into replica: Replica, envelope: BundleEnvelope, ledger: KeyLedger) throws {
         try ledger.write()
-        // (A trusted key listing replicas that never answer holds purges back, as its own
-        // replica could by never acknowledging; `peers retire` ends both.)
+        // (A replica only listed here, never seen signing anything, holds back no purge:
+        // LifecycleSQL.vouched.)
         for site in envelope.sites { _ = try replica.siteNumber(for: site.id, name: site.name) }
         try replica.addAdminStatements(adminStatements)
     }

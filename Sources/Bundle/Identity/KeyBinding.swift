@@ -455,6 +455,41 @@ extension KeyBinding {
     /// (whoever comes next reads it at once, as before bundles were encrypted), never to a
     /// key of a replica met elsewhere that does not read this mailbox. `onlyPinned`: the
     /// readers' own keys and nothing else (under scopes, docs/SCOPES.md).
+    /// The keys `export --for` encrypts to for `reader` (`name`: as the user gave it): its
+    /// pinned key, and no other once any replica has a scope, so that no file widens a scope.
+    /// A retired reader, or one whose key left `allowed_signers`, gets nothing. Returns the
+    /// keys and, when they are every trusted key, a note saying so.
+    public static func exportRecipients(for reader: String, name: String, replica: Replica, trust: AllowedSigners) throws
+        -> (keys: [SSHPublicKey], note: String?)
+    {
+        let path = replica.path
+        if try replica.retiredPeerIDs().contains(reader) {
+            throw ChangeLogError(.forbidden, "\(path): \(name) is retired here; refusing to write a bundle for it")
+        }
+        let trust = try Self.trust(trust, replica: replica)
+        if let pinned = try currentKey(of: reader, replica: replica) {
+            guard trust.principal(for: pinned, namespace: BundleCodec.signatureNamespace) != nil else {
+                throw ChangeLogError(
+                    .forbidden,
+                    "\(path): \(name)'s key \(pinned.fingerprint) is no longer in allowed_signers; refusing to write a bundle for it")
+            }
+            return ([pinned], nil)
+        }
+        if try replica.adminRules().hasScopes {
+            throw ChangeLogError(
+                .forbidden,
+                "\(path): \(name) has no key pinned here, and with scopes a bundle is encrypted only to its reader's own key; give --encrypt-to with its .pub, or sync with it once through a mailbox"
+            )
+        }
+        let keys = try encryptionKeys(for: [reader], replica: replica, trust: trust)
+        guard !keys.isEmpty else {
+            throw ChangeLogError(
+                .forbidden,
+                "\(path): no key to encrypt for \(name) (none pinned, none in allowed_signers); give --encrypt-to KEY.pub or --no-encrypt")
+        }
+        return (keys, "\(name) has no key pinned here yet: encrypting to every trusted key (\(keys.count)); --encrypt-to KEY.pub names its key")
+    }
+
     public static func encryptionKeys(
         for readers: Set<String>, replica: Replica, trust: AllowedSigners, signedAcknowledgements: [String: SSHPublicKey] = [:],
         unmetReaders: Bool = false, onlyPinned: Bool = false

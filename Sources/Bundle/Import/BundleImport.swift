@@ -194,6 +194,10 @@ extension BundleExchange {
         if merged.knowledgeAdvanced && changes.last > (claim ?? 0) {
             try replica.recordAdminClaim(of: changes.origin, last: changes.last, ids: changes.adminStatements)
         }
+        // What the origin signed binds its later changes to the statements it held then.
+        try replica.recordStatementsNamed(changes.adminStatements, by: changes.origin, from: changes.base + 1)
+        try replica.recordAdminEvidence(
+            of: changes.origin, knowledge: changes.originKnowledge, ownSeq: changes.originKnowledge[changes.origin])
         // Kept whether or not this replica could count it yet: a replica met later may lack it.
         if let reader {
             try SegmentStore(replica).keep(

@@ -59,16 +59,23 @@ extension ChangeMerger {
             guard let current = try rowWithLabel(target: target, keyValues: change.key, expression: expression) else {
                 return try takesWithoutRow(change, in: target, stamp: latest, scoped: authorization.receiverHasScope)
             }
-            let allowed =
-                rules.allows(origin, .delete, on: table.name, label: current.label)
-                || rules.allows(origin, .update, on: table.name, label: current.label)
-            verdict = (allowed, "delete", current.label)
+            verdict = (rules.allows(origin, .delete, on: table.name, label: current.label), "delete", current.label)
         } else if change.rowStamp != nil {
             var values: [String: SQLValue] = [:]
             for (position, column) in table.primaryKey.enumerated() { values[column.name] = change.key[position] }
             for column in change.columns { values[target.columns[column.column].name] = column.value }
             let label = try self.label(of: values, in: target, expression: expression)
-            if change.causalLength <= 1 {
+            if let replaced = try replacedRow(change, in: target, expression: expression) {
+                // A life over a row held here (or, with a scope, one that left it) replaces it:
+                // an update of that row into its new label, or a delete of it and an insert.
+                let allowed =
+                    (rules.allows(origin, .update, on: table.name, label: replaced.label)
+                        && (rules.allows(origin, .update, on: table.name, label: label)
+                            || rules.allows(origin, .insert, on: table.name, label: label)))
+                    || (rules.allows(origin, .delete, on: table.name, label: replaced.label)
+                        && rules.allows(origin, .insert, on: table.name, label: label))
+                verdict = (allowed, "new life over a row", replaced.label == label ? label : "\(replaced.label ?? "unknown") → \(label ?? "none")")
+            } else if change.causalLength <= 1 {
                 verdict = (rules.allows(origin, .insert, on: table.name, label: label), "insert", label)
             } else {
                 let allowed =
@@ -104,6 +111,17 @@ extension ChangeMerger {
             lost: local(stamp), won: nil)
         target.counts.conflicts += 1
         return false
+    }
+
+    /// The row a new life would replace: the one held here, with its label, or, at a replica
+    /// with a scope, a row that left it (a ghost), whose label is not known here (nil).
+    private func replacedRow(_ change: RowChange, in target: Target, expression: String?) throws -> ReplacedRow? {
+        if let current = try rowWithLabel(target: target, keyValues: change.key, expression: expression) {
+            return ReplacedRow(label: current.label)
+        }
+        let ghost = try database.row(
+            #"SELECT 1 FROM "_sqsync_ghosts" WHERE "tid" = ? AND "pk" = ?"#, .integer(Int64(target.info.tid)), try metadataKey(change.key))
+        return ghost == nil ? nil : ReplacedRow(label: nil)
     }
 
     /// An update or delete by a restricted origin of a row not in the table here. A replica
@@ -151,4 +169,9 @@ extension ChangeMerger {
     func holdsRow(target: Target, keyValues: [SQLValue]) throws -> Bool {
         try rowWithLabel(target: target, keyValues: keyValues) != nil
     }
+}
+
+/// A row a new life replaces, by its label (nil: none, or not known here).
+private struct ReplacedRow {
+    var label: String?
 }

@@ -115,6 +115,7 @@ extension Replica {
             if let site = try siteNumberIfKnown(id) { acknowledged[site] = seq }
         }
         try recordAcknowledgement(peer: sender, acknowledged)
+        try recordAdminEvidence(of: report.knowledgeID, knowledge: report.knowledge, ownSeq: report.seq)
         try database.run(MergeSQL.heardFrom, .integer(report.seq), .integer(report.hlc), .integer(Int64(sender)))
         if let version = report.schemaVersion {
             try database.run(MergeSQL.schemaVersion, .integer(version), .integer(Int64(sender)))

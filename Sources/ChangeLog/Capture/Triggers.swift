@@ -327,9 +327,10 @@ struct TriggerSQL {
             """
     }
 
-    /// SQL true when this replica's grants allow `operation` on the row `alias`.
-    private func granted(_ operation: GrantOperations, _ alias: String) -> String {
-        granted(operation, label: label(of: alias))
+    /// SQL true when this replica's grants allow `operation` on the row `alias`; with
+    /// `columnFree`, on a row whose label is not known (only a grant for any label covers it).
+    private func granted(_ operation: GrantOperations, _ alias: String, columnFree: Bool = false) -> String {
+        granted(operation, label: columnFree ? "NULL" : label(of: alias))
     }
 
     /// SQL true when this replica's grants allow `operation` on a row whose label is `label` (SQL).
@@ -341,14 +342,21 @@ struct TriggerSQL {
     }
 
     /// An insert whose key is taken (INSERT OR REPLACE, an upsert) changes that row: it needs
-    /// update on the row there and on the new one too.
-    private var insertGranted: String {
+    /// update on the row there and on the new one too. A key this replica holds only as a
+    /// ghost (its row left the scope) is another label's row elsewhere, of a label not known
+    /// here: only update on any label covers it.
+    private func insertGranted(columnFree: Bool = false) -> String {
+        if columnFree { return granted(.insert, "NEW", columnFree: true) + " AND " + granted(.update, "NEW", columnFree: true) }
         let keyMatch = table.primaryKey.map { "\(quoteIdentifier($0.name)) IS NEW.\(quoteIdentifier($0.name))" }
             .joined(separator: " AND ")
         let existingLabel = table.label.map { "(SELECT \(ScopeSQL.labelValue($0)) FROM \(quotedTable) WHERE \(keyMatch))" } ?? "NULL"
+        let ghost = """
+            EXISTS (SELECT 1 FROM "_sqsync_ghosts" WHERE "tid" = \(table.tid) AND "stored_pk" = \(keyExpression("NEW")))
+            """
         return """
             \(granted(.insert, "NEW")) AND (NOT EXISTS (SELECT 1 FROM \(quotedTable) WHERE \(keyMatch)) \
-            OR (\(granted(.update, label: existingLabel)) AND \(granted(.update, "NEW"))))
+            OR (\(granted(.update, label: existingLabel)) AND \(granted(.update, "NEW")))) \
+            AND (NOT \(ghost) OR (\(granted(.update, label: "NULL")) AND \(granted(.update, "NEW"))))
             """
     }
 
@@ -364,21 +372,31 @@ struct TriggerSQL {
 
     /// With grants, a write they do not allow fails in the writer, whoever writes; a peer's
     /// changes that sqsync applies are judged on import instead.
-    var grantTriggers: [(name: String, sql: String)] {
+    var grantTriggers: [(name: String, sql: String)] { grantTriggers(columnFree: false) }
+
+    /// The names of the grant triggers a table with grants has.
+    static func grantTriggerNames(of table: String) -> [String] {
+        ["insert", "update", "delete"].map { "_sqsync_\(table)_grant_\($0)" }
+    }
+
+    /// The grant triggers, `columnFree`: naming no column but the key's, for the time between
+    /// `refresh --before-migration` and `refresh`, when a migration may drop or rename any
+    /// other column. Rows' labels are not read then: only grants for any label allow a write.
+    func grantTriggers(columnFree: Bool) -> [(name: String, sql: String)] {
         guard table.grants != nil else { return [] }
         let notApplying = #"(SELECT "applying" FROM "_sqsync_replica") = 0"#
         let checks: [(String, String, String)] = [
-            ("insert", "INSERT", insertGranted),
+            ("insert", "INSERT", insertGranted(columnFree: columnFree)),
             // A new key is a delete of the old row and an insert of the new one, as peers see it.
             (
                 "update", "UPDATE",
-                "CASE WHEN \(keyUnchanged) THEN \(granted(.update, "OLD")) AND \(granted(.update, "NEW")) "
-                    + "ELSE (\(granted(.delete, "OLD")) OR \(granted(.update, "OLD"))) AND \(granted(.insert, "NEW")) END"
+                "CASE WHEN \(keyUnchanged) THEN \(granted(.update, "OLD", columnFree: columnFree)) AND \(granted(.update, "NEW", columnFree: columnFree)) "
+                    + "ELSE \(granted(.delete, "OLD", columnFree: columnFree)) AND \(insertGranted(columnFree: columnFree)) END"
             ),
-            ("delete", "DELETE", granted(.delete, "OLD")),
+            ("delete", "DELETE", granted(.delete, "OLD", columnFree: columnFree)),
         ]
-        return checks.map { operation, event, allowed in
-            let name = "_sqsync_\(table.name)_grant_\(operation)"
+        return zip(checks, Self.grantTriggerNames(of: table.name)).map { check, name in
+            let (operation, event, allowed) = check
             return (
                 name,
                 """

@@ -53,9 +53,23 @@ enum LifecycleSQL {
     private static let purgeable = """
         \(waiting("r")) AND NOT EXISTS (
             SELECT 1 FROM "_sqsync_sites" p
-            WHERE p."site" != ?1 AND p."retired" = 0
+            WHERE p."site" != ?1 AND p."retired" = 0 AND \(vouched("p"))
               AND coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = p."site" AND a."site" = r."site"), 0) < r."seq")
         """
+
+    /// Whether the site `alias` ever spoke for itself here (it sent a bundle, its own signed
+    /// changes were merged, or it signed an acknowledgement; a clone made here counts, as its
+    /// source records one for it): a replica only listed in another's envelope, never seen
+    /// signing anything, holds back no purge. A trusted key could otherwise list replicas that
+    /// never answer (docs/SCOPES.md, "Purge").
+    static func vouched(_ alias: String) -> String {
+        """
+        (\(alias)."last_heard" IS NOT NULL OR \(alias)."known_seq" > 0
+         OR EXISTS (SELECT 1 FROM "_sqsync_acks" v WHERE v."peer" = \(alias)."site"))
+        """
+    }
+
+    static let isVouched = "SELECT \(vouched("p")) FROM \"_sqsync_sites\" p WHERE p.\"site\" = ?"
 
     static let purgeTombstones = """
         UPDATE "_sqsync_rows" AS r SET "cells" = x'' WHERE \(purgeable)

@@ -142,6 +142,7 @@ extension Replica {
                 if let site = try siteNumberIfKnown(id) { seqs[site] = seq }
             }
             try recordAcknowledgement(peer: peer, seqs)
+            try recordAdminEvidence(of: knowledgeID, knowledge: knowledge, ownSeq: knowledge[knowledgeID])
         }
     }
 }

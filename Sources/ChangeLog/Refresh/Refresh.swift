@@ -43,6 +43,8 @@ extension Replica {
             for table in try trackedTables(skippingMissing: true) {
                 try dropTriggers(of: table.name)
                 try database.execute(TriggerSQL(table: table).migrationMarker.sql)
+                // A restricted replica's checks stay: the migration's own writes must pass them.
+                for trigger in TriggerSQL(table: table).grantTriggers(columnFree: true) { try database.execute(trigger.sql) }
                 let snapshot = SnapshotSQL(table: table)
                 try database.run(SnapshotSQL.forget, .integer(Int64(table.tid)))
                 for column in table.columns where !column.isPrimaryKey { try database.execute(snapshot.keep(column)) }
@@ -61,11 +63,30 @@ extension Replica {
     /// triggers are off, so the replica would send a state it has not captured, or take rows
     /// the coming `refresh` would count as its own writes.
     public func refuseWhileMigrating(_ what: String) throws {
-        guard try isMigrating() else { return }
-        throw ChangeLogError(
-            .migrationPending,
-            "\(path): \(what) waits for the migration in progress (`refresh --before-migration` took the triggers off); migrate, then run `sqsync refresh \(path)`"
-        )
+        if try isMigrating() {
+            throw ChangeLogError(
+                .migrationPending,
+                "\(path): \(what) waits for the migration in progress (`refresh --before-migration` took the triggers off); migrate, then run `sqsync refresh \(path)`"
+            )
+        }
+        try refuseWithoutGrantChecks(what)
+    }
+
+    /// Refuses `what` while a table with grants here lacks its grant triggers (a table rebuilt,
+    /// triggers dropped by hand): writes made meanwhile were checked by nothing here.
+    /// `refresh` puts them back, and peers judge what it captures like any change.
+    func refuseWithoutGrantChecks(_ what: String) throws {
+        for table in try trackedTables(skippingMissing: true) where table.grants != nil {
+            let present = Set(
+                try database.rows(RefreshSQL.triggersOn, .text(table.name)).map { try $0.string("name") })
+            let missing = TriggerSQL.grantTriggerNames(of: table.name).filter { !present.contains($0) }
+            guard missing.isEmpty else {
+                throw ChangeLogError(
+                    .forbidden,
+                    "\(path): \(what) refused: the grant checks of table \(table.name) are missing (\(missing.joined(separator: ", "))), so writes since were checked by nothing here; run `sqsync refresh \(path)` to put them back"
+                )
+            }
+        }
     }
 
     /// Rebuilds every tracked table's triggers after the app migrated its schema, and
@@ -313,6 +334,8 @@ extension Replica {
 
 /// The statements `refresh` runs on sqsync's own tables.
 enum RefreshSQL {
+    static let triggersOn = "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = ?"
+
     static let renameTable = #"UPDATE "_sqsync_tables" SET "name" = ? WHERE "tid" = ?"#
     static let triggerTable = "SELECT tbl_name FROM sqlite_schema WHERE type = 'trigger' AND name = ?"
     static let triggersOfTable = """

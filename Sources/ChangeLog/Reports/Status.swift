@@ -44,7 +44,8 @@ extension Replica {
                     acknowledged >= recordedFrom ? StatusSQL.recentLocalChangesAfter : StatusSQL.localChangesAfter,
                     [.integer(local), .integer(acknowledged)])
                 let peerSite = try siteNumber(for: peer.knowledgeID, name: nil)
-                let heldBack = try count(StatusSQL.tombstonesNotAcknowledged, [.integer(Int64(peerSite))])
+                let vouched = try database.int64(LifecycleSQL.isVouched, .integer(Int64(peerSite))) == 1
+                let heldBack = vouched ? try count(StatusSQL.tombstonesNotAcknowledged, [.integer(Int64(peerSite))]) : 0
                 lags.append(.init(peer: peer, unacknowledged: unacknowledged, tombstonesHeldBack: heldBack))
             }
             return ReplicaStatus(

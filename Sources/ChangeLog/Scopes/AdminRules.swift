@@ -125,8 +125,17 @@ public struct TableGrant: Sendable, Equatable, Codable {
 public struct AdminRules: Sendable, Equatable {
     /// Label expression by table name.
     public private(set) var labels: [String: String] = [:]
-    /// Labels by replica; a replica not listed receives every row.
+    /// Labels by replica, as named by a `scope` statement; a replica not listed receives the
+    /// default scope.
     public private(set) var scopes: [String: [String]] = [:]
+    /// Replicas a statement gave every row (`scope REPLICA --all`), whatever the default.
+    public private(set) var everyRow: Set<String> = []
+    /// What a replica no statement scopes receives: nil, every row (the default); with
+    /// `scope --default none`, no labelled row.
+    public private(set) var defaultScope: [String]?
+
+    /// The replica name a `scope` statement about every replica no other names carries.
+    public static let everyOtherReplica = "*"
     /// Grants by replica, then table. A replica listed here may change only what they allow;
     /// one named by a grant or revoke stays listed even with nothing left.
     public private(set) var grants: [String: [String: [TableGrant]]] = [:]
@@ -142,7 +151,13 @@ public struct AdminRules: Sendable, Equatable {
         case .label(let table, let expression):
             labels[table] = expression.isEmpty ? nil : expression
         case .scope(let replica, let chosen):
-            scopes[replica] = chosen.map { Array(Set($0)).sorted() }
+            let labels = chosen.map { Array(Set($0)).sorted() }
+            if replica == Self.everyOtherReplica {
+                defaultScope = labels
+            } else {
+                scopes[replica] = labels
+                if labels == nil { everyRow.insert(replica) } else { everyRow.remove(replica) }
+            }
         case .grant(let replica, let table, let operations, let chosen):
             let wanted = Array(Set(chosen)).sorted()
             var held = grants[replica, default: [:]][table, default: []]
@@ -160,13 +175,19 @@ public struct AdminRules: Sendable, Equatable {
         }
     }
 
-    /// Every scope some replica has, once each.
+    /// Every scope some replica has, once each (the default's, when it is not every row).
     public var distinctScopes: [[String]] {
-        Array(Set(scopes.values)).sorted { $0.lexicographicallyPrecedes($1) }
+        Array(Set(scopes.values).union(defaultScope.map { [$0] } ?? [])).sorted { $0.lexicographicallyPrecedes($1) }
     }
 
+    /// Whether any replica receives only some rows.
+    public var hasScopes: Bool { !scopes.isEmpty || defaultScope != nil }
+
     /// The labels a replica receives, or nil when it receives every row.
-    public func scope(of replica: String) -> [String]? { scopes[replica] }
+    public func scope(of replica: String) -> [String]? {
+        if let labels = scopes[replica] { return labels }
+        return everyRow.contains(replica) ? nil : defaultScope
+    }
 
     /// Whether a replica's changes are checked against grants at all.
     public func isRestricted(_ replica: String) -> Bool { grants[replica] != nil }

@@ -181,7 +181,10 @@ extension Replica {
             try fold()
         }
         let ids = try adminStatements().map(\.id).sorted { $0.lexicographicallyPrecedes($1) }
-        if try adminEpochs().last?.ids != ids { try database.run(ScopeSQL.startEpoch, .blob(ScopeSQL.joined(ids))) }
+        if try adminEpochs().last?.ids != ids {
+            try database.run(ScopeSQL.startEpoch, .blob(ScopeSQL.joined(ids)))
+            try recordOwnStatementsNamed(ids)
+        }
         try removeRowsOutOfScope()
     }
 
@@ -339,8 +342,8 @@ enum ScopeSQL {
     static func markOutOfScope(_ table: TableInfo) -> String {
         let key = MetadataKey.sql(TriggerSQL(table: table).keyExpression(quoteIdentifier(table.name)))
         return """
-            INSERT OR IGNORE INTO "_sqsync_ghosts" ("tid", "pk")
-              SELECT \(table.tid), \(key) FROM \(quoteIdentifier(table.name)) WHERE \(outOfScope(table))
+            INSERT OR IGNORE INTO "_sqsync_ghosts" ("tid", "pk", "stored_pk")
+              SELECT \(table.tid), \(key), \(TriggerSQL(table: table).keyExpression(quoteIdentifier(table.name))) FROM \(quoteIdentifier(table.name)) WHERE \(outOfScope(table))
             """
     }
 
@@ -376,7 +379,9 @@ enum ScopeSQL {
             """
     }
 
-    static let markGhost = #"INSERT OR IGNORE INTO "_sqsync_ghosts" ("tid", "pk") VALUES (?1, ?2)"#
+    static let markGhost = """
+        INSERT OR IGNORE INTO "_sqsync_ghosts" ("tid", "pk", "stored_pk") VALUES (?1, ?2, sqsync_stored_key(?2))
+        """
 
     /// A delete and an insert of each row with an undelivered change of this replica's own.
     static func logNewLivesOfUndelivered(_ table: TableInfo) -> String {

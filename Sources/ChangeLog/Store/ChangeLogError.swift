@@ -15,6 +15,9 @@ public struct ChangeLogError: Error, CustomStringConvertible, Equatable {
         case usage
         /// Between `refresh --before-migration` and `refresh`: nothing is captured meanwhile.
         case migrationPending
+        /// What this replica's admin statements forbid here: untracking a table its grants
+        /// restrict, an export that would widen a scope, a sync while grant checks are missing.
+        case forbidden
     }
 
     public var kind: Kind

@@ -437,6 +437,43 @@ enum MetadataSQL {
             ALTER TABLE "_sqsync_sites" ADD COLUMN "first_heard" TEXT;
             """
         ),
+        (
+            18,
+            """
+            -- The first change of each origin merged here that named each admin statement:
+            -- a replica holding that origin's changes through it holds the statement
+            -- (AdminEvidence.swift).
+            CREATE TABLE "_sqsync_admin_named" (
+                "statement" BLOB NOT NULL,
+                "site" INTEGER NOT NULL,
+                "first_seq" INTEGER NOT NULL,
+                PRIMARY KEY ("statement", "site")
+            ) WITHOUT ROWID;
+
+            -- What a replica provably held: its own changes after "own_seq" were made knowing
+            -- the statement, because it signed knowledge that covers a change naming it.
+            CREATE TABLE "_sqsync_admin_known" (
+                "site" INTEGER NOT NULL,
+                "statement" BLOB NOT NULL,
+                "own_seq" INTEGER NOT NULL,
+                PRIMARY KEY ("site", "statement")
+            ) WITHOUT ROWID;
+
+            -- The latest knowledge each replica signed, and its own sequence number then: read
+            -- again when a statement is first seen named, which may come after the evidence.
+            CREATE TABLE "_sqsync_admin_evidence" (
+                "site" INTEGER PRIMARY KEY,
+                "own_seq" INTEGER NOT NULL,
+                "knowledge" TEXT NOT NULL
+            );
+
+            -- A ghost's key as the triggers write it, so that a grant trigger can refuse an
+            -- insert over it (they cannot call sqsync's functions).
+            ALTER TABLE "_sqsync_ghosts" ADD COLUMN "stored_pk";
+            UPDATE "_sqsync_ghosts" SET "stored_pk" = sqsync_stored_key("pk");
+            CREATE INDEX "_sqsync_ghosts_stored" ON "_sqsync_ghosts" ("tid", "stored_pk");
+            """
+        ),
     ]
 
 

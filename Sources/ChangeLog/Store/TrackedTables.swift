@@ -187,6 +187,19 @@ extension Replica {
         for name in names where !tracked.contains(name) {
             throw ChangeLogError(.noSuchTable, "\(path): table \(name) is not tracked")
         }
+        // Untracking drops the grant checks: a restricted replica may only where its grants
+        // allow everything on the table anyway.
+        let rules = try adminRules()
+        for name in names {
+            if let grants = rules.grants(of: knowledgeID, on: name),
+                !grants.contains(where: { $0.operations == .all && $0.labels.isEmpty })
+            {
+                throw ChangeLogError(
+                    .forbidden,
+                    "\(path): this replica's grants restrict table \(name), and untrack would take their checks off; an admin must grant it every operation first (sqsync grant)"
+                )
+            }
+        }
         try database.inTransaction {
             for name in names {
                 guard let tid = try database.scalar(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name)) else {

@@ -55,14 +55,10 @@ extension SQSync {
             }
             var recipients = try encryptTo.map(Self.recipientKey)
             if let peer, recipients.isEmpty && !noEncrypt {
-                let reader = receiver ?? peer.lowercased()
-                recipients = try KeyBinding.encryptionKeys(for: [reader], replica: replica, trust: try global.trustedSigners())
-                if recipients.isEmpty {
-                    throw Failure.raise("\(db): no key to encrypt for \(peer) (none pinned, none in allowed_signers); give --encrypt-to KEY.pub or --no-encrypt")
-                }
-                if try KeyBinding.currentKey(of: reader, replica: replica) == nil {
-                    global.say("\(peer) has no key pinned here yet: encrypting to every trusted key (\(recipients.count)); --encrypt-to KEY.pub names its key")
-                }
+                let chosen = try KeyBinding.exportRecipients(
+                    for: receiver ?? peer.lowercased(), name: peer, replica: replica, trust: try global.trustedSigners())
+                recipients = chosen.keys
+                if let note = chosen.note { global.say(note) }
             }
             // A scoped peer gets only the rows of its labels (docs/SCOPES.md).
             let scope = try peer.flatMap { try replica.adminRules().scope(of: receiver ?? $0.lowercased()) }

@@ -84,12 +84,12 @@ extension SQSync {
                     "rows_out": report.exported?.rows ?? 0, "removed": report.removed,
                     "leftovers_removed": report.leftoversRemoved, "warnings": report.warnings, "notes": report.notes,
                     "held_bundles": report.stillHeld.map { ["path": $0.path, "reason": $0.reason] },
-                    "gaps": report.gaps.map(gapJSON),
+                    "gaps": report.gaps.map(gapJSON), "refused_before": report.plantedSkipped.map(displayText),
                 ])
             } else {
                 let out = report.exported.map { "1 bundle out (\(counted($0.rows, "row")))" } ?? "nothing new out"
                 global.say(
-                    "synced with \(target): \(counted(applied.count, "bundle")) in (\(counted(changesIn, "row")) changed, \(counted(conflicts, "conflict"))\(held > 0 ? ", \(held) held" : "")), \(out)\(report.removed > 0 ? ", \(counted(report.removed, "old bundle")) removed" : "")\(report.leftoversRemoved > 0 ? ", \(counted(report.leftoversRemoved, "unfinished upload")) of an earlier run removed" : "")"
+                    "synced with \(target): \(counted(applied.count, "bundle")) in (\(counted(changesIn, "row")) changed, \(counted(conflicts, "conflict"))\(held > 0 ? ", \(held) held" : "")), \(out)\(report.removed > 0 ? ", \(counted(report.removed, "old bundle")) removed" : "")\(report.leftoversRemoved > 0 ? ", \(counted(report.leftoversRemoved, "unfinished upload")) of an earlier run removed" : "")\(report.plantedSkipped.isEmpty ? "" : ", \(counted(report.plantedSkipped.count, "file")) refused before left unread")"
                 )
             }
         }

@@ -1,0 +1,313 @@
+import Foundation
+import TestSupport
+import XCTest
+
+/// Grants bind by what the receiver holds (docs/SCOPES.md, "What a stolen key can still do"),
+/// tried as a thief with a field laptop's file and key would, and as an honest app on a
+/// restricted replica: `hq` (admin key, no scope), `north` and `south` (scoped to their
+/// region), `f7` (a field laptop scoped to north, granted insert and update of north orders),
+/// `hub` (no scope, no grants), one folder mailbox. Every test ends with no forged value
+/// anywhere an honest replica holds it.
+final class GrantBindingCLITests: XCTestCase {
+    private var h: Harness!
+    private var dbs: [String: String] = [:]
+    private var stick = ""
+
+    private static let schema = """
+        CREATE TABLE orders(id TEXT PRIMARY KEY, region TEXT NOT NULL, item TEXT, qty INTEGER);
+        CREATE TABLE prices(item TEXT PRIMARY KEY, price REAL);
+        INSERT INTO orders VALUES ('n1', 'north', 'bolts', 1), ('n2', 'north', 'nuts', 2),
+            ('s1', 'south', 'SECRET-SOUTH-ITEM', 3);
+        INSERT INTO prices VALUES ('bolts', 1.5), ('nuts', 0.25);
+        """
+
+    private static let honest = ["hq", "north", "south", "hub"]
+
+    override func setUpWithError() throws {
+        h = try Harness()
+        try h.trust(try h.handKey("hq", trusted: false).adminSignersLine)
+        let hq = h.path("hq.db")
+        try h.sqlite(hq, Self.schema)
+        try h.ok(["init", hq, "--name", "hq"], key: "hq")
+        try h.ok(["track", hq, "--all"])
+        dbs["hq"] = hq
+        for name in ["north", "south", "f7", "hub"] {
+            _ = try h.handKey(name)
+            dbs[name] = h.path("\(name).db")
+            try h.ok(["clone", hq, dbs[name]!, "--name", name], key: name)
+        }
+        try admin(["label", hq, "orders", "region"])
+        try admin(["scope", hq, "north", "north"])
+        try admin(["scope", hq, "south", "south"])
+        try admin(["scope", hq, "f7", "north"])
+        try admin(["grant", hq, "f7", "orders", "insert,update", "--label", "north"])
+        stick = try h.folder("stick")
+        try rounds()
+    }
+
+    override func tearDown() { h = nil }
+
+    private func admin(_ arguments: [String]) throws { try h.ok(arguments, key: "hq") }
+
+    /// Every replica syncs through the stick, `times` rounds; exit codes are the caller's.
+    @discardableResult
+    private func rounds(_ times: Int = 2, names: [String] = ["hq", "f7", "north", "south", "hub"]) throws -> [String: ProcessResult] {
+        var last: [String: ProcessResult] = [:]
+        for _ in 0..<times { for name in names { last[name] = try h.sync(dbs[name]!, as: name, stick) } }
+        return last
+    }
+
+    private func rows(_ name: String, _ table: String) throws -> String {
+        try h.sqlite(dbs[name]!, "SELECT * FROM \(table) ORDER BY 1;")
+    }
+
+    /// No honest replica holds `text` in its tables (the conflict log may show it denied),
+    /// and the south row is intact where it belongs.
+    private func assertNoneHold(_ text: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        for name in Self.honest {
+            let held = try rows(name, "orders") + rows(name, "prices")
+            XCTAssertFalse(held.contains(text), "\(name) holds \(text)", file: file, line: line)
+        }
+        for name in ["hq", "south", "hub"] {
+            XCTAssertTrue(
+                try rows(name, "orders").contains("s1|south|SECRET-SOUTH-ITEM|3"), "\(name) lost s1", file: file, line: line)
+        }
+    }
+
+    /// The thief's edits that take f7's checks off: its grant triggers, replaced by ones of
+    /// the same names that check nothing (sync refuses while they are missing), then `extra`.
+    private func strip(_ extra: String) throws {
+        let triggers = try h.sqlite(
+            dbs["f7"]!,
+            #"SELECT name || '|' || tbl_name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%\_grant\_%' ESCAPE '\';"#
+        ).split(separator: "\n").map { $0.split(separator: "|").map(String.init) }
+        XCTAssertFalse(triggers.isEmpty, "f7 has grant triggers to drop")
+        let replaced = triggers.map {
+            "DROP TRIGGER \"\($0[0])\"; CREATE TRIGGER \"\($0[0])\" BEFORE DELETE ON \"\($0[1])\" WHEN 0 BEGIN SELECT 0; END;"
+        }
+        try h.sqlite(dbs["f7"]!, replaced.joined() + extra)
+    }
+
+    // MARK: evidence binds
+
+    /// The thief clears every statement and grant f7 holds before f7's first change, then
+    /// writes over a south row and a price. f7's signed acknowledgements already told every
+    /// receiver it held hq's changes up to the grant: its bundle is refused (exit 3) at each.
+    func testAThiefCannotShedGrantsItsAcknowledgementsShowItHeld() throws {
+        try strip(
+            """
+            DELETE FROM "_sqsync_admin"; DELETE FROM "_sqsync_admin_epochs"; DELETE FROM "_sqsync_admin_claims";
+            UPDATE "_sqsync_tables" SET "grants" = NULL;
+            INSERT INTO orders VALUES ('s1', 'north', 'FORGED-ITEM', 9);
+            UPDATE prices SET price = 6666.75 WHERE item = 'bolts';
+            """)
+        let results = try rounds()
+        for name in ["hq", "hub"] {
+            XCTAssertEqual(results[name]?.status, 3, "\(name): \(results[name]?.stderr ?? "")")
+            XCTAssertTrue(results[name]?.stderr.contains("leave out") == true, results[name]?.stderr ?? "")
+        }
+        try assertNoneHold("FORGED-ITEM")
+        try assertNoneHold("6666.75")
+    }
+
+    /// f7 holds a grant on prices and uses it; hq revokes it; f7 syncs, so its signed
+    /// acknowledgement holds the revoke. The thief deletes the revoke and its epoch and
+    /// updates the price: refused everywhere, the price stays.
+    func testARevokeF7HasAcknowledgedCannotBeSkipped() throws {
+        try admin(["grant", dbs["hq"]!, "f7", "prices", "update"])
+        try rounds()
+        try h.sqlite(dbs["f7"]!, "UPDATE prices SET price = 2.5 WHERE item = 'bolts';")
+        try rounds()
+        for name in Self.honest { XCTAssertTrue(try rows(name, "prices").contains("bolts|2.5"), name) }
+        try admin(["revoke", dbs["hq"]!, "f7", "prices"])
+        try rounds()
+        try strip(
+            """
+            DELETE FROM "_sqsync_admin" WHERE "act" LIKE '%revoke%';
+            DELETE FROM "_sqsync_admin_epochs" WHERE "after_seq" = (SELECT max("after_seq") FROM "_sqsync_admin_epochs");
+            UPDATE prices SET price = 6666.75 WHERE item = 'bolts';
+            """)
+        let results = try rounds()
+        XCTAssertEqual(results["hq"]?.status, 3, results["hq"]?.stderr ?? "")
+        try assertNoneHold("6666.75")
+        for name in ["hq", "north", "hub", "south"] { XCTAssertTrue(try rows(name, "prices").contains("bolts|2.5"), name) }
+    }
+
+    // MARK: a new life judges the row it replaces
+
+    /// An honest app on f7 inserts a key that is a south row (f7 holds it only as a ghost),
+    /// moves a north row onto it, deletes with insert and update only: each is refused in the
+    /// writer with the grants message.
+    func testWritesOverRowsF7DoesNotHoldAreRefusedAtTheWriter() throws {
+        let before = try h.fullDump(dbs["f7"]!)
+        for sql in [
+            "INSERT OR IGNORE INTO orders VALUES ('s1', 'north', 'ghostkey', 1);",
+            "UPDATE orders SET id = 's1' WHERE id = 'n2';",
+            "UPDATE orders SET id = 'n9' WHERE id = 'n2';",
+            "DELETE FROM orders WHERE id = 'n1';",
+        ] {
+            let result = try Harness.run("/usr/bin/sqlite3", [dbs["f7"]!, sql])
+            XCTAssertNotEqual(result.status, 0, sql)
+            XCTAssertTrue(result.stderr.contains("grants do not allow"), "\(sql): \(result.stderr)")
+        }
+        XCTAssertEqual(try h.fullDump(dbs["f7"]!), before)
+    }
+
+    /// The same writes with f7's triggers dropped: denied at every receiver, with or without a
+    /// scope (north holds the south row's key as a ghost), logged as denied at hq, and the
+    /// south row and the deleted north row intact everywhere.
+    func testReceiversJudgeANewLifeAsTheRowItReplaces() throws {
+        try strip(
+            """
+            INSERT OR IGNORE INTO orders VALUES ('s1', 'north', 'FORGED-ITEM', 1);
+            DELETE FROM orders WHERE id = 'n1';
+            """)
+        try rounds()
+        try assertNoneHold("FORGED-ITEM")
+        for name in ["hq", "north", "hub"] {
+            XCTAssertTrue(try rows(name, "orders").contains("n1|north|bolts|1"), "\(name) lost n1")
+        }
+        let denied = try h.conflicts(dbs["hq"]!).compactMap { $0["kind"] as? String }.filter { $0.hasPrefix("denied") }.sorted()
+        XCTAssertEqual(
+            denied,
+            ["denied: delete of orders with label north not granted", "denied: new life over a row of orders with label south → north not granted"])
+        XCTAssertEqual(try rows("hq", "orders"), try rows("hub", "orders"))
+    }
+
+    // MARK: a restricted replica cannot turn its checks off
+
+    /// The grant triggers on orders at `name`.
+    private func grantTriggers(_ name: String) throws -> String {
+        try h.sqlite(
+            dbs[name]!,
+            #"SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'orders' AND name LIKE '%\_grant\_%' ESCAPE '\' ORDER BY 1;"#)
+    }
+
+    /// f7 may not untrack orders; its checks stay through `refresh --before-migration`; after
+    /// a 12-step rebuild (no triggers left) export, import and sync refuse until `refresh`
+    /// puts the checks back, and what the rebuild let through is denied at every receiver.
+    func testARestrictedReplicaCannotTurnItsChecksOff() throws {
+        let f7 = dbs["f7"]!
+        let checks = try grantTriggers("f7")
+        XCTAssertEqual(checks.split(separator: "\n").count, 3, checks)
+        let untrack = try h.sqsync(["untrack", f7, "orders"])
+        XCTAssertNotEqual(untrack.status, 0)
+        XCTAssertTrue(untrack.stderr.contains("untrack would take their checks off"), untrack.stderr)
+        XCTAssertEqual(try grantTriggers("f7"), checks)
+
+        try h.ok(["refresh", f7, "--before-migration"])
+        XCTAssertEqual(try grantTriggers("f7"), checks, "the checks stay through the migration")
+        let during = try Harness.run("/usr/bin/sqlite3", [f7, "INSERT INTO orders VALUES ('s8', 'south', 'FORGED-ITEM', 1);"])
+        XCTAssertTrue(during.stderr.contains("grants do not allow insert"), during.stderr)
+        try h.sqlite(f7, "ALTER TABLE orders ADD COLUMN note TEXT;")
+        try h.ok(["refresh", f7])
+        XCTAssertEqual(try grantTriggers("f7"), checks)
+
+        try h.sqlite(
+            f7,
+            """
+            CREATE TABLE orders_new(id TEXT PRIMARY KEY, region TEXT NOT NULL, item TEXT, qty INTEGER, note TEXT);
+            INSERT INTO orders_new SELECT * FROM orders; DROP TABLE orders; ALTER TABLE orders_new RENAME TO orders;
+            INSERT INTO orders VALUES ('s8', 'south', 'FORGED-ITEM', 1, NULL);
+            """)
+        XCTAssertEqual(try grantTriggers("f7"), "")
+        for arguments in [["sync", f7, stick], ["export", f7, "-o", h.path("f7.sqsb")], ["import", f7, stick]] {
+            let refused = try h.sqsync(arguments, key: "f7")
+            XCTAssertEqual(refused.status, 1, "\(arguments[0]): \(refused.stderr)")
+            XCTAssertTrue(refused.stderr.contains("grant checks of table orders are missing"), refused.stderr)
+        }
+        try h.ok(["refresh", f7])
+        XCTAssertEqual(try grantTriggers("f7"), checks)
+        for name in ["hq", "north", "south", "hub"] { try h.sqlite(dbs[name]!, "ALTER TABLE orders ADD COLUMN note TEXT;") }
+        for name in ["hq", "north", "south", "hub"] { try h.ok(["refresh", dbs[name]!]) }
+        try rounds()
+        try assertNoneHold("FORGED-ITEM")
+        let denied = try h.conflicts(dbs["hq"]!).compactMap { $0["kind"] as? String }.filter { $0.hasPrefix("denied") }
+        XCTAssertEqual(denied, ["denied: insert of orders with label south not granted"])
+    }
+
+    // MARK: replicas nobody vouches for
+
+    /// A trusted key T sends hq a bundle listing, besides itself, a replica never seen signing
+    /// anything. Once T is retired, a deletion every replica holds is purged: the listed one
+    /// holds nothing back.
+    func testAReplicaOnlyListedByAnotherHoldsBackNoPurge() throws {
+        let hq = dbs["hq"]!
+        let t = try h.handKey("T")
+        let phantom = UUID().uuidString.lowercased()
+        var bundle = HandBundle(
+            sites: [HandSite(id: t.replicaID, name: "T", knowledge: 0), HandSite(id: phantom, name: "phantom", knowledge: 0)],
+            senderSeq: 0, senderHLC: try h.clock(hq).hlc, signer: t)
+        bundle.identities = [(0, t.identity)]
+        let path = h.path("lists.sqsb")
+        try bundle.write(to: path)
+        try h.ok(["import", hq, path], key: "hq")
+        let peers = try h.okJSON(["peers", hq])["peers"] as? [[String: Any]] ?? []
+        XCTAssertTrue(peers.contains { $0["name"] as? String == "phantom" }, "\(peers)")
+        try h.ok(["peers", "retire", hq, "T"])
+
+        try h.sqlite(hq, "DELETE FROM orders WHERE id = 'n2';")
+        try rounds()
+        let purge = try h.okJSON(["purge", hq])
+        XCTAssertEqual(purge["held_back_by"] as? [String], [], "\(purge)")
+        XCTAssertEqual(purge["tombstones_purged"] as? Int, 1, "\(purge)")
+    }
+
+    // MARK: export --for never widens a scope
+
+    /// A replica never met (no key pinned) once scopes exist, a reader whose key left
+    /// allowed_signers and a retired one: `export --for` refuses each with one line, and
+    /// writes nothing; for north it encrypts to north's key alone.
+    func testExportForNeverWidensAScope() throws {
+        let hq = dbs["hq"]!
+        _ = try h.handKey("late")
+        try h.ok(["clone", hq, h.path("late.db"), "--name", "late"], key: "late")
+        let out = h.path("for.sqsb")
+        let unpinned = try h.sqsync(["export", hq, "--for", "late", "-o", out], key: "hq")
+        XCTAssertEqual(unpinned.status, 1, unpinned.stderr)
+        XCTAssertTrue(unpinned.stderr.contains("late has no key pinned here"), unpinned.stderr)
+
+        let north = try h.okJSON(["export", hq, "--for", "north", "-o", out], key: "hq")
+        let northKey = try h.okJSON(["peers", hq])["peers"] as? [[String: Any]] ?? []
+        XCTAssertEqual(
+            north["encrypted_to"] as? [String], northKey.filter { $0["name"] as? String == "north" }.compactMap { $0["key_fingerprint"] as? String })
+
+        let trust = try String(contentsOfFile: h.trustFile, encoding: .utf8)
+        try trust.split(separator: "\n").filter { !$0.hasPrefix("f7 ") }.joined(separator: "\n").appending("\n")
+            .write(toFile: h.trustFile, atomically: true, encoding: .utf8)
+        try? FileManager.default.removeItem(atPath: out)
+        let untrusted = try h.sqsync(["export", hq, "--for", "f7", "-o", out], key: "hq")
+        XCTAssertEqual(untrusted.status, 1, untrusted.stderr)
+        XCTAssertTrue(untrusted.stderr.contains("no longer in allowed_signers"), untrusted.stderr)
+        try h.ok(["peers", "retire", hq, "f7"])
+        let retired = try h.sqsync(["export", hq, "--for", "f7", "-o", out], key: "hq")
+        XCTAssertEqual(retired.status, 1, retired.stderr)
+        XCTAssertTrue(retired.stderr.contains("f7 is retired here"), retired.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: out))
+    }
+
+    // MARK: default-deny on request
+
+    /// hq refuses `--default none` until it has a scope of its own; then hub, which no
+    /// statement scopes, receives no labelled row and keeps the unlabelled prices, while the
+    /// scoped replicas keep theirs; `--default all` brings hub's rows back whole.
+    func testADefaultOfNoneGivesUnscopedReplicasNoLabelledRow() throws {
+        let hq = dbs["hq"]!
+        let refused = try h.sqsync(["scope", hq, "--default", "none"], key: "hq")
+        XCTAssertEqual(refused.status, 1, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("would receive no labelled row itself"), refused.stderr)
+        try admin(["scope", hq, "hq", "--all"])
+        try admin(["scope", hq, "--default", "none"])
+        XCTAssertTrue(try h.ok(["scope", hq]).stdout.contains("--default none"))
+        try rounds()
+        XCTAssertEqual(try rows("hub", "orders"), "")
+        XCTAssertEqual(try rows("hub", "prices"), try rows("hq", "prices"))
+        XCTAssertTrue(try rows("hq", "orders").contains("s1|south|SECRET-SOUTH-ITEM|3"))
+        XCTAssertEqual(try rows("north", "orders"), try h.sqlite(hq, "SELECT * FROM orders WHERE region = 'north' ORDER BY 1;"))
+        XCTAssertFalse(try h.fullDump(dbs["hub"]!).contains("SECRET-SOUTH-ITEM"))
+
+        try admin(["scope", hq, "--default", "all"])
+        try rounds()
+        XCTAssertEqual(try rows("hub", "orders"), try rows("hq", "orders"))
+    }
+}
