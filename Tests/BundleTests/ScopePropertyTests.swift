@@ -13,6 +13,13 @@ import XCTest
 /// some dropped. At the end every ordered pair exchanges until quiet: each replica holds
 /// exactly the rows whose final label is in its scope, with R0's values, and R4 equals R0.
 ///
+/// R3 is also granted only insert and update of rows labelled c. Its app tries everything
+/// (the writer refuses what the grants do not allow) and inserts keys it never held that other
+/// replicas hold (honest key collisions, denied where the key's row is held, whose new life
+/// then reaches R3). On odd seeds R3's key is also a thief's: now and then its grant checks
+/// are taken off for one forbidden write (marked FORGED), which no honest replica may take,
+/// or for an insert over a key R3 never held; R3 itself is then not compared.
+///
 /// Runs 3 seeds; `SQSYNC_PROPERTY_SEEDS=N` runs N. `SQSYNC_PROPERTY_SEED=S` replays one seed.
 final class ScopePropertyTests: XCTestCase {
     static let steps = 160
@@ -72,7 +79,13 @@ private final class ScopeWorld {
         for (index, scope) in ScopePropertyTests.scopes.enumerated() where scope != nil {
             try issue(.scope(replica: replicas[index].knowledgeID, labels: scope))
         }
+        try issue(.grant(replica: replicas[3].knowledgeID, table: "items", operations: [.insert, .update], labels: ["c"]))
+        thieves = seed % 2 == 1
     }
+
+    /// Whether R3's key is a thief's in this run, and whether the thief wrote.
+    private var thieves = false
+    private var thiefWrote = false
 
     func removeFiles() { try? FileManager.default.removeItem(atPath: directory) }
 
@@ -98,6 +111,68 @@ private final class ScopeWorld {
     }
 
     private func write(at index: Int, step: Int) throws {
+        if index == 3 {
+            // A write before R3 holds its grant is not restricted anywhere: no forgery yet.
+            if thieves && history.chance(15), try replicas[3].adminRules().isRestricted(replicas[3].knowledgeID) {
+                return try steal(step: step)
+            }
+            if history.chance(15) { return try collide(step: step) }
+        }
+        do {
+            try honestWrite(at: index, step: step)
+        } catch let error as SQLiteError where index == 3 && error.message.contains("grants do not allow") {
+            history.note("step \(step): refused at the writer")
+        }
+    }
+
+    /// R3's app inserts, with its own label, a key some replica holds that R3 does not.
+    private func collide(step: Int) throws {
+        let held = Set(try ids(at: 3))
+        let unheld = try ids(at: 0).filter { !held.contains($0) }
+        guard !unheld.isEmpty else { return }
+        let id = history.pick(unheld)
+        history.note("step \(step): R3 inserts \(id) with label c, a key it does not hold")
+        do {
+            try replicas[3].database.run("INSERT INTO items VALUES (?, 'c', ?, 'R3')", .text(id), .integer(Int64(step)))
+        } catch let error as SQLiteError where error.message.contains("grants do not allow") {
+            history.note("step \(step): refused at the writer (a ghost)")
+        }
+    }
+
+    /// A thief with R3's file takes the grant checks off for one forbidden write.
+    private func steal(step: Int) throws {
+        let replica = replicas[3]
+        let held = try ids(at: 3)
+        let other = history.pick(["a", "b", "d"])
+        // (Not a delete: one of a row a receiver no longer holds is taken there, and denied
+        // where a later life is held; docs/SCOPES.md, "Labels are read where the change is judged".)
+        let roll = history.below(3)
+        let sql: (String, [SQLValue])
+        if held.isEmpty || roll == 0 {
+            nextKey += 1
+            sql = ("INSERT INTO items VALUES (?, ?, ?, 'FORGED')", [.text("k\(nextKey)"), .text(other), .integer(Int64(step))])
+        } else if roll == 1 {
+            sql = ("UPDATE items SET label = ?, note = 'FORGED' WHERE id = ?", [.text(other), .text(history.pick(held))])
+        } else {
+            let taken = try ids(at: 0).filter { !held.contains($0) }
+            guard !taken.isEmpty else { return }
+            let id = history.pick(taken)
+            // Over a key its replica never held, with its own label: denied where the key's
+            // row is alive, taken where it was deleted meanwhile (an insert it may make), so
+            // not marked FORGED; the replicas must agree either way.
+            sql = ("INSERT INTO items VALUES (?, 'c', ?, 'thief')", [.text(id), .integer(Int64(step))])
+        }
+        history.note("step \(step): a thief at R3 runs \(sql.0) \(sql.1)")
+        for operation in ["insert", "update", "delete"] {
+            try replica.database.execute("DROP TRIGGER IF EXISTS \"_sqsync_items_grant_\(operation)\"")
+        }
+        try replica.database.run(sql.0, sql.1)
+        let table = try XCTUnwrap(try replica.trackedTables().first { $0.name == "items" })
+        try replica.installTriggers(for: table)
+        thiefWrote = true
+    }
+
+    private func honestWrite(at index: Int, step: Int) throws {
         let replica = replicas[index]
         let held = try ids(at: index)
         let label = history.pick(ScopePropertyTests.labels)
@@ -150,7 +225,9 @@ private final class ScopeWorld {
         let full = try replicas[0].database.valueRows("SELECT * FROM items ORDER BY id")
         // The steps that name a key that differs, for the failure message.
         func steps(naming ids: [String]) -> String {
-            history.steps.filter { step in ids.contains { step.contains(" \($0) ") || step.hasSuffix(" \($0)") } }.joined(separator: "\n")
+            history.steps.filter { step in
+                ids.contains { step.contains(" \($0) ") || step.hasSuffix(" \($0)") || step.contains("\"\($0)\"") } || step.contains("→")
+            }.joined(separator: "\n")
         }
         func differences(_ held: [[SQLValue]], _ expected: [[SQLValue]]) -> String {
             let have = Dictionary(held.map { ($0[0].stringValue ?? "", $0) }) { first, _ in first }
@@ -162,8 +239,12 @@ private final class ScopeWorld {
         }
         let atR4 = try replicas[4].database.valueRows("SELECT * FROM items ORDER BY id")
         XCTAssertEqual(atR4, full, "seed \(history.seed): R4 differs from R0\n\(differences(atR4, full))")
+        for index in [0, 1, 2, 4] {
+            let rows = try replicas[index].database.valueRows("SELECT * FROM items WHERE note = 'FORGED'")
+            XCTAssertEqual(rows, [], "seed \(history.seed): R\(index) took a thief's write\n\(differences(rows, []))")
+        }
         for (index, scope) in ScopePropertyTests.scopes.enumerated() {
-            guard let scope else { continue }
+            guard let scope, !(index == 3 && thiefWrote) else { continue }
             let expected = full.filter { scope.contains($0[1].stringValue ?? "") }
             let held = try replicas[index].database.valueRows("SELECT * FROM items ORDER BY id")
             XCTAssertTrue(

@@ -74,7 +74,7 @@ extension ChangeMerger {
                             || rules.allows(origin, .insert, on: table.name, label: label)))
                     || (rules.allows(origin, .delete, on: table.name, label: replaced.label)
                         && rules.allows(origin, .insert, on: table.name, label: label))
-                verdict = (allowed, "new life over a row", replaced.label == label ? label : "\(replaced.label ?? "unknown") → \(label ?? "none")")
+                verdict = (allowed, Self.replacingLife, replaced.label == label ? label : "\(replaced.label ?? "unknown") → \(label ?? "none")")
             } else if change.causalLength <= 1 {
                 verdict = (rules.allows(origin, .insert, on: table.name, label: label), "insert", label)
             } else {
@@ -101,6 +101,10 @@ extension ChangeMerger {
         guard !verdict.allowed else { return true }
         // A set merged again (a relay, a replay) meets its denied changes again: logged once.
         guard !knownHere(local(latest)) else { return false }
+        // A denied life over a row held here stays at its writer: a replica that holds every
+        // row gives that row a new life of its own, which reaches the writer and everyone who
+        // took the denied one for a new row (a replica with a scope that never held the key).
+        if verdict.operation == Self.replacingLife { relabelled.append((table.name, change.key)) }
         let stamp = latest
         let labelText = expression == nil ? "" : " with label \(verdict.label ?? "none")"
         try recordConflict(
@@ -112,6 +116,8 @@ extension ChangeMerger {
         target.counts.conflicts += 1
         return false
     }
+
+    private static let replacingLife = "new life over a row"
 
     /// The row a new life would replace: the one held here, with its label, or, at a replica
     /// with a scope, a row that left it (a ghost), whose label is not known here (nil).

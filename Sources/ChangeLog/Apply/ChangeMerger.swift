@@ -67,7 +67,7 @@ public final class ChangeMerger {
     let statements: Statements
     /// Rows (table, key) whose label a concurrent life changed in this merge: the caller
     /// starts new lives of them once the merge is done (``Replica/startNewLives(of:)``).
-    public private(set) var relabelled: [(table: String, key: [SQLValue])] = []
+    public internal(set) var relabelled: [(table: String, key: [SQLValue])] = []
     /// The rules the origin's changes are judged by, when its grants restrict it.
     let authorization: Authorization?
     /// True while this merge has the capture triggers off on its connection.
