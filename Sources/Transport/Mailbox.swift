@@ -163,11 +163,13 @@ public final class Mailbox {
         let unaddressed = try state(replica).unaddressedBundles()
         let retired = try replica.retiredPeerIDs()
         let planted = try state(replica).plantedFiles()
+        // Trust that depends on the time (validity windows) gives no context to compare.
+        let context = trust.fingerprint.map { PlantedFile.context(trust: $0, key: key.publicKey) }
         for bundle in bundles
         where bundle.sender != me && seen[bundle.name] == nil && !unaddressed.contains(bundle.name) && !retired.contains(bundle.sender) {
             let remote = "\(Self.outbox)/\(bundle.sender)/\(bundle.name)"
             // A file refused before costs one look: not read again until it changes.
-            if let known = planted[remote], try transport.fileSize(remote) == known.size {
+            if let known = planted[remote], known.context == context, try transport.fileSize(remote) == known.size {
                 report.plantedSkipped.append(remote)
                 continue
             }
@@ -192,7 +194,7 @@ public final class Mailbox {
                 try state(replica).markUnaddressed(bundle: bundle.name)
             } catch let error as BundleError where error.kind != .io {
                 report.rejected.append((bundle.name, naming(error.description, local, bundle)))
-                try state(replica).rememberPlanted(remote, try PlantedFile(local: local))
+                if let context { try state(replica).rememberPlanted(remote, try PlantedFile(local: local, context: context)) }
             } catch let error as ChangeLogError {
                 report.refused.append((bundle.name, naming(error.description, local, bundle)))
             } catch let error as SQLiteError where !error.isBusy {

@@ -104,7 +104,13 @@ struct MailboxAcknowledgement {
             throw TransportError(.io, "bad signature: the file was altered after it was signed")
         }
         guard let signer = trust.principal(for: signature.publicKey, namespace: namespace) else {
-            throw TransportError(.io, "signed by an untrusted key \(signature.publicKey.fingerprint)")
+            // The usual cause: the sites never exchanged their allowed_signers lines.
+            let name = payload.split(separator: "\n").first { $0.hasPrefix("name ") }.map { String($0.dropFirst(5)) }
+            let who = checkingSignature ? name.map { " (replica \(displayText($0)))" } ?? "" : ""
+            throw TransportError(
+                .io,
+                "signed by an untrusted key \(signature.publicKey.fingerprint)\(who); if you trust it, add this line to allowed_signers: \(AllowedSigners.suggestedLine(for: signature.publicKey, name: checkingSignature ? name : nil))"
+            )
         }
         var fields: [String: String] = [:]
         let lines = payload.split(separator: "\n", omittingEmptySubsequences: false)

@@ -1,3 +1,4 @@
+import Bundle
 import ChangeLog
 import Crypto
 import Foundation
@@ -129,13 +130,15 @@ struct MailboxState {
     func plantedFiles() throws -> [String: PlantedFile] {
         var planted: [String: PlantedFile] = [:]
         for row in try database.rows(MailboxSQL.plantedFiles, .text(mailbox)) {
-            planted[try row.string("path")] = PlantedFile(size: Int(try row.int64("size")), head: try row.blob("head"))
+            planted[try row.string("path")] = PlantedFile(
+                size: Int(try row.int64("size")), head: try row.blob("head"), context: try row.string("context"))
         }
         return planted
     }
 
     func rememberPlanted(_ path: String, _ file: PlantedFile) throws {
-        try database.run(MailboxSQL.rememberPlanted, .text(mailbox), .text(path), .integer(Int64(file.size)), .blob(file.head))
+        try database.run(
+            MailboxSQL.rememberPlanted, .text(mailbox), .text(path), .integer(Int64(file.size)), .blob(file.head), .text(file.context))
     }
 
     /// Forgets planted files no longer listed, so the list stays small.
@@ -147,20 +150,30 @@ struct MailboxState {
 }
 
 /// A mailbox file as far as telling it again takes: its size and the SHA-256 of its first
-/// 4 KiB (a planted file is not read again until it changes).
+/// 4 KiB, and the trust and key it was judged with (a planted file is not read again until it
+/// changes, or `allowed_signers` or the key does: a bundle refused for a line not added yet
+/// is read again once it is).
 struct PlantedFile: Equatable {
     var size: Int
     var head: [UInt8]
+    var context: String
 
     static let headBytes = 4096
 
-    init(size: Int, head: [UInt8]) {
+    init(size: Int, head: [UInt8], context: String) {
         self.size = size
         self.head = head
+        self.context = context
+    }
+
+    /// What files are judged with: the trusted keys and this replica's key.
+    static func context(trust: String, key: SSHPublicKey) -> String {
+        SHA256.hash(data: Data((trust + "\n" + key.openSSHLine).utf8)).map { String(format: "%02x", $0) }.joined()
     }
 
     /// The local copy at `path`.
-    init(local path: String) throws {
+    init(local path: String, context: String) throws {
+        self.context = context
         let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
         defer { try? handle.close() }
         let first = try handle.read(upToCount: Self.headBytes) ?? Data()
@@ -171,10 +184,10 @@ struct PlantedFile: Equatable {
 
 /// The SQL of mailbox state, in one place.
 enum MailboxSQL {
-    static let plantedFiles = #"SELECT "path", "size", "head" FROM "_sqsync_planted_files" WHERE "mailbox" = ?"#
+    static let plantedFiles = #"SELECT "path", "size", "head", "context" FROM "_sqsync_planted_files" WHERE "mailbox" = ?"#
 
     static let rememberPlanted = """
-        INSERT OR REPLACE INTO "_sqsync_planted_files" ("mailbox", "path", "size", "head") VALUES (?, ?, ?, ?)
+        INSERT OR REPLACE INTO "_sqsync_planted_files" ("mailbox", "path", "size", "head", "context") VALUES (?, ?, ?, ?, ?)
         """
 
     static let forgetPlanted = #"DELETE FROM "_sqsync_planted_files" WHERE "mailbox" = ? AND "path" = ?"#

@@ -52,13 +52,15 @@ enum MailboxTables {
                 2,
                 """
                 -- Files a mailbox showed that did not decrypt, verify or parse, by path in the
-                -- mailbox, size and SHA-256 of their first 4 KiB: not read again while the
-                -- mailbox shows that name with that size (Mailbox.sync).
+                -- mailbox, size and SHA-256 of their first 4 KiB, and "context", a digest of the
+                -- trust and key they were judged with: not read again while the mailbox shows
+                -- that name with that size and the context is the same (Mailbox.sync).
                 CREATE TABLE IF NOT EXISTS "_sqsync_planted_files" (
                     "mailbox" TEXT NOT NULL,
                     "path" TEXT NOT NULL,
                     "size" INTEGER NOT NULL,
                     "head" BLOB NOT NULL,
+                    "context" TEXT NOT NULL,
                     PRIMARY KEY ("mailbox", "path")
                 ) WITHOUT ROWID;
                 """),

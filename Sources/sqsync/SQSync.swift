@@ -23,6 +23,13 @@ struct SQSync: ParsableCommand {
     /// ArgumentParser's own usage errors (64) become 2. Global options may come first.
     static func main() {
         Database.leaveOutMemoryStatistics()
+        let commands = configuration.subcommands.map { $0._commandName }
+        if let usage = CommandSuggestion.usageError(
+            for: Array(CommandLine.arguments.dropFirst()), commands: commands, usage: helpMessage())
+        {
+            FileHandle.standardError.write(Data((usage + "\n").utf8))
+            Foundation.exit(2)
+        }
         do {
             var command = try parseAsRoot(
                 GlobalOptionsPlacement.reordered(Array(CommandLine.arguments.dropFirst()), root: SQSync.self))

@@ -127,7 +127,7 @@ final class OperatorMistakesTests: XCTestCase {
     func testExportForAPeerKnownOnlyThroughTheMailbox() throws {
         let site2 = try h.cloneReplica(site, as: "S2")  // HQ has never heard of S2
         let site2ID = try h.knowledgeID(site2)
-        XCTAssertEqual(try h.sqsync(["export", hq, "--for", "S2", "-o", h.path("x.sqsb")], key: "HQ").status, 2)
+        XCTAssertEqual(try h.sqsync(["export", hq, "--for", "S2", "-o", h.path("x.sqsb")], key: "HQ").status, 1, "no such peer yet")
         // HQ leaves everything; S2 takes it and, having nothing HQ lacks, leaves only its
         // acknowledgement; HQ hears of S2 through that file alone.
         try h.syncOK(hq, as: "HQ", box)
@@ -161,7 +161,7 @@ final class OperatorMistakesTests: XCTestCase {
         XCTAssertEqual(sync.status, 0, sync.stderr)
         XCTAssertEqual(sync.stderr, "", "-q before the subcommand silences it")
         let retire = try run(["--json", "peers", "retire", hq, "nobody"])
-        XCTAssertEqual(retire.status, 2, retire.stderr)
+        XCTAssertEqual(retire.status, 1, "an unknown peer is a failure, not a usage error: \(retire.stderr)")
 
         let unknown = try run(["--bogus", "status", hq])
         XCTAssertEqual(unknown.status, 2, unknown.stderr)
@@ -287,5 +287,85 @@ final class OperatorMistakesTests: XCTestCase {
         let result = try h.syncOK(site, as: "S1", box)
         XCTAssertTrue(result.stderr.contains(": 1 bundle in (1 row changed, 0 conflicts)"), result.stderr)
         XCTAssertFalse(result.stderr.contains("1 bundles"), result.stderr)
+    }
+
+    // MARK: what a newcomer types
+
+    /// A bare `sqsync` is a usage error listing the commands; a misspelt command names the
+    /// nearest one; both exit 2.
+    func testABareOrMisspeltCommandIsAUsageErrorThatSaysWhatWasMeant() throws {
+        let bare = try run([])
+        XCTAssertEqual(bare.status, 2)
+        XCTAssertTrue(bare.stderr.contains("SUBCOMMANDS") && bare.stderr.contains("sync"), bare.stderr)
+        let misspelt = try run(["stauts", hq])
+        XCTAssertEqual(misspelt.status, 2)
+        XCTAssertEqual(misspelt.stderrLines, ["sqsync: unknown command 'stauts'; did you mean 'status'? (sqsync --help lists them)"])
+    }
+
+    /// Retiring a name no peer has is a failure (exit 1) that lists the peers, not a usage
+    /// error, and retires nothing.
+    func testRetiringAMistypedPeerListsThePeers() throws {
+        let before = try h.fullDump(hq)
+        let result = try h.sqsync(["peers", "retire", hq, "S2"])
+        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertTrue(result.stderr.contains("no peer named S2 (its peers: S1)"), result.stderr)
+        XCTAssertEqual(try h.fullDump(hq), before)
+    }
+
+    /// `track --all` tracks every table with a primary key and names each one it leaves out.
+    func testTrackAllTracksWhatItCanAndNamesTheRest() throws {
+        let db = h.path("mixed.db")
+        try h.sqlite(
+            db,
+            """
+            CREATE TABLE a_nokey(v TEXT); CREATE TABLE b_good(id TEXT PRIMARY KEY, v TEXT);
+            CREATE TABLE c_nokey(v TEXT); CREATE TABLE d_good(id TEXT PRIMARY KEY);
+            """)
+        try h.ok(["init", db, "--create"], key: "HQ")
+        let result = try h.okJSON(["track", db, "--all"])
+        XCTAssertEqual((result["tracked"] as? [[String: Any]])?.compactMap { $0["table"] as? String }, ["b_good", "d_good"])
+        let leftOut = result["not_tracked"] as? [String] ?? []
+        XCTAssertEqual(leftOut.count, 2, "\(leftOut)")
+        XCTAssertTrue(leftOut[0].contains("a_nokey has no primary key"), "\(leftOut)")
+        XCTAssertTrue(leftOut[1].contains("c_nokey has no primary key"), "\(leftOut)")
+    }
+
+    /// Two sites that never exchanged allowed_signers lines: the reader is told which line its
+    /// sender lacks (an encrypted bundle) or which line it lacks itself (a bundle in the
+    /// clear), each the exact line to add; once added, they sync.
+    func testAForgottenTrustLineIsNamedWithTheLineToAdd() throws {
+        let keyA = h.path("A1.key"), keyB = h.path("B1.key")
+        let trustA = h.path("trustA"), trustB = h.path("trustB")
+        let lineA = try h.ok(["keygen", "--out", keyA, "--name", "A1"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let lineB = try h.ok(["keygen", "--out", keyB, "--name", "B1"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try (lineA + "\n").write(toFile: trustA, atomically: true, encoding: .utf8)
+        try (lineB + "\n").write(toFile: trustB, atomically: true, encoding: .utf8)
+        func sqsync(_ arguments: [String], key: String, trust: String) throws -> ProcessResult {
+            try run(["--key", key, "--trust=\(trust)"] + arguments)
+        }
+        let a = h.path("A1.db"), b = h.path("B1.db"), folder = try h.folder("forgot")
+        try h.sqlite(a, Self.schema)
+        XCTAssertEqual(try sqsync(["init", a, "--name", "A1"], key: keyA, trust: trustA).status, 0)
+        XCTAssertEqual(try sqsync(["track", a, "--all"], key: keyA, trust: trustA).status, 0)
+        XCTAssertEqual(try sqsync(["clone", a, b, "--name", "B1", "--key", keyB], key: keyA, trust: trustA).status, 0)
+        try h.sqlite(a, "INSERT INTO t VALUES ('3', 'three');")
+
+        XCTAssertEqual(try sqsync(["sync", a, folder], key: keyA, trust: trustA).status, 0)
+        let encrypted = try sqsync(["sync", b, folder], key: keyB, trust: trustB)
+        let keyOfB = String(lineB.dropFirst("B1 ".count))
+        XCTAssertTrue(encrypted.stderr.contains("its sender's allowed_signers lacks this replica's line: NAME \(keyOfB)"), encrypted.stderr)
+
+        XCTAssertEqual(try sqsync(["sync", a, folder, "--no-encrypt"], key: keyA, trust: trustA).status, 0)
+        let clear = try sqsync(["sync", b, folder], key: keyB, trust: trustB)
+        XCTAssertTrue(clear.stderr.contains("(it says it comes from replica A1); if you trust it, add this line to allowed_signers: \(lineA)"), clear.stderr)
+
+        try (lineA + "\n" + lineB + "\n").write(toFile: trustA, atomically: true, encoding: .utf8)
+        try (lineB + "\n" + lineA + "\n").write(toFile: trustB, atomically: true, encoding: .utf8)
+        for _ in 0..<2 {
+            XCTAssertEqual(try sqsync(["sync", a, folder], key: keyA, trust: trustA).status, 0)
+            let synced = try sqsync(["sync", b, folder], key: keyB, trust: trustB)
+            XCTAssertEqual(synced.status, 0, "a file refused for a line not added yet is read again: \(synced.stderr)")
+        }
+        XCTAssertEqual(try rows(b), try rows(a))
     }
 }

@@ -147,7 +147,7 @@ public enum AgeFile {
         guard let fileKey else {
             throw BundleError(
                 .notAddressed,
-                "\(path): encrypted, but not addressed to this replica's key \(key.publicKey.fingerprint) (its \(counted(header.stanzas.count, "recipient")) are other keys)"
+                "\(path): encrypted, but not addressed to this replica's key \(key.publicKey.fingerprint) (\(header.stanzas.count == 1 ? "its one recipient is another key" : "its \(header.stanzas.count) recipients are other keys")); if this replica should read it, its sender's allowed_signers lacks this replica's line: \(AllowedSigners.suggestedLine(for: key.publicKey, name: nil))"
             )
         }
         guard HMAC<SHA256>.isValidAuthenticationCode(header.mac, authenticating: header.authenticated, using: headerKey(fileKey))

@@ -129,10 +129,7 @@ public final class BundleReader {
                 .untrusted, "\(path): signed for namespace \(displayText(signature.namespace).debugDescription), not \"sqsync\"")
         }
         let trusted = trust?.principal(for: signature.publicKey, namespace: BundleCodec.signatureNamespace)
-        let untrusted = BundleError(
-            .untrusted,
-            "\(path): signed by an untrusted key \(signature.publicKey.fingerprint); add the signer's line to allowed_signers to trust it"
-        )
+        let untrusted = untrustedSigner(signature.publicKey, sender: nil, path: path)
         // An untrusted signer may still be one a trusted key moved to, which only the envelope
         // says: read it (bounded) only once the signature over it verifies.
         if trust != nil && trusted == nil && envelopeLength > BundleLimits.maxUntrustedEnvelopeBytes { throw untrusted }
@@ -148,7 +145,7 @@ public final class BundleReader {
             let moves = envelope.moves.filter(\.isValid).map { ($0.from, $0.to) }
             principal =
                 trusted ?? trust.following(moves).principal(for: signature.publicKey, namespace: BundleCodec.signatureNamespace)
-            if principal == nil { throw untrusted }
+            if principal == nil { throw untrustedSigner(signature.publicKey, sender: envelope.sender.name, path: path) }
         }
         guard envelope.bodyLength == envelopeOffset else {
             throw BundleError(.untrusted, "\(path): the bundle's body is not the length its signed envelope gives")
@@ -159,6 +156,18 @@ public final class BundleReader {
             throw BundleError(.untrusted, "\(path): bad signature: the bundle was altered after it was signed")
         }
         return (signature, principal, envelope, envelopeOffset, envelopeLength)
+    }
+
+    /// The refusal of a bundle whose signer `allowed_signers` does not know, with the line that
+    /// would trust it: the forgotten exchange of lines is the usual cause. `sender`: the name
+    /// its envelope gives, once the signature over it verified (escaped: anyone can choose it).
+    private static func untrustedSigner(_ key: SSHPublicKey, sender: String?, path: String) -> BundleError {
+        let claimed = sender.flatMap { $0.isEmpty ? nil : $0 }
+        let who = claimed.map { " (it says it comes from replica \(displayText($0)))" } ?? ""
+        return BundleError(
+            .untrusted,
+            "\(path): signed by an untrusted key \(key.fingerprint)\(who); if you trust it, add this line to allowed_signers: \(AllowedSigners.suggestedLine(for: key, name: claimed))"
+        )
     }
 
     private func read(_ range: Range<Int>) throws -> [UInt8] {

@@ -77,6 +77,17 @@ public struct AllowedSigners: Sendable {
         return "\(name) namespaces=\"\(escaped)\" \(key.openSSHLine)"
     }
 
+    /// The line that would trust `key`, for a message: under `name` when it is a plain word
+    /// (letters, digits, `.`, `_`, `-`; it comes from a file anyone may have written), else
+    /// under `NAME` for the user to fill in.
+    public static func suggestedLine(for key: SSHPublicKey, name: String?) -> String {
+        let plain = name.flatMap { name in
+            !name.isEmpty && name.count <= 64 && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }
+                ? name : nil
+        }
+        return line(principal: plain ?? "NAME", key: key)
+    }
+
     // MARK: - Parsing
 
     /// Words that start the key part of a line; anything else in that position

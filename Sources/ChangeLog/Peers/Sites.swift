@@ -93,11 +93,13 @@ extension Replica {
         let matches = all.filter { $0.knowledgeID == nameOrID.lowercased() || $0.name == nameOrID }
         let candidates = matches.isEmpty ? all.filter { $0.knowledgeID.hasPrefix(nameOrID.lowercased()) } : matches
         guard candidates.count == 1, let peer = candidates.first else {
+            let names = all.map { $0.name.isEmpty ? $0.knowledgeID : displayText($0.name) }.sorted()
             throw ChangeLogError(
-                .usage,
+                .noSuchPeer,
                 candidates.isEmpty
-                    ? "\(path): no peer named \(nameOrID) (see `sqsync peers \(path)`)"
-                    : "\(path): \(nameOrID) names several peers; give the knowledge ID")
+                    ? "\(path): no peer named \(displayText(nameOrID))"
+                        + (names.isEmpty ? " (it knows no peer yet)" : " (its peers: \(names.joined(separator: ", ")))")
+                    : "\(path): \(displayText(nameOrID)) names several peers; give the knowledge ID")
         }
         return peer
     }

@@ -7,6 +7,7 @@ public struct ChangeLogError: Error, CustomStringConvertible, Equatable {
         case notAReplica
         case noSuchFile
         case noSuchTable
+        case noSuchPeer
         case unsupportedTable
         case identityClash
         case retiredPeer

@@ -97,22 +97,9 @@ extension Replica {
     public func track(_ names: [String], allowIntegerPrimaryKey: Bool) throws -> [(table: String, rows: Int)] {
         var declared: [DeclaredTable] = []
         for name in names {
-            guard let table = try DeclaredTable.read(name, in: database), !name.hasPrefix("_sqsync_") else {
-                throw ChangeLogError(.noSuchTable, "\(path): no table named \(name)")
-            }
-            guard !table.primaryKey.isEmpty else {
-                throw ChangeLogError(
-                    .unsupportedTable,
-                    "\(path): table \(name) has no primary key; sqsync needs one to match rows across replicas (add a UUID TEXT PRIMARY KEY)"
-                )
-            }
-            if table.hasIntegerPrimaryKey && !allowIntegerPrimaryKey {
-                throw ChangeLogError(
-                    .unsupportedTable,
-                    "\(path): table \(name) has an INTEGER PRIMARY KEY, which replicas fill with the same local numbers; use UUIDv7 text keys, or pass --allow-integer-pk if every replica hands out distinct keys"
-                )
-            }
-            declared.append(table)
+            let checked = try checkTrackable(name, allowIntegerPrimaryKey: allowIntegerPrimaryKey)
+            if let refusal = checked.refusal { throw refusal }
+            declared.append(checked.table!)
         }
         return try database.inTransaction {
             var captured: [(String, Int)] = []
@@ -126,6 +113,47 @@ extension Replica {
             if try database.int64(#"SELECT EXISTS (SELECT 1 FROM "_sqsync_admin")"#) == 1 { try applyAdminRules() }
             return captured
         }
+    }
+
+    /// The tables `track --all` takes, and those it leaves out with the reason: a table without
+    /// a primary key (which no flag makes trackable) does not stop the others. An INTEGER
+    /// PRIMARY KEY without `allowIntegerPrimaryKey` still fails the command: that is a choice.
+    public func trackableTables() throws -> (tables: [String], leftOut: [ChangeLogError]) {
+        var tables: [String] = []
+        var leftOut: [ChangeLogError] = []
+        for name in try userTableNames() {
+            if let refusal = try checkTrackable(name, allowIntegerPrimaryKey: true).refusal {
+                leftOut.append(refusal)
+            } else {
+                tables.append(name)
+            }
+        }
+        return (tables, leftOut)
+    }
+
+    private func checkTrackable(_ name: String, allowIntegerPrimaryKey: Bool) throws -> (table: DeclaredTable?, refusal: ChangeLogError?) {
+        guard let table = try DeclaredTable.read(name, in: database), !name.hasPrefix("_sqsync_") else {
+            return (nil, ChangeLogError(.noSuchTable, "\(path): no table named \(name)"))
+        }
+        guard !table.primaryKey.isEmpty else {
+            return (
+                nil,
+                ChangeLogError(
+                    .unsupportedTable,
+                    "\(path): table \(name) has no primary key; sqsync needs one to match rows across replicas (add a UUID TEXT PRIMARY KEY)"
+                )
+            )
+        }
+        if table.hasIntegerPrimaryKey && !allowIntegerPrimaryKey {
+            return (
+                nil,
+                ChangeLogError(
+                    .unsupportedTable,
+                    "\(path): table \(name) has an INTEGER PRIMARY KEY, which replicas fill with the same local numbers; use UUIDv7 text keys, or pass --allow-integer-pk if every replica hands out distinct keys"
+                )
+            )
+        }
+        return (table, nil)
     }
 
     /// Records the table and gives new columns the next free ids.

@@ -22,10 +22,16 @@ extension SQSync {
 
         func run() throws {
             let replica = try Replica(path: db)
-            let names = all ? try replica.userTableNames() : tables
+            var names = tables
+            var leftOut: [ChangeLogError] = []
+            if all { (names, leftOut) = try replica.trackableTables() }
             let captured = try replica.track(names, allowIntegerPrimaryKey: allowIntegerPk)
+            for refusal in leftOut { FileHandle.standardError.write(Data("sqsync: warning: not tracked: \(refusal.description)\n".utf8)) }
             if global.json {
-                global.emitJSON(["tracked": captured.map { ["table": $0.table, "rows_captured": $0.rows] }])
+                global.emitJSON([
+                    "tracked": captured.map { ["table": $0.table, "rows_captured": $0.rows] },
+                    "not_tracked": leftOut.map(\.description),
+                ])
             } else {
                 for entry in captured { global.say("tracking \(entry.table) (\(counted(entry.rows, "existing row")) captured)") }
             }
