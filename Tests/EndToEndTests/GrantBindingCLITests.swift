@@ -310,4 +310,17 @@ final class GrantBindingCLITests: XCTestCase {
         try rounds()
         XCTAssertEqual(try rows("hub", "orders"), try rows("hq", "orders"))
     }
+
+    /// `keygen --admin --trust-self` adds a line that allows the admin namespace: that key may
+    /// issue statements at once, and a plain key may not.
+    func testKeygenAdminMakesAnAdminKey() throws {
+        let boss = h.path("boss.key"), plain = h.path("plain.key")
+        let made = try h.okJSON(["keygen", "--out", boss, "--name", "boss", "--admin", "--trust-self"])
+        XCTAssertTrue(
+            (made["allowed_signers"] as? String ?? "").hasPrefix("boss namespaces=\"sqsync,sqsync-admin\" ssh-ed25519 "), "\(made)")
+        try h.ok(["keygen", "--out", plain, "--name", "plain", "--trust-self"])
+        try h.ok(["label", dbs["hub"]!, "prices", "item", "--key", boss])
+        let refused = try h.sqsync(["label", dbs["hub"]!, "prices", "", "--key", plain])
+        XCTAssertEqual(refused.status, 1, refused.stderr)
+    }
 }

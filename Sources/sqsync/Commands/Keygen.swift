@@ -25,6 +25,13 @@ extension SQSync {
                 "Also add the key's line to the --trust file (default ~/.config/sqsync/allowed_signers), creating it."))
         var trustSelf = false
 
+        @Flag(
+            name: .long,
+            help: ArgumentHelp(
+                "Print (and with --trust-self add) a line that also allows the namespace sqsync-admin: an admin key, which signs label, scope, grant and revoke where the line is added."
+            ))
+        var admin = false
+
         @Option(
             name: .long,
             help: ArgumentHelp(
@@ -58,7 +65,9 @@ extension SQSync {
                     "\(replica.path) now signs with \(key.publicKey.fingerprint) (was \(oldKey.publicKey.fingerprint)); use --key \(path) from now on. Peers that trust the old key follow the move from its next bundle"
                 )
             }
-            let line = AllowedSigners.line(principal: principal, key: key.publicKey)
+            let line = AllowedSigners.line(
+                principal: principal, key: key.publicKey,
+                namespace: admin ? "sqsync,\(SignedAdminStatement.namespace)" : "sqsync")
             if trustSelf { try AllowedSigners.append(line: line, toFileAt: global.trustPath) }
             if global.json {
                 var object: [String: Any] = [
