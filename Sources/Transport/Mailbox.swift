@@ -194,7 +194,9 @@ public final class Mailbox {
                 try state(replica).markUnaddressed(bundle: bundle.name)
             } catch let error as BundleError where error.kind != .io {
                 report.rejected.append((bundle.name, naming(error.description, local, bundle)))
-                if let context { try state(replica).rememberPlanted(remote, try PlantedFile(local: local, context: context)) }
+                if let context, error.concernsTheFileAlone {
+                    try state(replica).rememberPlanted(remote, try PlantedFile(local: local, context: context))
+                }
             } catch let error as ChangeLogError {
                 report.refused.append((bundle.name, naming(error.description, local, bundle)))
             } catch let error as SQLiteError where !error.isBusy {

@@ -13,6 +13,11 @@ public struct BundleError: Error, CustomStringConvertible, Equatable {
 
     public var kind: Kind
     public var description: String
+    /// Refused for what the file is, whatever the state of the replica reading it: not a
+    /// bundle, damaged, a bad signature, a signer the trust given does not know, a format
+    /// this version does not read (not a clock ahead, a claim or a key binding, which can
+    /// change). A mailbox reads such a file once (Mailbox.sync).
+    public var concernsTheFileAlone = false
 
     public init(_ kind: Kind, _ description: String) {
         self.kind = kind

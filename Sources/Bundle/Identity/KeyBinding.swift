@@ -444,24 +444,14 @@ extension Replica {
 }
 
 extension KeyBinding {
-    /// The keys a bundle for `readers` is encrypted to (docs/BUNDLE_FORMAT.md, "Encryption"):
-    /// each reader's current pinned key; while any reader has none pinned yet, or no reader
-    /// is known at all (a mailbox's first bundle, for whoever comes), every key `trust`
-    /// allows to sign bundles, so that it can read the bundle all the same.
-    /// `signedAcknowledgements`: the key that signed each reader's latest verified mailbox
-    /// acknowledgement, used for a reader with no key pinned. `trust` is followed through
-    /// recorded key moves first. `unmetReaders`: a mailbox may gain readers this replica has
-    /// not met, so its bundle also goes to every trusted key pinned to no replica here
-    /// (whoever comes next reads it at once, as before bundles were encrypted), never to a
-    /// key of a replica met elsewhere that does not read this mailbox. `onlyPinned`: the
-    /// readers' own keys and nothing else (under scopes, docs/SCOPES.md).
     /// The keys `export --for` encrypts to for `reader` (`name`: as the user gave it): its
     /// pinned key, and no other once any replica has a scope, so that no file widens a scope.
     /// A retired reader, or one whose key left `allowed_signers`, gets nothing. Returns the
     /// keys and, when they are every trusted key, a note saying so.
-    public static func exportRecipients(for reader: String, name: String, replica: Replica, trust: AllowedSigners) throws
-        -> (keys: [SSHPublicKey], note: String?)
-    {
+    /// `choosingKeys` false (`--encrypt-to`, `--no-encrypt`): only the refusals apply.
+    public static func exportRecipients(
+        for reader: String, name: String, replica: Replica, trust: AllowedSigners, choosingKeys: Bool = true
+    ) throws -> (keys: [SSHPublicKey], note: String?) {
         let path = replica.path
         if try replica.retiredPeerIDs().contains(reader) {
             throw ChangeLogError(.forbidden, "\(path): \(name) is retired here; refusing to write a bundle for it")
@@ -475,6 +465,7 @@ extension KeyBinding {
             }
             return ([pinned], nil)
         }
+        guard choosingKeys else { return ([], nil) }
         if try replica.adminRules().hasScopes {
             throw ChangeLogError(
                 .forbidden,
@@ -490,6 +481,17 @@ extension KeyBinding {
         return (keys, "\(name) has no key pinned here yet: encrypting to every trusted key (\(keys.count)); --encrypt-to KEY.pub names its key")
     }
 
+    /// The keys a bundle for `readers` is encrypted to (docs/BUNDLE_FORMAT.md, "Encryption"):
+    /// each reader's current pinned key; while any reader has none pinned yet, or no reader
+    /// is known at all (a mailbox's first bundle, for whoever comes), every key `trust`
+    /// allows to sign bundles, so that it can read the bundle all the same.
+    /// `signedAcknowledgements`: the key that signed each reader's latest verified mailbox
+    /// acknowledgement, used for a reader with no key pinned. `trust` is followed through
+    /// recorded key moves first. `unmetReaders`: a mailbox may gain readers this replica has
+    /// not met, so its bundle also goes to every trusted key pinned to no replica here
+    /// (whoever comes next reads it at once, as before bundles were encrypted), never to a
+    /// key of a replica met elsewhere that does not read this mailbox. `onlyPinned`: the
+    /// readers' own keys and nothing else (under scopes, docs/SCOPES.md).
     public static func encryptionKeys(
         for readers: Set<String>, replica: Replica, trust: AllowedSigners, signedAcknowledgements: [String: SSHPublicKey] = [:],
         unmetReaders: Bool = false, onlyPinned: Bool = false

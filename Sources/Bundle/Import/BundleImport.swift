@@ -21,9 +21,15 @@ extension BundleExchange {
     ) throws -> ImportResult {
         try replica.refuseWhileMigrating("import")
         // Read.
-        let reader = try BundleReader(
-            path: path, trust: try KeyBinding.trust(trust, replica: replica), decryptingWith: key,
-            scratchDirectory: URL(fileURLWithPath: replica.path).deletingLastPathComponent().path)
+        let reader: BundleReader
+        do {
+            reader = try BundleReader(
+                path: path, trust: try KeyBinding.trust(trust, replica: replica), decryptingWith: key,
+                scratchDirectory: URL(fileURLWithPath: replica.path).deletingLastPathComponent().path)
+        } catch var error as BundleError where error.kind == .corrupt || error.kind == .untrusted {
+            error.concernsTheFileAlone = true
+            throw error
+        }
         let envelope = reader.envelope
         var result = ImportResult(
             path: path, sender: envelope.sender.id, senderName: envelope.sender.name, signer: reader.principal ?? "",

@@ -20,11 +20,12 @@ extension ChangeMerger {
     /// Whether the origin's grants allow the change (docs/SCOPES.md), judged with the labels
     /// of the statements the origin named, by one rule every replica applies alike:
     ///
-    /// - a new life: insert on its label (the first life), or insert or update on it (a later
-    ///   one: a move, or an insert after a delete); the label comes from the record itself;
+    /// - a new life over a row held here: update on that row's label and insert or update on
+    ///   the new one, or delete on the row's label and insert on the new one (it replaces it);
+    /// - another new life: insert on its label (the first life), or insert or update on it (a
+    ///   later one: a move, or an insert after a delete); the label comes from the record;
     /// - an update: update on the row's label here before and after it;
-    /// - a delete: delete or update on the row's label here (a move out of a label looks like
-    ///   a delete to readers of that label).
+    /// - a delete: delete on the row's label here.
     ///
     /// An update or delete of a row not held here is taken: nothing here to protect. A denied
     /// change is not applied and is logged as a conflict of kind "denied" the first time it
@@ -119,15 +120,12 @@ extension ChangeMerger {
 
     private static let replacingLife = "new life over a row"
 
-    /// The row a new life would replace: the one held here, with its label, or, at a replica
-    /// with a scope, a row that left it (a ghost), whose label is not known here (nil).
+    /// The row a new life would replace: the one held here, with its label. (A key a replica
+    /// with a scope holds only as a ghost is judged as a new row there: the ghost's label is
+    /// not known, and may have changed since; replicas that hold the row deny a life over it
+    /// and give the row a new life, which reaches this replica too.)
     private func replacedRow(_ change: RowChange, in target: Target, expression: String?) throws -> ReplacedRow? {
-        if let current = try rowWithLabel(target: target, keyValues: change.key, expression: expression) {
-            return ReplacedRow(label: current.label)
-        }
-        let ghost = try database.row(
-            #"SELECT 1 FROM "_sqsync_ghosts" WHERE "tid" = ? AND "pk" = ?"#, .integer(Int64(target.info.tid)), try metadataKey(change.key))
-        return ghost == nil ? nil : ReplacedRow(label: nil)
+        try rowWithLabel(target: target, keyValues: change.key, expression: expression).map { ReplacedRow(label: $0.label) }
     }
 
     /// An update or delete by a restricted origin of a row not in the table here. A replica

@@ -352,6 +352,8 @@ public final class ChangeMerger {
         // The entry's new clock drops the column clocks (``MergeSQL/upsertRowEntry``).
         try writeRowEntry(tid: tid, key: key, cl: change.causalLength, stamp: stamp, exists: localStamp != nil)
         try deleteCounters(of: target, key: key)
+        // A deleted row is nobody's elsewhere: its key is free to insert again here.
+        try database.run(ScopeSQL.forgetGhost, .integer(Int64(tid)), key)
     }
 
     /// Same life on both sides: each column keeps its later value.

@@ -30,7 +30,7 @@ import SQLiteDatabase
 struct TriggerSQL {
     /// The version of the SQL below. Replicas whose triggers an older version wrote get them
     /// rewritten when opened (``Replica``), since `doctor` compares them with this text.
-    static let version = 9
+    static let version = 10
 
     let table: TableInfo
 

@@ -63,13 +63,18 @@ extension Replica {
     /// triggers are off, so the replica would send a state it has not captured, or take rows
     /// the coming `refresh` would count as its own writes.
     public func refuseWhileMigrating(_ what: String) throws {
-        if try isMigrating() {
-            throw ChangeLogError(
-                .migrationPending,
-                "\(path): \(what) waits for the migration in progress (`refresh --before-migration` took the triggers off); migrate, then run `sqsync refresh \(path)`"
-            )
-        }
+        try refuseDuringMigration(what)
         try refuseWithoutGrantChecks(what)
+    }
+
+    /// Refuses `what` between `refresh --before-migration` and `refresh`: it would put back
+    /// triggers that name columns the migration may drop (an admin statement, a policy).
+    func refuseDuringMigration(_ what: String) throws {
+        guard try isMigrating() else { return }
+        throw ChangeLogError(
+            .migrationPending,
+            "\(path): \(what) waits for the migration in progress (`refresh --before-migration` took the triggers off); migrate, then run `sqsync refresh \(path)`"
+        )
     }
 
     /// Refuses `what` while a table with grants here lacks its grant triggers (a table rebuilt,

@@ -48,6 +48,7 @@ extension Replica {
     /// this replica's (one without rows): every peer then lacks something of it, so the next
     /// export or sync carries the statement to them, and relays pass it on.
     public func issueAdminStatement(_ statement: StoredAdminStatement) throws {
+        try refuseDuringMigration("an admin statement")
         try database.inTransaction(immediate: true) {
             try addAdminStatements([statement])
             try database.run(ScopeSQL.numberStatement)

@@ -29,7 +29,8 @@ extension Replica {
     /// what the new policy needs. Returns false when the column already had that policy.
     @discardableResult
     public func setPolicy(_ policy: MergePolicy, table tableName: String, column columnName: String) throws -> Bool {
-        try database.inTransaction(immediate: true) {
+        try refuseDuringMigration("setting a merge policy")
+        return try database.inTransaction(immediate: true) {
             try fold()
             guard
                 let tid = try database.optionalInt64(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(tableName))

@@ -54,11 +54,15 @@ extension SQSync {
                 }
             }
             var recipients = try encryptTo.map(Self.recipientKey)
-            if let peer, recipients.isEmpty && !noEncrypt {
+            if let peer {
+                // A retired reader, or one whose key left allowed_signers, gets nothing, however encrypted.
                 let chosen = try KeyBinding.exportRecipients(
-                    for: receiver ?? peer.lowercased(), name: peer, replica: replica, trust: try global.trustedSigners())
-                recipients = chosen.keys
-                if let note = chosen.note { global.say(note) }
+                    for: receiver ?? peer.lowercased(), name: peer, replica: replica, trust: try global.trustedSigners(),
+                    choosingKeys: recipients.isEmpty && !noEncrypt)
+                if recipients.isEmpty && !noEncrypt {
+                    recipients = chosen.keys
+                    if let note = chosen.note { global.say(note) }
+                }
             }
             // A scoped peer gets only the rows of its labels (docs/SCOPES.md).
             let scope = try peer.flatMap { try replica.adminRules().scope(of: receiver ?? $0.lowercased()) }

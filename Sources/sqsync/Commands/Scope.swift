@@ -95,12 +95,23 @@ extension SQSync {
                     resent = try replica.startNewLives(outside: previous, inside: nil)
                 }
             }
+            // Peers no statement scopes drop their labelled rows when the statement reaches them.
+            let emptied =
+                labels == nil
+                ? []
+                : try replica.peers().filter { !$0.retired && before.scopes[$0.knowledgeID] == nil && !before.everyRow.contains($0.knowledgeID) }
+                    .map { $0.name.isEmpty ? $0.knowledgeID : $0.name }
             if global.json {
-                global.emitJSON(["default": labels == nil ? "all" : "none", "rows_resent": resent])
+                global.emitJSON(["default": labels == nil ? "all" : "none", "rows_resent": resent, "unscoped_peers": emptied])
             } else {
                 global.say(
                     "every replica no statement scopes receives \(labels == nil ? "every row" : "no labelled row")"
                         + (resent > 0 ? "; \(resent) rows go to them with the next sync" : ""))
+                if !emptied.isEmpty {
+                    global.say(
+                        "note: \(emptied.joined(separator: ", ")) have no scope of their own and will keep no labelled row; give each one that should hold every row `sqsync scope \(db) NAME --all`"
+                    )
+                }
             }
         }
     }
