@@ -368,4 +368,27 @@ final class OperatorMistakesTests: XCTestCase {
         }
         XCTAssertEqual(try rows(b), try rows(a))
     }
+
+    /// A child added at one replica while its parent is deleted at another: `conflicts` and
+    /// `doctor` name the orphan by its key and the missing parent by the child's columns, the
+    /// same text at both replicas (rowids differ between replicas).
+    func testAnOrphanIsNamedByItsKeyAndItsMissingParent() throws {
+        let schema = """
+            CREATE TABLE depots(id TEXT PRIMARY KEY, name TEXT);
+            CREATE TABLE stock(id TEXT PRIMARY KEY, depot_id TEXT REFERENCES depots(id), item TEXT);
+            INSERT INTO depots VALUES ('d1', 'north'), ('d9', 'closing');
+            INSERT INTO stock VALUES ('s0', 'd1', 'rope');
+            """
+        let a = try h.makeReplica("FA", schema: schema)
+        let b = try h.cloneReplica(a, as: "FB")
+        try h.sqlite(a, "DELETE FROM depots WHERE id = 'd9';")
+        try h.sqlite(b, "INSERT INTO stock VALUES ('s7', 'd9', 'bolts');")
+        try h.send((a, "FA"), to: (b, "FB"))
+        try h.send((b, "FB"), to: (a, "FA"))
+        for db in [a, b] {
+            let listed = try h.ok(["conflicts", db]).stdout
+            XCTAssertTrue(
+                listed.contains("orphan: stock row ('s7') refers to a missing depots row (depot_id = 'd9')"), "\(db): \(listed)")
+        }
+    }
 }

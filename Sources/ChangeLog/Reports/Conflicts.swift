@@ -31,10 +31,34 @@ extension Replica {
     }
 
     /// Child rows whose parent is missing (a parent deleted while a child was added elsewhere).
-    /// `rowid` is nil for a WITHOUT ROWID table.
-    public func orphans() throws -> [(table: String, rowid: Int64?, parent: String)] {
-        try database.rows(#"SELECT "table", "rowid", "parent" FROM pragma_foreign_key_check"#).map {
-            (try $0.string("table"), try $0.optionalInt64("rowid"), try $0.string("parent"))
+    /// `rowid` is nil for a WITHOUT ROWID table (and differs from replica to replica, so
+    /// messages name the row by `key`, its primary key as SQL literals, the same everywhere);
+    /// `reference` is the child's columns that name the missing parent, as `column = literal`.
+    public func orphans() throws -> [(table: String, rowid: Int64?, parent: String, key: String?, reference: String?)] {
+        try database.rows(#"SELECT "table", "rowid", "parent", "fkid" FROM pragma_foreign_key_check"#).map { row in
+            let table = try row.string("table"), rowid = try row.optionalInt64("rowid")
+            var key: String?, reference: String?
+            if let rowid {
+                let keyColumns = try database.rows(
+                    #"SELECT "name" FROM pragma_table_info(?) WHERE "pk" > 0 ORDER BY "pk""#, .text(table)
+                ).map { try $0.string("name") }
+                let fromColumns = try database.rows(
+                    #"SELECT "from" FROM pragma_foreign_key_list(?) WHERE "id" = ? ORDER BY "seq""#, .text(table),
+                    .integer(try row.int64("fkid"))
+                ).map { try $0.string("from") }
+                let quotedTable = quoteIdentifier(table)
+                func literals(_ columns: [String]) throws -> [String] {
+                    guard !columns.isEmpty else { return [] }
+                    let select = columns.map { "quote(\(quoteIdentifier($0)))" }.joined(separator: ", ")
+                    return try database.row("SELECT \(select) FROM \(quotedTable) WHERE rowid = ?", .integer(rowid))?
+                        .values.map { $0.stringValue ?? "NULL" } ?? []
+                }
+                let keyValues = try literals(keyColumns)
+                key = keyValues.isEmpty ? nil : keyValues.joined(separator: ", ")
+                let fromValues = try literals(fromColumns)
+                reference = zip(fromColumns, fromValues).map { "\($0) = \($1)" }.joined(separator: ", ")
+            }
+            return (table, rowid, try row.string("parent"), key, reference)
         }
     }
 

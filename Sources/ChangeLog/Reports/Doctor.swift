@@ -44,7 +44,7 @@ extension Replica {
         }
         for orphan in try orphans().prefix(20) {
             problems.append(
-                "row \(orphan.rowid.map(String.init) ?? "?") of \(orphan.table) refers to a missing row of \(orphan.parent) (a parent deleted concurrently)"
+                "\(orphan.table) row \(orphan.key.map { "(\($0))" } ?? "?") refers to a missing row of \(orphan.parent)\(orphan.reference.map { " (\($0))" } ?? "") (a parent deleted concurrently)"
             )
         }
         return problems

@@ -30,7 +30,12 @@ extension SQSync {
                         entry["won_site_name"] = conflict["won_site"]?.stringValue.flatMap { names[$0] } ?? NSNull()
                         return entry
                     },
-                    "orphans": orphans.map { ["table": $0.table, "rowid": $0.rowid.map { $0 as Any } ?? NSNull(), "parent": $0.parent] },
+                    "orphans": orphans.map {
+                        [
+                            "table": $0.table, "rowid": $0.rowid.map { $0 as Any } ?? NSNull(), "parent": $0.parent,
+                            "key": $0.key.map { $0 as Any } ?? NSNull(), "reference": $0.reference.map { $0 as Any } ?? NSNull(),
+                        ]
+                    },
                 ])
             } else {
                 var lines: [String] = []
@@ -42,7 +47,9 @@ extension SQSync {
                     )
                 }
                 for orphan in orphans {
-                    lines.append("orphan: row \(orphan.rowid.map(String.init) ?? "?") of \(orphan.table) refers to a missing \(orphan.parent) row")
+                    lines.append(
+                        "orphan: \(orphan.table) row \(orphan.key.map { "(\($0))" } ?? "?") refers to a missing \(orphan.parent) row\(orphan.reference.map { " (\($0)); delete it, or give it a parent that exists" } ?? "")"
+                    )
                 }
                 if lines.isEmpty { global.say("no conflicts") } else { global.printResult(lines.joined(separator: "\n")) }
             }
