@@ -391,4 +391,22 @@ final class OperatorMistakesTests: XCTestCase {
                 listed.contains("orphan: stock row ('s7') refers to a missing depots row (depot_id = 'd9')"), "\(db): \(listed)")
         }
     }
+
+    /// A column added without `refresh`: `export` and every `sync` (quiet ones too) warn,
+    /// naming the table, the column and the command; after `refresh` the warning is gone and
+    /// the column's values reach the peer.
+    func testAColumnAddedWithoutRefreshIsWarnedAbout() throws {
+        try h.syncOK(hq, as: "HQ", box)
+        try h.syncOK(hq, as: "HQ", box)
+        try h.sqlite(hq, "ALTER TABLE t ADD COLUMN extra TEXT; UPDATE t SET extra = 'x';")
+        let warning = "table t has columns the triggers do not capture (extra)"
+        for _ in 0..<2 { XCTAssertTrue(try h.syncOK(hq, as: "HQ", box).stderr.contains(warning)) }
+        XCTAssertTrue(try h.sqsync(["export", hq, "-o", h.path("e.sqsb")], key: "HQ").stderr.contains(warning))
+        try h.sqlite(site, "ALTER TABLE t ADD COLUMN extra TEXT;")
+        try h.ok(["refresh", hq])
+        try h.ok(["refresh", site])
+        XCTAssertFalse(try h.syncOK(hq, as: "HQ", box).stderr.contains(warning))
+        try h.syncOK(site, as: "S1", box)
+        XCTAssertEqual(try h.sqlite(site, "SELECT group_concat(extra) FROM t;"), "x,x\n")
+    }
 }

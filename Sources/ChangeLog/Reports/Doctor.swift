@@ -1,6 +1,24 @@
 import SQLiteDatabase
 
 extension Replica {
+    /// Tracked tables with columns no trigger captures (added since the last `refresh`), one
+    /// line each: `export` and `sync` warn, so a migration without `refresh` is not silent.
+    public func uncapturedColumnWarnings() throws -> [String] {
+        try trackedTableNames().compactMap { name in
+            guard let declared = try DeclaredTable.read(name, in: database),
+                let tid = try database.optionalInt64(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name))
+            else { return nil }
+            return try uncapturedColumns(of: declared, tid: Int(tid))
+        }
+    }
+
+    private func uncapturedColumns(of declared: DeclaredTable, tid: Int) throws -> String? {
+        let ids = try columnIDs(tid: tid)
+        let uncovered = declared.columns.map(\.name).filter { ids[$0] == nil }
+        guard !uncovered.isEmpty else { return nil }
+        return "table \(declared.name) has columns the triggers do not capture (\(uncovered.joined(separator: ", "))); their values do not sync until `sqsync refresh \(path)`"
+    }
+
     /// Problems that make capture or merge unsafe, each one line; empty when healthy.
     public func doctor() throws -> [String] {
         try fold()
@@ -13,13 +31,7 @@ extension Replica {
             }
             let tid = Int(
                 try database.int64(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name)))
-            let ids = try columnIDs(tid: tid)
-            let uncovered = declared.columns.map(\.name).filter { ids[$0] == nil }
-            if !uncovered.isEmpty {
-                problems.append(
-                    "table \(name) has columns the triggers do not capture (\(uncovered.joined(separator: ", "))); run `sqsync refresh \(path)`"
-                )
-            }
+            if let uncaptured = try uncapturedColumns(of: declared, tid: tid) { problems.append(uncaptured) }
             guard let table = try trackedTable(tid: tid, name: name) else { continue }
             let expected = TriggerSQL(table: table).all
             for trigger in expected {
