@@ -130,7 +130,7 @@ public final class Mailbox {
             try state(replica).syncState(), trusted, key.publicKey.openSSHLine, replica.name, replica.knowledgeID,
             encrypts ? "encrypted" : "in the clear",
         ].joined(separator: "\n")
-        return SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
+        return sha256Hex(text)
     }
 
     private func fullSync(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {

@@ -168,7 +168,7 @@ struct PlantedFile: Equatable {
 
     /// What files are judged with: the trusted keys and this replica's key.
     static func context(trust: String, key: SSHPublicKey) -> String {
-        SHA256.hash(data: Data((trust + "\n" + key.openSSHLine).utf8)).map { String(format: "%02x", $0) }.joined()
+        sha256Hex(trust + "\n" + key.openSSHLine)
     }
 
     /// The local copy at `path`.
@@ -226,4 +226,9 @@ enum MailboxSQL {
             || char(10) || (SELECT count(*) || ' ' || ifnull(max("id"), 0) FROM "_sqsync_segments")
             || char(10) || (SELECT "schema_version" FROM pragma_schema_version())
         """
+}
+
+/// The SHA-256 of `text` in hex: the digests a mailbox keeps to tell what it saw before.
+func sha256Hex(_ text: String) -> String {
+    SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
 }
