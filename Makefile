@@ -2,7 +2,7 @@
 # `make test` runs every test. Both install the Debian packages they need when run as root.
 # `make install [PREFIX=/usr/local] [DESTDIR=]`, `make deb` and `make tarball` ship a release
 # build that needs no Swift toolchain on the site machine.
-APT_PACKAGES := libsqlite3-dev libssh-dev zlib1g-dev sqlite3 openssh-server openssh-client faketime mtools dosfstools binutils python3 age
+APT_PACKAGES := libsqlite3-dev libssh-dev zlib1g-dev sqlite3 openssh-server openssh-client faketime mtools dosfstools binutils python3 age rclone
 SWIFT ?= swift
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -31,6 +31,14 @@ deps:
 			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 		else \
 			echo "missing Debian packages:$$missing (run as root, or: sudo apt-get install$$missing)"; exit 1; \
+		fi; \
+	fi
+	@# The S3 server the rclone mailbox tests talk to (PyPI's moto); without it they are skipped outside CI.
+	@if ! command -v moto_server >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			python3 -m pip install --quiet 'moto[server]' || python3 -m pip install --quiet --break-system-packages 'moto[server]'; \
+		else \
+			echo "note: moto_server is missing (pip install 'moto[server]'); the S3 mailbox tests will be skipped"; \
 		fi; \
 	fi
 

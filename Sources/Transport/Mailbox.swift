@@ -58,8 +58,10 @@ public struct SyncReport: Sendable {
 /// bundle signed under this replica's knowledge ID (a copied database). Symbolic links are
 /// never listed nor followed (see each transport).
 public final class Mailbox {
-    static let outbox = "sqsync/outbox"
-    static let acks = "sqsync/acks"
+    /// The one folder of the medium the mailbox reads and writes.
+    public static let folder = "sqsync"
+    static let outbox = "\(folder)/outbox"
+    static let acks = "\(folder)/acks"
 
     public let transport: Transport
     /// Acknowledgement files this sync verified or wrote, remembered in the replica only when

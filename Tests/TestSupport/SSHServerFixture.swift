@@ -176,9 +176,9 @@ public final class SSHServerFixture {
         return try spawn(sshdPath, ["-D", "-e", "-f", configPath], stderr: "\(dir)/sshd.log")
     }
 
-    /// Polls with TCP connects for up to 10 s; false if sshd exited first (say, port taken).
-    private static func waitUntilAccepting(port: Int, while pid: pid_t) -> Bool {
-        let deadline = Date().addingTimeInterval(10)
+    /// Polls with TCP connects for up to `seconds`; false if the server exited first (say, port taken).
+    static func waitUntilAccepting(port: Int, while pid: pid_t, seconds: Double = 10) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid { return false }
@@ -218,7 +218,7 @@ public final class SSHServerFixture {
     }
 
     /// Starts `executable` with stdin and stdout on /dev/null and stderr appended to `stderr`.
-    private static func spawn(_ executable: String, _ arguments: [String], stderr: String) throws -> pid_t {
+    static func spawn(_ executable: String, _ arguments: [String], stderr: String) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -235,7 +235,7 @@ public final class SSHServerFixture {
 
     /// Waits for a child to exit and returns its exit status (or 128 + signal).
     @discardableResult
-    private static func wait(for pid: pid_t) -> Int32 {
+    static func wait(for pid: pid_t) -> Int32 {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 {
             if errno != EINTR { return -1 }

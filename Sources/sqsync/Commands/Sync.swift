@@ -7,11 +7,12 @@ import Transport
 extension SQSync {
     struct Sync: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Import what is new in a mailbox (folder, USB stick or ssh://), then leave what its readers lack.")
+            abstract: "Import what is new in a mailbox (folder, USB stick, ssh:// or rclone:), then leave what its readers lack.")
 
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The replica.") var db: String
-        @Argument(help: "A folder, or ssh://[user@]host[:port]/path.") var target: String
+        @Argument(help: "A folder, ssh://[user@]host[:port]/path, or rclone:REMOTE:PATH (any rclone remote).")
+        var target: String
         @Option(
             name: .long,
             help: ArgumentHelp("Known-hosts file for ssh:// targets (default ~/.ssh/known_hosts).", valueName: "FILE"))
@@ -21,7 +22,8 @@ extension SQSync {
             name: .long,
             help: ArgumentHelp("Private key for SSH login (default: ssh-agent, then ~/.ssh/id_*).", valueName: "FILE"))
         var sshKey: String?
-        @Option(name: .long, help: "Seconds allowed for connecting and for each transfer.") var timeout: Int = 30
+        @Option(name: .long, help: "Seconds allowed for connecting and for each transfer (ssh:// and rclone:).")
+        var timeout: Int = 30
         @Flag(
             name: .long,
             help: "Leave this replica's bundle in the clear (by default it is encrypted to the mailbox's readers' keys).")
@@ -31,6 +33,9 @@ extension SQSync {
             if timeout <= 0 { throw ValidationError("--timeout must be a positive number of seconds") }
             if SSHTarget.isSSHURL(target) {
                 do { _ = try SSHTarget(url: target) } catch { throw ValidationError("\(error)") }
+            }
+            if RcloneTarget.isRcloneURL(target) {
+                do { _ = try RcloneTarget(url: target) } catch { throw ValidationError("\(error)") }
             }
         }
 
@@ -46,10 +51,12 @@ extension SQSync {
                     options: SSHOptions(
                         knownHostsFile: knownHosts, acceptNewHostKey: acceptNewHostKey, identityFile: sshKey,
                         timeoutSeconds: timeout))
+            } else if RcloneTarget.isRcloneURL(target) {
+                transport = try RcloneTransport(target: try RcloneTarget(url: target), timeoutSeconds: timeout)
             } else {
                 var isDirectory: ObjCBool = false
                 guard FileManager.default.fileExists(atPath: target, isDirectory: &isDirectory), isDirectory.boolValue else {
-                    throw Failure.raise("\(target): no such directory (a sync target is a folder or ssh://host/path)")
+                    throw Failure.raise("\(target): no such directory (a sync target is a folder, ssh://host/path or rclone:REMOTE:PATH)")
                 }
                 transport = DirectoryTransport(root: target)
             }

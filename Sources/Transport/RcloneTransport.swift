@@ -1,0 +1,224 @@
+import Foundation
+
+/// A mailbox on any rclone remote (S3, GCS, Azure Blob, WebDAV, SFTP, …), driven through the
+/// `rclone` program as restic's rclone backend is: sqsync speaks no storage protocol itself.
+///
+/// The same guarantees as a folder:
+/// - Uploads go to `.tmp-<owner>-<uuid>` beside the final name, then `rclone moveto` gives
+///   them that name: a server-side copy on object stores (the new object appears whole or not
+///   at all), a rename elsewhere. A sync killed half-way leaves at most a `.tmp-` object,
+///   never listed, which its writer removes next time.
+/// - A final name is never replaced: a name already listed is refused, and names follow
+///   content (the ``Transport`` contract).
+/// - Object stores have no links; a planted object is an object like any other, which the
+///   mailbox refuses and remembers as it does a planted file.
+///
+/// Every folder's listing comes from one recursive listing of its top folder (`sqsync/`), taken
+/// the first time a sync asks and kept up to date with this sync's own uploads and removals:
+/// a sync runs a handful of rclone processes whatever the number of replicas. Objects other
+/// writers add during the sync are seen by the next one.
+///
+/// Not Sendable on purpose: the listing belongs to one sync.
+public final class RcloneTransport: Transport {
+    public let target: RcloneTarget
+    public var uploadOwner = ""
+    private let program: RcloneProgram
+    /// Entries by folder (relative path), for every top folder listed so far.
+    private var folders: [String: [String: Entry]] = [:]
+    private var listedTops: Set<String> = []
+
+    public var displayName: String { target.displayName }
+
+    /// Finds the `rclone` program and lists `folder` (the mailbox's, by default), so that a
+    /// remote rclone does not know, wrong credentials or a dead endpoint fail here, before a
+    /// sync touches the replica.
+    public init(target: RcloneTarget, timeoutSeconds: Int = 30, listing folder: String = Mailbox.folder) throws {
+        self.target = target
+        program = try RcloneProgram(timeoutSeconds: timeoutSeconds)
+        try list(top: folder)
+    }
+
+    /// How deep below a top folder the listing goes: `sqsync/outbox/<id>/<file>` is three
+    /// levels; deeper trees, which only a planter makes, are not walked.
+    static let listingDepth = 3
+
+    private struct Entry {
+        var isDirectory: Bool
+        var size: Int
+    }
+
+    public func listFiles(in directory: String) throws -> [String] {
+        try entries(in: directory).filter { !$0.value.isDirectory && !$0.key.hasPrefix(temporaryPrefix) }.map(\.key).sorted()
+    }
+
+    public func listDirectories(in directory: String) throws -> [String] {
+        try entries(in: directory).filter(\.value.isDirectory).map(\.key).sorted()
+    }
+
+    public func temporaryFiles(in directory: String) throws -> [String] {
+        try entries(in: directory).filter { !$0.value.isDirectory && $0.key.hasPrefix(temporaryPrefix) }.map(\.key).sorted()
+    }
+
+    public func fileSize(_ path: String) throws -> Int? {
+        let (folder, name) = try split(path)
+        guard let entry = try entries(in: folder)[name], !entry.isDirectory else { return nil }
+        return entry.size
+    }
+
+    /// Reads at most `maxBytes` + 1 bytes (`rclone cat --count`), so an object replaced by a larger
+    /// one since the listing is refused without being read whole.
+    public func readFile(_ path: String, to localPath: String, maxBytes: Int) throws {
+        guard let listedSize = try fileSize(path) else { throw vanished(path) }
+        guard listedSize <= maxBytes else { throw tooLarge(path, bytes: listedSize, maxBytes: maxBytes) }
+        let source = try target.remote(path)
+        let limit = maxBytes == .max ? maxBytes : maxBytes + 1
+        var copied = 0
+        try LocalFile.replace(localPath) { output in
+            let run = try program.spawn("cat", ["--count", "\(limit)"], [source]) { chunk in
+                copied += chunk.count
+                guard copied <= maxBytes else { return false }
+                try chunk.withUnsafeBytes { try output.write($0) }
+                return true
+            }
+            guard copied <= maxBytes else { throw tooLarge(path, bytes: copied, maxBytes: maxBytes) }
+            // A missing object: exit code 3 or 4 (not found) on some remotes; on object stores
+            // `rclone cat` prints nothing and succeeds.
+            if copied == 0 && listedSize > 0 && [0, 3, 4].contains(run.status) { throw vanished(path) }
+            guard run.status == 0 else { throw failure("cat", path, run.complaint) }
+        }
+    }
+
+    public func writeFile(from localPath: String, to path: String) throws {
+        let (folder, name) = try split(path)
+        guard try entries(in: folder)[name] == nil else {
+            throw TransportError(
+                .io, "\(displayName)/\(path): already exists; refusing to replace it (every published file needs a new name)")
+        }
+        let temporary = temporaryName(in: folder)
+        let copied = try program.run("copyto", flags: ["--no-check-dest"], [localPath, try target.remote(temporary)])
+        guard copied.status == 0 else {
+            try? removeRemote(temporary)
+            throw failure("copyto", temporary, copied.complaint)
+        }
+        let moved = try program.run("moveto", [try target.remote(temporary), try target.remote(path)])
+        guard moved.status == 0 else {
+            try? removeRemote(temporary)
+            throw failure("moveto", path, moved.complaint)
+        }
+        let size = ((try? FileManager.default.attributesOfItem(atPath: localPath))?[.size] as? Int) ?? 0
+        record(path, Entry(isDirectory: false, size: size))
+    }
+
+    public func removeFile(_ path: String) throws {
+        let (folder, name) = try split(path)
+        guard try entries(in: folder)[name] != nil else { return }
+        try removeRemote(path)
+        folders[folder]?[name] = nil
+    }
+
+    /// Folders are only recorded: an upload makes the folders above it (object stores have no
+    /// folders at all, only names with `/` in them), so creating them costs no call. A file
+    /// where a folder should be is refused all the same.
+    public func makeDirectories(_ path: String) throws {
+        let parts = try RelativePath.components(path)
+        for depth in parts.indices {
+            let (folder, name) = (parts[..<depth].joined(separator: "/"), parts[depth])
+            if let existing = try entries(in: folder)[name], !existing.isDirectory {
+                throw TransportError(.io, "\(displayName)/\(parts[...depth].joined(separator: "/")): exists and is not a folder")
+            }
+            record(parts[...depth].joined(separator: "/"), Entry(isDirectory: true, size: 0))
+        }
+    }
+
+    // MARK: Listing
+
+    /// The entries of `directory` by name; a missing folder has none.
+    private func entries(in directory: String) throws -> [String: Entry] {
+        let parts = try RelativePath.components(directory)
+        let top = parts.first ?? ""
+        if !listedTops.contains(top) { try list(top: top) }
+        return folders[parts.joined(separator: "/")] ?? [:]
+    }
+
+    /// Lists a top folder's tree (or the root's own entries, for ""), replacing what was known of it.
+    private func list(top: String) throws {
+        let listed = try listing(of: top, depth: top.isEmpty ? 1 : Self.listingDepth)
+        if top.isEmpty {
+            var root = folders[""] ?? [:]
+            for item in listed where root[item.path] == nil { root[item.path] = item.entry }
+            folders[""] = root
+        } else {
+            folders = folders.filter { $0.key != top && !$0.key.hasPrefix(top + "/") }
+            folders[top] = [:]
+            for item in listed { record(top + "/" + item.path, item.entry) }
+        }
+        listedTops.insert(top)
+    }
+
+    /// One `rclone lsjson -R` below `folder`: relative paths and entries. A missing folder
+    /// (rclone's exit code 3) lists as empty.
+    private func listing(of folder: String, depth: Int) throws -> [(path: String, entry: Entry)] {
+        let run = try program.run(
+            "lsjson", flags: ["-R", "--max-depth", "\(depth)", "--no-mimetype", "--no-modtime"], [try target.remote(folder)])
+        if run.status == 3 { return [] }
+        guard run.status == 0 else { throw failure("lsjson", folder, run.complaint) }
+        struct Listed: Decodable {
+            var Path: String
+            var Size: Int?
+            var IsDir: Bool
+        }
+        let decoded: [Listed]
+        do { decoded = try JSONDecoder().decode([Listed].self, from: run.output) } catch {
+            throw TransportError(.io, "\(displayName)/\(folder): rclone lsjson printed a listing sqsync cannot read")
+        }
+        return decoded.compactMap { item in
+            // A name that would step out of its folder, or an empty one, is nothing the mailbox reads.
+            let parts = item.Path.split(separator: "/", omittingEmptySubsequences: false)
+            guard !parts.isEmpty, !parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }) else { return nil }
+            return (item.Path, Entry(isDirectory: item.IsDir, size: max(0, item.Size ?? 0)))
+        }
+    }
+
+    /// Puts `path` in the listing, with every folder above it.
+    private func record(_ path: String, _ entry: Entry) {
+        let parts = path.split(separator: "/").map(String.init)
+        guard let name = parts.last else { return }
+        for depth in 1..<parts.count {
+            let folder = parts.prefix(depth - 1).joined(separator: "/")
+            if folders[folder]?[parts[depth - 1]] == nil { folders[folder, default: [:]][parts[depth - 1]] = Entry(isDirectory: true, size: 0) }
+        }
+        folders[parts.dropLast().joined(separator: "/"), default: [:]][name] = entry
+        if entry.isDirectory, folders[path] == nil { folders[path] = [:] }
+    }
+
+    private func removeRemote(_ path: String) throws {
+        let removed = try program.run("deletefile", [try target.remote(path)])
+        guard removed.status != 0 else { return }
+        // rclone reports a missing object as a failure: one already gone is not an error.
+        let look = try program.run("lsjson", flags: ["--stat", "--no-mimetype", "--no-modtime"], [try target.remote(path)])
+        if look.status == 3 || look.status == 4 { return }
+        if look.status == 0, String(decoding: look.output, as: UTF8.self).contains("\"IsDir\":true")
+            || String(decoding: look.output, as: UTF8.self).contains("\"IsDir\": true")
+        {
+            return
+        }
+        throw failure("deletefile", path, removed.complaint)
+    }
+
+    private func split(_ path: String) throws -> (folder: String, name: String) {
+        let parts = try RelativePath.components(path)
+        guard let name = parts.last else { throw TransportError(.io, "\(displayName): an empty path names no file") }
+        return (parts.dropLast().joined(separator: "/"), name)
+    }
+
+    private func vanished(_ path: String) -> TransportError {
+        let (folder, name) = (try? split(path)) ?? ("", "")
+        folders[folder]?[name] = nil
+        return TransportError(.io, "\(displayName)/\(path): no longer there (removed since it was listed)")
+    }
+
+    private func failure(_ command: String, _ path: String, _ complaint: String) -> TransportError {
+        TransportError(
+            .io, "\(displayName)/\(path): rclone \(command) failed\(complaint.isEmpty ? "" : ": \(complaint)")")
+    }
+}

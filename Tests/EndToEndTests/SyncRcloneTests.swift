@@ -1,0 +1,165 @@
+import Foundation
+import TestSupport
+import XCTest
+
+/// `sqsync sync DB rclone:REMOTE:PATH` against a throwaway S3 server (`moto_server`, see
+/// ``S3ServerFixture``), reached through the real `rclone` program configured by environment
+/// variables only: replicas converging through a bucket, a sync killed half-way through an
+/// upload, a planted object, a dead endpoint and malformed addresses.
+final class SyncRcloneTests: XCTestCase {
+    private var server: S3ServerFixture!
+    private var h: Harness!
+    private var a = "", b = "", c = "", reference = ""
+    private var target: String { "rclone:\(server.remoteName):mailbox/site" }
+
+    private static let schema = "CREATE TABLE doc(id TEXT PRIMARY KEY, title TEXT, size INTEGER);"
+
+    override func setUpWithError() throws {
+        server = try S3ServerFixture()
+        h = try Harness()
+        a = try h.makeReplica("A", schema: Self.schema)
+        b = try h.cloneReplica(a, as: "B")
+        c = try h.cloneReplica(a, as: "C")
+        reference = try h.makeReference("reference", schema: Self.schema)
+    }
+
+    override func tearDown() {
+        h = nil
+        server = nil
+    }
+
+    private func sync(_ db: String, as name: String, _ extra: [String] = [], rclone: String? = nil) throws -> ProcessResult {
+        var environment = server.rcloneEnvironment
+        if let rclone { environment["SQSYNC_RCLONE"] = rclone }
+        return try h.sqsync(["sync", db, target] + extra, key: name, environment: environment)
+    }
+
+    @discardableResult
+    private func syncOK(_ db: String, as name: String, file: StaticString = #filePath, line: UInt = #line) throws
+        -> ProcessResult
+    {
+        let result = try sync(db, as: name)
+        XCTAssertEqual(result.status, 0, "sync \(name): \(result.stderr)", file: file, line: line)
+        return result
+    }
+
+    /// `rclone <arguments>` with the server's remote configured.
+    @discardableResult
+    private func rclone(_ arguments: [String]) throws -> ProcessResult {
+        try Harness.run("/usr/bin/rclone", ["--quiet"] + arguments, environment: server.rcloneEnvironment)
+    }
+
+    /// Every object below the mailbox, as paths relative to it, with sizes.
+    private func objects() throws -> [String: Int] {
+        let listed = try rclone(["lsjson", "-R", "--files-only", "\(server.remoteName):mailbox/site"])
+        guard listed.status == 0 else { return [:] }
+        let entries = try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]] ?? []
+        var result: [String: Int] = [:]
+        for entry in entries { result[entry["Path"] as? String ?? ""] = entry["Size"] as? Int ?? 0 }
+        return result
+    }
+
+    private func content(_ db: String) throws -> String { try h.dump(db, table: "doc", orderBy: "id") }
+
+    // MARK: - Tests
+
+    /// Three replicas write with the sqlite3 shell and converge through the bucket; bundles
+    /// every reader holds leave it, and no unfinished upload is ever visible.
+    func testThreeReplicasConvergeThroughAnS3Bucket() throws {
+        try h.write(a, reference: reference, ["INSERT INTO doc VALUES ('a1', 'from A', 1)"])
+        try h.write(b, reference: reference, ["INSERT INTO doc VALUES ('b1', 'from B', 2)"])
+        try h.write(c, reference: reference, ["INSERT INTO doc VALUES ('c1', 'from C', 3)"])
+        for _ in 0..<2 {
+            for (db, name) in [(a, "A"), (b, "B"), (c, "C")] { try syncOK(db, as: name) }
+        }
+        let expected = try content(reference)
+        for db in [a, b, c] { XCTAssertEqual(try content(db), expected) }
+
+        try h.write(b, reference: reference, ["UPDATE doc SET title = 'edited at B' WHERE id = 'a1'", "DELETE FROM doc WHERE id = 'c1'"])
+        let json = try sync(b, as: "B", ["--json"])
+        XCTAssertEqual(json.status, 0, json.stderr)
+        XCTAssertEqual(h.json(json)["target"] as? String, target)
+        for _ in 0..<2 {
+            for (db, name) in [(a, "A"), (c, "C"), (b, "B")] { try syncOK(db, as: name) }
+        }
+        for db in [a, b, c] { XCTAssertEqual(try content(db), try content(reference)) }
+
+        let stored = try objects()
+        XCTAssertFalse(stored.keys.contains { $0.contains(".tmp-") }, "\(stored.keys)")
+        XCTAssertEqual(stored.keys.filter { $0.hasPrefix("sqsync/acks/") }.count, 3, "one acknowledgement per replica: \(stored.keys)")
+        XCTAssertLessThanOrEqual(
+            stored.keys.filter { $0.hasSuffix(".sqsb") }.count, 3, "bundles every reader holds are removed: \(stored.keys)")
+    }
+
+    /// A sync killed after uploading its bundle under a temporary name, before giving it its
+    /// final one, leaves nothing a reader takes; the next sync removes the leftover and the
+    /// change arrives.
+    func testASyncKilledMidUploadLeavesNothingHalfWritten() throws {
+        try syncOK(a, as: "A")
+        try syncOK(b, as: "B")
+        try h.write(a, reference: reference, ["INSERT INTO doc VALUES ('late', 'after the kill', 9)"])
+        let killer = h.path("rclone-killing-its-caller")
+        try """
+            #!/bin/sh
+            # Kills sqsync instead of publishing a bundle: the upload stops after its temporary copy.
+            for last; do :; done
+            case "$1:$last" in moveto:*.sqsb) kill -9 $PPID; exit 1 ;; esac
+            exec /usr/bin/rclone "$@"
+            """.write(toFile: killer, atomically: true, encoding: .utf8)
+        chmod(killer, 0o755)
+        let killed = try sync(a, as: "A", rclone: killer)
+        XCTAssertNotEqual(killed.status, 0, "the sync was to be killed: \(killed.stderr)")
+
+        let aID = try h.knowledgeID(a)
+        let left = try objects().keys.filter { $0.hasPrefix("sqsync/outbox/\(aID)/") }
+        XCTAssertTrue(left.contains { $0.contains("/.tmp-\(aID)-") }, "the temporary upload is there: \(left)")
+        let before = try syncOK(b, as: "B")
+        XCTAssertFalse(try content(b).contains("late"), "nothing of the killed upload is read: \(before.stderr)")
+
+        let again = try syncOK(a, as: "A")
+        XCTAssertTrue(again.stderr.contains("1 unfinished upload of an earlier run removed"), again.stderr)
+        try syncOK(b, as: "B")
+        XCTAssertEqual(try content(b), try content(reference))
+        XCTAssertFalse(try objects().keys.contains { $0.contains(".tmp-") })
+    }
+
+    /// A damaged object planted in the bucket under a bundle's name is refused once (exit 3,
+    /// naming it by its rclone address), then left unread and counted.
+    func testAPlantedObjectIsRefusedOnceThenLeftUnread() throws {
+        try syncOK(a, as: "A")
+        let planted = h.path("planted.sqsb")
+        try Data(repeating: 0x5a, count: 300).write(to: URL(fileURLWithPath: planted))
+        let name = "0badf00d-0000-4000-8000-000000000000_1-1_0badf00d.sqsb"
+        let path = "sqsync/outbox/0badf00d-0000-4000-8000-000000000000/\(name)"
+        XCTAssertEqual(try rclone(["copyto", planted, "\(server.remoteName):mailbox/site/\(path)"]).status, 0)
+
+        let first = try sync(b, as: "B")
+        XCTAssertEqual(first.status, 3, first.stderr)
+        XCTAssertTrue(first.stderr.contains("\(target)/\(path)"), first.stderr)
+        let second = try sync(b, as: "B", ["--json"])
+        XCTAssertEqual(second.status, 0, second.stderr)
+        XCTAssertEqual(h.json(second)["refused_before"] as? [String], [path], second.stdout)
+        XCTAssertEqual(try content(b), try content(a))
+    }
+
+    /// An endpoint nobody listens on: exit 1, one line naming the mailbox, the database untouched.
+    func testADeadEndpointFailsWithOneLineAndChangesNothing() throws {
+        try h.write(a, reference: reference, ["INSERT INTO doc VALUES ('a1', 'kept', 1)"])
+        let before = try h.fullDump(a)
+        var environment = server.rcloneEnvironment
+        environment["RCLONE_CONFIG_\(server.remoteName.uppercased())_ENDPOINT"] = "http://127.0.0.1:\(try SSHServerFixture.freePort())"
+        let result = try h.sqsync(["sync", a, target, "--timeout", "5"], key: "A", environment: environment)
+        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertEqual(result.stderrLines.count, 1, result.stderr)
+        XCTAssertTrue(result.stderr.contains(target), result.stderr)
+        XCTAssertEqual(try h.fullDump(a), before)
+    }
+
+    func testMalformedAddressesAreUsageErrors() throws {
+        for bad in ["rclone:no-remote-named", "rclone:--config=/etc/passwd:x"] {
+            let result = try h.sqsync(["sync", a, bad], key: "A", environment: server.rcloneEnvironment)
+            XCTAssertEqual(result.status, 2, "\(bad): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("not a valid rclone: address"), result.stderr)
+        }
+    }
+}
