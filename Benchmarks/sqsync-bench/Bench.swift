@@ -12,7 +12,7 @@ struct Bench {
     static let rows = Int(ProcessInfo.processInfo.environment["SQSYNC_BENCH_ROWS"] ?? "") ?? 100_000
     static let largeRows = Int(ProcessInfo.processInfo.environment["SQSYNC_BENCH_LARGE"] ?? "") ?? 1_000_000
     /// `SQSYNC_BENCH_ONLY=capture,bundles`: run only those sections (capture, bundles, metadata,
-    /// ssh, quiet, scale, relay, large, scopes), for profiling one of them.
+    /// ssh, rclone, quiet, scale, relay, large, scopes), for profiling one of them.
     static let sections = ProcessInfo.processInfo.environment["SQSYNC_BENCH_ONLY"].map { Set($0.split(separator: ",").map(String.init)) }
     static func runs(_ section: String) -> Bool { sections?.contains(section) ?? true }
     static let schema = """
@@ -32,6 +32,7 @@ struct Bench {
         if runs("bundles") { try bundles(folder: folder, keys: keys, session: try sessionExtension(folder: folder, keys: keys)) }
         if runs("metadata") { try metadata(folder: folder, keys: keys) }
         if runs("ssh") { try SSHRound.run(folder: folder, changes: 10_000) }
+        if runs("rclone") { try RcloneRound.run(folder: folder, changes: 10_000) }
         if runs("quiet") { try QuietSync.run(folder: folder) }
         if runs("scale") { try Scale.run(folder: folder) }
         if runs("relay") { try RelayBench.run(folder: folder, keys: keys) }
