@@ -182,11 +182,26 @@ final class EncryptionTests: XCTestCase {
         let share = AgeFile.base64([UInt8](repeating: 9, count: 32))
         let body = AgeFile.base64([UInt8](repeating: 1, count: 32))
         let stanza = "-> ssh-ed25519 \(tag) \(share)\n\(body)\n"
-        let text = "age-encryption.org/v1\n" + String(repeating: stanza, count: 2000) + "--- " + body + "\n"
+        let text = "age-encryption.org/v1\n" + String(repeating: stanza, count: AgeFile.maxStanzas + 1) + "--- " + body + "\n"
         let file = path("many.age")
         try Data(text.utf8).write(to: URL(fileURLWithPath: file))
         XCTAssertThrowsError(try decrypt(file, with: reader)) { error in
-            XCTAssertTrue("\(error)".contains("more than 1024 recipients"), "\(error)")
+            XCTAssertTrue("\(error)".contains("more than \(AgeFile.maxStanzas) recipients"), "\(error)")
+        }
+    }
+
+    /// More than 1,024 readers (the old cliff): every one of them reads, the first, the last
+    /// and one in the middle checked; one recipient more than readers accept is refused by the
+    /// writer, so it never leaves a file nobody can open.
+    func testAThousandAndMoreReadersAllReadAndTheWriterKeepsToTheReadersLimit() throws {
+        let keys = (0..<1_100).map { SigningKey.generate(comment: "reader\($0)") }
+        let (file, bytes) = try plaintextFile(70_000)
+        let encrypted = try encrypt(file, to: keys.map(\.publicKey), as: "many-readers.age")
+        for index in [0, 549, 1_099] { XCTAssertEqual(try decrypt(encrypted, with: keys[index]), bytes, "reader \(index)") }
+
+        let tooMany = Array(repeating: keys[0].publicKey, count: AgeFile.maxStanzas + 1)
+        XCTAssertThrowsError(try encrypt(file, to: tooMany, as: "too-many.age")) { error in
+            XCTAssertTrue("\(error)".contains("more than the \(AgeFile.maxStanzas)"), "\(error)")
         }
     }
 

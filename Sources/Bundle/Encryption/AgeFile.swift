@@ -15,8 +15,10 @@ public enum AgeFile {
     static let chunkSize = 64 << 10
     static let tagSize = 16
     /// A header of a few dozen recipients is a few KB; these bound what a hostile one costs.
+    /// An `ssh-ed25519` stanza is about 110 bytes, so the most recipients a writer may name
+    /// (``maxStanzas``) fit the header with room to spare: whatever sqsync writes, it reads.
     static let maxHeaderBytes = 1 << 20
-    static let maxStanzas = 1024
+    public static let maxStanzas = 8192
     /// Stanzas naming this replica's key tag that are tried (a tag is 4 bytes: a second one is
     /// already a coincidence or a forgery).
     static let maxTagMatches = 4
@@ -47,6 +49,11 @@ public enum AgeFile {
     static func encrypt(
         plaintext: Int32, length: Int, path: String, to recipients: [SSHPublicKey], into destination: HashingFileOutput
     ) throws {
+        guard recipients.count <= maxStanzas else {
+            throw BundleError(
+                .io,
+                "\(path): \(recipients.count) recipients, more than the \(maxStanzas) an encrypted bundle may name; readers would refuse it")
+        }
         let fileKey = SymmetricKey(size: .bits128)
         var header = magic
         for recipient in recipients {
