@@ -69,6 +69,8 @@ public final class Mailbox {
     private var verifiedAcknowledgements: [(replica: String, file: String, text: String)] = []
     /// Files this sync left unread (larger than a mailbox file may be), one line each.
     private var skipped: [String] = []
+    /// What this sync imported, set once it starts to write to the mailbox.
+    private var importedBeforeWriting: [ImportResult]?
     /// The key that signed each reader's acknowledgement file this sync read: the key to
     /// encrypt to when none is pinned for that reader yet.
     private var acknowledgementKeys: [String: SSHPublicKey] = [:]
@@ -137,9 +139,28 @@ public final class Mailbox {
 
     private func fullSync(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {
         skipped = []
-        var report = try importAndExport(replica: replica, key: key, trust: trust)
-        report.warnings += skipped
-        return report
+        importedBeforeWriting = nil
+        do {
+            var report = try importAndExport(replica: replica, key: key, trust: trust)
+            report.warnings += skipped
+            return report
+        } catch let error as TransportError where importedBeforeWriting != nil {
+            throw Self.failedAfterImporting(importedBeforeWriting ?? [], error, mailbox: transport.displayName)
+        }
+    }
+
+    /// A medium that fails once the imports are done (a read-only or full stick, a remote that
+    /// refuses writes): one line naming the mailbox, what this sync took from it (kept: each
+    /// import stands on its own), and that nothing was left for the others.
+    static func failedAfterImporting(_ imported: [ImportResult], _ error: TransportError, mailbox: String) -> TransportError {
+        let applied = imported.filter { $0.outcome == .applied }
+        let rows = applied.reduce(0) { $0 + $1.summary.changes }
+        let taken =
+            applied.isEmpty
+            ? "nothing was imported"
+            : "\(applied.count) bundle\(applied.count == 1 ? "" : "s") (\(rows) row\(rows == 1 ? "" : "s") changed) imported and kept"
+        return TransportError(
+            error.kind, "\(mailbox): cannot write to the mailbox (\(error.description)); \(taken), nothing left for other readers")
     }
 
     private func importAndExport(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {
@@ -211,6 +232,7 @@ public final class Mailbox {
             }
             try? FileManager.default.removeItem(atPath: local)
         }
+        importedBeforeWriting = report.imported
         try state(replica).forgetSeen(keeping: listed)
         try state(replica).forgetPlanted(keeping: Set(bundles.map { "\(Self.outbox)/\($0.sender)/\($0.name)" }))
         let knowledge = try replica.knowledge()

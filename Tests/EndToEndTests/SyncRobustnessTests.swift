@@ -37,6 +37,39 @@ final class SyncRobustnessTests: XCTestCase {
         }
     }
 
+    // MARK: - A medium that refuses writes
+
+    /// A mailbox that can be read but not written (a stick switched to read-only, a full one,
+    /// a bucket whose credentials only read): the sync takes what is there, then fails with
+    /// one line naming the mailbox, what it imported and kept, and that nothing was left. The
+    /// medium here is rclone's local backend behind a program that refuses every write.
+    func testAMailboxThatRefusesWritesSaysWhatWasImportedBeforeFailing() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/rclone") else {
+            if ProcessInfo.processInfo.environment["CI"] != nil { return XCTFail("rclone is missing (apt-get install rclone)") }
+            throw XCTSkip("rclone not installed")
+        }
+        let target = "rclone::local:\(box)"
+        try h.sqlite(a, "INSERT INTO t VALUES ('a1', 'from A', 1);")
+        try h.syncOK(a, as: "A", target)
+        let readOnly = h.path("rclone-read-only")
+        try """
+            #!/bin/sh
+            case "$1" in copyto|moveto|deletefile|mkdir)
+                echo "2026/11/27 10:00:00 Failed to $1: open: read-only file system" >&2; exit 1 ;;
+            esac
+            exec /usr/bin/rclone "$@"
+            """.write(toFile: readOnly, atomically: true, encoding: .utf8)
+        chmod(readOnly, 0o755)
+        let result = try h.sqsync(["sync", b, target], key: "B", environment: ["SQSYNC_RCLONE": readOnly])
+        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertEqual(result.stderrLines.count, 1, result.stderr)
+        XCTAssertTrue(result.stderr.contains("\(target): cannot write to the mailbox"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("read-only file system"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("1 bundle (1 row changed) imported and kept, nothing left for other readers"), result.stderr)
+        XCTAssertEqual(try content(b), try content(a), "what was imported stays")
+        try h.syncOK(b, as: "B", target)
+    }
+
     // MARK: - Lock
 
     func testHeldLockExitsFourAtOnceAndReleasedLockSyncs() throws {
