@@ -33,11 +33,17 @@ public struct SyncReport: Sendable {
     /// Files refused by an earlier sync and unchanged since, by path in the mailbox: not read
     /// again, only counted.
     public var plantedSkipped: [String] = []
+    /// Rows removed here because they are outside this replica's scope (moved to another
+    /// label by a change taken now or earlier, or written here for another site) and every
+    /// peer that needs them has them.
+    public var rowsLeftScope = 0
+    /// Files left unread because they are larger than a mailbox file may be.
+    public var oversized = 0
 
     /// Nothing imported, refused, exported, removed or worth a warning.
     var didNothing: Bool {
         imported.isEmpty && rejected.isEmpty && refused.isEmpty && exported == nil && removed == 0 && leftoversRemoved == 0
-            && warnings.isEmpty
+            && warnings.isEmpty && rowsLeftScope == 0
     }
 
     public init() {}
@@ -143,6 +149,7 @@ public final class Mailbox {
         do {
             var report = try importAndExport(replica: replica, key: key, trust: trust)
             report.warnings += skipped
+            report.oversized = skipped.count
             return report
         } catch let error as TransportError where importedBeforeWriting != nil {
             throw Self.failedAfterImporting(importedBeforeWriting ?? [], error, mailbox: transport.displayName)
@@ -346,7 +353,7 @@ public final class Mailbox {
             try state(replica).cacheAcknowledgement(replica: verified.replica, file: verified.file, text: verified.text)
         }
         // Own writes outside this replica's scope leave it once every peer has them.
-        try replica.removeRowsOutOfScope()
+        report.rowsLeftScope = try replica.removeRowsOutOfScope()
         return report
     }
 

@@ -92,11 +92,24 @@ extension SQSync {
                     "leftovers_removed": report.leftoversRemoved, "warnings": report.warnings, "notes": report.notes,
                     "held_bundles": report.stillHeld.map { ["path": $0.path, "reason": $0.reason] },
                     "gaps": report.gaps.map(gapJSON), "refused_before": report.plantedSkipped.map(displayText),
+                    "rows_left_scope": report.rowsLeftScope, "oversized": report.oversized,
                 ])
             } else {
                 let out = report.exported.map { "1 bundle out (\(counted($0.rows, "row")))" } ?? "nothing new out"
+                var extras: [String] = []
+                if report.rowsLeftScope > 0 { extras.append("\(counted(report.rowsLeftScope, "row")) that left this replica's scope removed") }
+                let refusedNow = report.rejected.count + report.refused.count
+                if refusedNow > 0 { extras.append("\(counted(refusedNow, "file")) refused") }
+                if report.oversized > 0 { extras.append("\(counted(report.oversized, "file")) too large left unread") }
+                if report.removed > 0 { extras.append("\(counted(report.removed, "old bundle")) removed") }
+                if report.leftoversRemoved > 0 {
+                    extras.append("\(counted(report.leftoversRemoved, "unfinished upload")) of an earlier run removed")
+                }
+                if !report.plantedSkipped.isEmpty {
+                    extras.append("\(counted(report.plantedSkipped.count, "file")) refused before left unread")
+                }
                 global.say(
-                    "synced with \(target): \(counted(applied.count, "bundle")) in (\(counted(changesIn, "row")) changed, \(counted(conflicts, "conflict"))\(held > 0 ? ", \(held) held" : "")), \(out)\(report.removed > 0 ? ", \(counted(report.removed, "old bundle")) removed" : "")\(report.leftoversRemoved > 0 ? ", \(counted(report.leftoversRemoved, "unfinished upload")) of an earlier run removed" : "")\(report.plantedSkipped.isEmpty ? "" : ", \(counted(report.plantedSkipped.count, "file")) refused before left unread")"
+                    "synced with \(target): \(counted(applied.count, "bundle")) in (\(counted(changesIn, "row")) changed, \(counted(conflicts, "conflict"))\(held > 0 ? ", \(held) held" : "")), \(out)\(extras.map { ", " + $0 }.joined())"
                 )
             }
         }
