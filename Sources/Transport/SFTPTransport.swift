@@ -174,6 +174,17 @@ public final class SFTPTransport: Transport {
     }
 
     /// `lstat` of a remote path: its type, or `nil` if nothing has that name.
+    /// Whether the target's folder is there (following a link, as `cd` would): a mistyped
+    /// path is refused, as a local folder's is, instead of being made by the first upload.
+    public func rootIsFolder() throws -> Bool {
+        let found = try sftp.run(
+            "sftp_stat", path: root, allowing: [SSH_FX_NO_SUCH_FILE, SSH_FX_NO_SUCH_PATH],
+            { sftp_stat(sftp.handle, root) }, failed: { $0 == nil })
+        guard let attributes = found.value else { return false }
+        defer { sftp_attributes_free(attributes) }
+        return Int32(attributes.pointee.type) == SSH_FILEXFER_TYPE_DIRECTORY
+    }
+
     private func attributes(_ path: String) throws -> Entry? {
         let found = try sftp.run(
             "sftp_lstat", path: path, allowing: [SSH_FX_NO_SUCH_FILE, SSH_FX_NO_SUCH_PATH],

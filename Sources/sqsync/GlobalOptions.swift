@@ -30,18 +30,29 @@ struct GlobalOptions: ParsableArguments {
     }
 
     /// `--key`, else `$SQSYNC_KEY`, else `~/.config/sqsync/id_ed25519`.
-    var keyPath: String {
-        key ?? ProcessInfo.processInfo.environment["SQSYNC_KEY"] ?? Self.configDirectory + "/id_ed25519"
-    }
+    var keyPath: String { key ?? Self.setting("SQSYNC_KEY") ?? Self.configDirectory + "/id_ed25519" }
 
     /// `--trust`, else `$SQSYNC_TRUST`, else `~/.config/sqsync/allowed_signers`.
-    var trustPath: String {
-        trust ?? ProcessInfo.processInfo.environment["SQSYNC_TRUST"] ?? Self.configDirectory + "/allowed_signers"
+    var trustPath: String { trust ?? Self.setting("SQSYNC_TRUST") ?? Self.configDirectory + "/allowed_signers" }
+
+    /// An environment variable's value; set but empty counts as not set.
+    private static func setting(_ name: String) -> String? {
+        ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
     }
 
     func signingKey() throws -> SigningKey {
         guard FileManager.default.fileExists(atPath: keyPath) else {
-            throw Failure.raise("\(keyPath): no signing key; create one with `sqsync keygen --out \(keyPath)` or pass --key")
+            let given = key != nil ? "--key" : Self.setting("SQSYNC_KEY") != nil ? "SQSYNC_KEY" : nil
+            guard let given else {
+                throw Failure.raise("\(keyPath): no signing key; create one with `sqsync keygen` or pass --key")
+            }
+            // A path the user typed: most likely mistyped, so no key is suggested there.
+            let folder = (keyPath as NSString).deletingLastPathComponent
+            let nearby = ((try? FileManager.default.contentsOfDirectory(atPath: folder.isEmpty ? "." : folder)) ?? [])
+                .filter { $0.hasSuffix(".key") || $0.hasPrefix("id_ed25519") && !$0.hasSuffix(".pub") }.sorted().prefix(5)
+            throw Failure.raise(
+                "\(keyPath): no such key file (given by \(given))"
+                    + (nearby.isEmpty ? "; check the path" : "; keys in that folder: \(nearby.map(displayText).joined(separator: ", "))"))
         }
         return try SigningKey.load(path: keyPath)
     }

@@ -409,4 +409,31 @@ final class OperatorMistakesTests: XCTestCase {
         try h.syncOK(site, as: "S1", box)
         XCTAssertEqual(try h.sqlite(site, "SELECT group_concat(extra) FROM t;"), "x,x\n")
     }
+
+    /// A mistyped `--key` is named as such, with the keys beside it, not answered with a hint
+    /// to make a new key at the mistyped path; the default path's hint stays `sqsync keygen`.
+    func testAMistypedKeyPathListsTheKeysBesideIt() throws {
+        let mistyped = h.path("HQ.kye")
+        let result = try Harness.run(Harness.binary, ["sync", hq, box, "--key", mistyped, "--trust", h.trustFile])
+        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertEqual(result.stderrLines.count, 1, result.stderr)
+        XCTAssertTrue(result.stderr.contains("\(mistyped): no such key file (given by --key); keys in that folder: "), result.stderr)
+        XCTAssertTrue(result.stderr.contains("HQ.key"), result.stderr)
+        XCTAssertFalse(result.stderr.contains("keygen"), result.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: mistyped))
+        let home = h.path("empty-home")
+        let missing = try Harness.run(Harness.binary, ["sync", hq, box, "--trust", h.trustFile], environment: ["HOME": home, "SQSYNC_KEY": ""])
+        XCTAssertEqual(missing.status, 1, missing.stderr)
+        XCTAssertTrue(missing.stderr.contains("no signing key; create one with `sqsync keygen`"), missing.stderr)
+    }
+
+    /// `init` says that the database now uses the write-ahead log, and it does.
+    func testInitSaysItSwitchedToTheWriteAheadLog() throws {
+        let db = h.path("fresh.db")
+        try h.sqlite(db, "CREATE TABLE t(id TEXT PRIMARY KEY);")
+        let result = try h.sqsync(["init", db], key: "HQ")
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue((result.stdout + result.stderr).contains("write-ahead log (journal_mode WAL)"), result.stdout + result.stderr)
+        XCTAssertEqual(try h.sqlite(db, "PRAGMA journal_mode;"), "wal\n")
+    }
 }

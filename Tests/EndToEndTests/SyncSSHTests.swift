@@ -271,4 +271,14 @@ final class SyncSSHTests: XCTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(start), 5)
         try assertRefused(result, host: "127.0.0.1:\(port)", before: before)
     }
+
+    /// A mistyped folder on the server is refused, as a mistyped local folder is: exit 1, one
+    /// line naming the address and the host, nothing created there.
+    func testAMistypedRemoteFolderIsRefusedNotCreated() throws {
+        let mistyped = remote + "/mailbxo"
+        let before = try h.fullDump(a)
+        let result = try h.sync(a, as: "A", server.url(path: mistyped), ssh())
+        try assertRefused(result, host: "127.0.0.1", before: before, mentioning: ["no such folder", "mkdir -p \(mistyped)"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: mistyped))
+    }
 }

@@ -45,6 +45,8 @@ extension SQSync {
                     "initialized \(db) as replica \(displayText(replica.name)) (\(replica.knowledgeID))"
                         + (key.map { ", its identity made from key \($0.publicKey.fingerprint)" }
                             ?? "; no key at \(global.keyPath): its identity is bound to the first key it signs with"))
+                global.say(
+                    "\(db) now uses SQLite's write-ahead log (journal_mode WAL), so the app reads while sqsync writes: keep its -wal and -shm files with it")
             } else if moved {
                 global.say("\(db) is replica \(displayText(replica.name)) (\(replica.knowledgeID)), moved here from another file")
             } else {

@@ -46,11 +46,17 @@ extension SQSync {
             let lock = try SyncLock(database: db)
             let transport: Transport
             if SSHTarget.isSSHURL(target) {
-                transport = try SFTPTransport(
-                    target: try SSHTarget(url: target),
+                let address = try SSHTarget(url: target)
+                let sftp = try SFTPTransport(
+                    target: address,
                     options: SSHOptions(
                         knownHostsFile: knownHosts, acceptNewHostKey: acceptNewHostKey, identityFile: sshKey,
                         timeoutSeconds: timeout))
+                guard try sftp.rootIsFolder() else {
+                    throw Failure.raise(
+                        "\(sftp.displayName): no such folder on \(address.host) (create it first, e.g. ssh \(address.host) mkdir -p \(address.path))")
+                }
+                transport = sftp
             } else if RcloneTarget.isRcloneURL(target) {
                 transport = try RcloneTransport(target: try RcloneTarget(url: target), timeoutSeconds: timeout)
             } else {
