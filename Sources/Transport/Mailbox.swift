@@ -92,6 +92,7 @@ public final class Mailbox {
 
     public func sync(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {
         try replica.refuseWhileMigrating("sync")
+        try replica.refuseWithUncapturedColumns("sync")
         try replica.refuseWhileCopied("sync")
         try KeyBinding.prepareToSign(replica: replica, key: key)
         let trust = try KeyBinding.trust(trust, replica: replica)
@@ -99,13 +100,10 @@ public final class Mailbox {
         // Taken before anything is listed, so a change made during this sync shows next time.
         let inputs = try quietSyncInputs(replica: replica, key: key, trust: trust)
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-        // A migration without `refresh`: said at every sync, quiet or not.
-        let uncaptured = try replica.uncapturedColumnWarnings()
         if let last = try state(replica).lastQuietSync() {
             if let inputs, last.inputs == inputs, now >= last.savedAt {
                 var report = SyncReport()
                 report.unchanged = true
-                report.warnings = uncaptured
                 report.stillHeld = try BundleExchange.heldBundles(of: replica)
                 report.gaps = try BundleExchange.gaps(of: replica)
                 return report
@@ -118,7 +116,6 @@ public final class Mailbox {
         if let inputs, report.didNothing && verifiedAcknowledgements.isEmpty {
             try state(replica).rememberQuietSync(inputs: inputs, at: now)
         }
-        report.warnings += uncaptured
         report.stillHeld = try BundleExchange.heldBundles(of: replica)
         report.gaps = try BundleExchange.gaps(of: replica)
         return report

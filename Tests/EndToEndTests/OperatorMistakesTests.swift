@@ -395,17 +395,28 @@ final class OperatorMistakesTests: XCTestCase {
     /// A column added without `refresh`: `export` and every `sync` (quiet ones too) warn,
     /// naming the table, the column and the command; after `refresh` the warning is gone and
     /// the column's values reach the peer.
-    func testAColumnAddedWithoutRefreshIsWarnedAbout() throws {
+    func testAColumnAddedWithoutRefreshRefusesSyncAndExport() throws {
         try h.syncOK(hq, as: "HQ", box)
         try h.syncOK(hq, as: "HQ", box)
         try h.sqlite(hq, "ALTER TABLE t ADD COLUMN extra TEXT; UPDATE t SET extra = 'x';")
-        let warning = "table t has columns the triggers do not capture (extra)"
-        for _ in 0..<2 { XCTAssertTrue(try h.syncOK(hq, as: "HQ", box).stderr.contains(warning)) }
-        XCTAssertTrue(try h.sqsync(["export", hq, "-o", h.path("e.sqsb")], key: "HQ").stderr.contains(warning))
+        let refusal = "columns added since the triggers were made are not captured: t (extra); run `sqsync refresh \(hq)`"
+        for _ in 0..<2 {
+            let before = try h.fullDump(hq)
+            let refused = try h.sync(hq, as: "HQ", box)
+            XCTAssertEqual(refused.status, 1, refused.stderr)
+            XCTAssertEqual(refused.stderrLines, ["sqsync: \(hq): sync refused: " + refusal], refused.stderr)
+            XCTAssertEqual(try h.fullDump(hq), before, "a refused sync changes nothing")
+        }
+        let export = try h.sqsync(["export", hq, "-o", h.path("e.sqsb")], key: "HQ")
+        XCTAssertEqual(export.status, 1, export.stderr)
+        XCTAssertTrue(export.stderr.contains("export refused: " + refusal), export.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: h.path("e.sqsb")))
+        let doctor = try h.sqsync(["doctor", hq])
+        XCTAssertTrue((doctor.stdout + doctor.stderr).contains("table t has columns the triggers do not capture (extra)"), doctor.stdout)
         try h.sqlite(site, "ALTER TABLE t ADD COLUMN extra TEXT;")
         try h.ok(["refresh", hq])
         try h.ok(["refresh", site])
-        XCTAssertFalse(try h.syncOK(hq, as: "HQ", box).stderr.contains(warning))
+        XCTAssertFalse(try h.syncOK(hq, as: "HQ", box).stderr.contains("refused"))
         try h.syncOK(site, as: "S1", box)
         XCTAssertEqual(try h.sqlite(site, "SELECT group_concat(extra) FROM t;"), "x,x\n")
     }

@@ -21,6 +21,7 @@ extension BundleExchange {
     ) throws -> ExportResult {
         try BundleTables.ready(replica)
         try replica.refuseWhileMigrating("export")
+        try replica.refuseWithUncapturedColumns("export")
         try replica.refuseWhileCopied("export")
         try KeyBinding.prepareToSign(replica: replica, key: key)
         let me = replica.knowledgeID

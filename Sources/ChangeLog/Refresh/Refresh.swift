@@ -67,6 +67,19 @@ extension Replica {
         try refuseWithoutGrantChecks(what)
     }
 
+    /// Refuses `what` (sync, export) while a tracked table has columns its triggers do not
+    /// capture (`ALTER TABLE … ADD COLUMN` without `refresh`): their values would never sync,
+    /// and a bundle written now would carry the rows without them.
+    public func refuseWithUncapturedColumns(_ what: String) throws {
+        let uncaptured = try uncapturedColumns()
+        guard !uncaptured.isEmpty else { return }
+        let tables = uncaptured.map { "\($0.table) (\($0.columns.joined(separator: ", ")))" }.joined(separator: "; ")
+        throw ChangeLogError(
+            .migrationPending,
+            "\(path): \(what) refused: columns added since the triggers were made are not captured: \(tables); run `sqsync refresh \(path)`"
+        )
+    }
+
     /// Refuses `what` between `refresh --before-migration` and `refresh`: it would put back
     /// triggers that name columns the migration may drop (an admin statement, a policy).
     func refuseDuringMigration(_ what: String) throws {

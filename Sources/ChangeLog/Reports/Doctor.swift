@@ -1,22 +1,20 @@
 import SQLiteDatabase
 
 extension Replica {
-    /// Tracked tables with columns no trigger captures (added since the last `refresh`), one
-    /// line each: `export` and `sync` warn, so a migration without `refresh` is not silent.
-    public func uncapturedColumnWarnings() throws -> [String] {
+    private static func uncapturedWarning(table: String, columns: [String], path: String) -> String {
+        "table \(table) has columns the triggers do not capture (\(columns.joined(separator: ", "))); their values do not sync until `sqsync refresh \(path)`"
+    }
+
+    /// Tracked tables with columns their triggers do not capture, and those columns.
+    func uncapturedColumns() throws -> [(table: String, columns: [String])] {
         try trackedTableNames().compactMap { name in
             guard let declared = try DeclaredTable.read(name, in: database),
                 let tid = try database.optionalInt64(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name))
             else { return nil }
-            return try uncapturedColumns(of: declared, tid: Int(tid))
+            let ids = try columnIDs(tid: Int(tid))
+            let uncovered = declared.columns.map(\.name).filter { ids[$0] == nil }
+            return uncovered.isEmpty ? nil : (declared.name, uncovered)
         }
-    }
-
-    private func uncapturedColumns(of declared: DeclaredTable, tid: Int) throws -> String? {
-        let ids = try columnIDs(tid: tid)
-        let uncovered = declared.columns.map(\.name).filter { ids[$0] == nil }
-        guard !uncovered.isEmpty else { return nil }
-        return "table \(declared.name) has columns the triggers do not capture (\(uncovered.joined(separator: ", "))); their values do not sync until `sqsync refresh \(path)`"
     }
 
     /// Problems that make capture or merge unsafe, each one line; empty when healthy.
@@ -31,7 +29,8 @@ extension Replica {
             }
             let tid = Int(
                 try database.int64(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name)))
-            if let uncaptured = try uncapturedColumns(of: declared, tid: tid) { problems.append(uncaptured) }
+            let uncovered = declared.columns.map(\.name).filter { (try? columnIDs(tid: tid))?[$0] == nil }
+            if !uncovered.isEmpty { problems.append(Self.uncapturedWarning(table: declared.name, columns: uncovered, path: path)) }
             guard let table = try trackedTable(tid: tid, name: name) else { continue }
             let expected = TriggerSQL(table: table).all
             for trigger in expected {

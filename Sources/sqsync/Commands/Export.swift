@@ -70,9 +70,6 @@ extension SQSync {
                 replica: replica, since: base, key: key, to: to ?? output!, intoDirectory: to != nil, receiver: receiver,
                 encryptTo: recipients, scope: scope, checkpoints: since == nil, progress: global.progress("exporting"))
             global.endProgress()
-            for warning in try replica.uncapturedColumnWarnings() {
-                FileHandle.standardError.write(Data("sqsync: warning: \(warning)\n".utf8))
-            }
             if global.json {
                 global.emitJSON([
                     "path": result.path, "rows": result.rows, "bytes": result.bytes,
