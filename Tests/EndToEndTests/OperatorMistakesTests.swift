@@ -447,4 +447,20 @@ final class OperatorMistakesTests: XCTestCase {
         XCTAssertTrue((result.stdout + result.stderr).contains("write-ahead log (journal_mode WAL)"), result.stdout + result.stderr)
         XCTAssertEqual(try h.sqlite(db, "PRAGMA journal_mode;"), "wal\n")
     }
+
+    /// A table a migration creates after `track --all` is named by `status` and `doctor` (which
+    /// still says ok: a table may be local on purpose) until it is tracked; one without a
+    /// primary key, which cannot be tracked, is not.
+    func testATableCreatedAfterTrackAllIsNamedUntilTracked() throws {
+        try h.sqlite(hq, "CREATE TABLE depots(id TEXT PRIMARY KEY, name TEXT); CREATE TABLE scratch(x);")
+        let status = try h.ok(["status", hq])
+        XCTAssertTrue(status.stdout.contains("untracked  depots (not synced; `sqsync track \(hq) TABLE` to sync one)"), status.stdout)
+        XCTAssertFalse(status.stdout.contains("scratch"), status.stdout)
+        XCTAssertEqual(h.json(try h.ok(["status", hq, "--json"]))["untracked"] as? [String], ["depots"])
+        let doctor = try h.ok(["doctor", hq])
+        XCTAssertTrue((doctor.stdout + doctor.stderr).contains("ok; not tracked, so not synced: depots"), doctor.stderr)
+        try h.ok(["track", hq, "depots"])
+        XCTAssertFalse(try h.ok(["status", hq]).stdout.contains("untracked"))
+        XCTAssertEqual(h.json(try h.ok(["doctor", hq, "--json"]))["untracked"] as? [String], [])
+    }
 }

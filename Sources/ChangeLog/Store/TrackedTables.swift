@@ -131,6 +131,13 @@ extension Replica {
         return (tables, leftOut)
     }
 
+    /// Tables with a primary key that are not tracked (most often one a migration created):
+    /// `status` and `doctor` name them, since nothing else would say they do not sync.
+    public func untrackedTablesWithPrimaryKey() throws -> [String] {
+        let tracked = Set(try trackedTableNames())
+        return try trackableTables().tables.filter { !tracked.contains($0) }.sorted()
+    }
+
     private func checkTrackable(_ name: String, allowIntegerPrimaryKey: Bool) throws -> (table: DeclaredTable?, refusal: ChangeLogError?) {
         guard let table = try DeclaredTable.read(name, in: database), !name.hasPrefix("_sqsync_") else {
             return (nil, ChangeLogError(.noSuchTable, "\(path): no table named \(name)"))

@@ -21,11 +21,17 @@ extension SQSync {
                     "table \(writes.table) has writes no trigger captured (\(counted(writes.inserts, "insert")), \(counted(writes.deletes, "delete")), \(counted(writes.updates, "update"))); run `sqsync refresh \(db)` to capture them"
                 )
             }
+            // Not a problem (a table may be local on purpose), but nothing else would say it does not sync.
+            let untracked = try replica.untrackedTablesWithPrimaryKey()
+            let note = untracked.isEmpty
+                ? nil
+                : "not tracked, so not synced: \(untracked.map(displayText).joined(separator: ", ")) (`sqsync track \(db) TABLE` to sync one)"
             if global.json {
-                global.emitJSON(["ok": problems.isEmpty, "problems": problems])
+                global.emitJSON(["ok": problems.isEmpty, "problems": problems, "untracked": untracked])
             } else if problems.isEmpty {
-                global.say("\(db): ok")
+                global.say("\(db): ok" + (note.map { "; \($0)" } ?? ""))
             } else {
+                if let note { FileHandle.standardError.write(Data("sqsync: \(db): note: \(note)\n".utf8)) }
                 for problem in problems {
                     FileHandle.standardError.write(("sqsync: \(db): " + problem + "\n").data(using: .utf8)!)
                 }

@@ -23,6 +23,7 @@ extension SQSync {
                     byTable[table]!.map { "\(table) \($0.operations)" + ($0.labels.isEmpty ? "" : " on \($0.labels.joined(separator: ", "))") }
                 }
             }
+            let untracked = try replica.untrackedTablesWithPrimaryKey()
             if global.json {
                 global.emitJSON([
                     "knowledge_id": status.knowledgeID, "name": status.name, "knowledge": status.knowledge.seqs,
@@ -38,7 +39,7 @@ extension SQSync {
                         ]
                     },
                     "held": held.map { ["path": $0.path, "reason": $0.reason] }, "gaps": gaps.map(gapJSON),
-                    "scope": scope as Any, "grants": grants as Any,
+                    "scope": scope as Any, "grants": grants as Any, "untracked": untracked,
                 ])
                 return
             }
@@ -52,6 +53,11 @@ extension SQSync {
                         : status.trackedTables.map { "\($0.name) (\(counted($0.rows, "row")))" }.joined(separator: ", ")),
                 "changes    \(counted(status.localChanges, "local change")) recorded, \(counted(status.conflicts, "conflict")) logged",
             ]
+            if !untracked.isEmpty {
+                lines.insert(
+                    "untracked  \(untracked.map(displayText).joined(separator: ", ")) (not synced; `sqsync track \(db) TABLE` to sync one)",
+                    at: 4)
+            }
             if let scope { lines.append("scope      labels \(scope.joined(separator: ", ")) (rows of other labels stay at other replicas)") }
             if let grants { lines.append("grants     " + (grants.isEmpty ? "none: this replica may change nothing" : grants.joined(separator: "; "))) }
             if status.peers.isEmpty {
