@@ -463,4 +463,29 @@ final class OperatorMistakesTests: XCTestCase {
         XCTAssertFalse(try h.ok(["status", hq]).stdout.contains("untracked"))
         XCTAssertEqual(h.json(try h.ok(["doctor", hq, "--json"]))["untracked"] as? [String], [])
     }
+
+    /// A value over the cap: the writer's sync names the table and key, the reader's (with a
+    /// smaller cap than the sender's) names the table and column or the row's size, and
+    /// SQSYNC_MAX_VALUE_BYTES; once the reader's cap matches, the same file is read.
+    func testAValueOverTheCapIsNamedOnBothSides() throws {
+        try h.syncOK(site, as: "S1", box)
+        try h.sqlite(hq, "INSERT INTO t VALUES ('big', hex(zeroblob(1000))); INSERT INTO t VALUES ('huge', hex(zeroblob(700000)));")
+        let writer = try h.sqsync(["sync", hq, box], key: "HQ", environment: ["SQSYNC_MAX_VALUE_BYTES": "1500"])
+        XCTAssertEqual(writer.status, 1, writer.stderr)
+        XCTAssertTrue(writer.stderr.contains("table t, key 'big': a value of 2000 bytes in column v"), writer.stderr)
+        XCTAssertTrue(writer.stderr.contains("SQSYNC_MAX_VALUE_BYTES is 1500"), writer.stderr)
+        try h.syncOK(hq, as: "HQ", box)
+
+        let chunk = try h.sqsync(["sync", site, box], key: "S1", environment: ["SQSYNC_MAX_VALUE_BYTES": "1500"])
+        XCTAssertEqual(chunk.status, 3, chunk.stderr)
+        XCTAssertTrue(chunk.stderr.contains("larger than this replica's SQSYNC_MAX_VALUE_BYTES (1500)"), chunk.stderr)
+        try h.sqlite(hq, "DELETE FROM t WHERE id = 'huge';")
+        try h.syncOK(hq, as: "HQ", box)
+        let value = try h.sqsync(["sync", site, box], key: "S1", environment: ["SQSYNC_MAX_VALUE_BYTES": "1500"])
+        XCTAssertEqual(value.status, 3, value.stderr)
+        XCTAssertTrue(value.stderr.contains("a value of 2000 bytes for t.v is larger than the 1500-byte cap here (SQSYNC_MAX_VALUE_BYTES)"), value.stderr)
+        XCTAssertFalse(try rows(site).contains("big"))
+        try h.syncOK(site, as: "S1", box)
+        XCTAssertEqual(try rows(site), try rows(hq))
+    }
 }

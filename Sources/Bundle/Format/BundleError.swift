@@ -9,6 +9,9 @@ public struct BundleError: Error, CustomStringConvertible, Equatable {
         case io
         /// Encrypted to other keys only: nothing in it can be read here.
         case notAddressed
+        /// Carries a value larger than this replica's `SQSYNC_MAX_VALUE_BYTES`: refused here
+        /// until the cap is raised (a setting of the reader's, so the file is read again).
+        case overCap
     }
 
     public var kind: Kind

@@ -41,6 +41,26 @@ public final class BundleWriter {
         if !finished && recipients.isEmpty { unlink(output.path) }
     }
 
+    /// A row with a value over the cap (``BundleLimits/maxValueBytes``) stops the export,
+    /// named by table, key and column: receivers would refuse the whole bundle for it.
+    private static func refuseOversizedValue(_ change: RowChange, header: ChangeSetHeader, cap: Int) throws {
+        func size(_ value: SQLValue) -> Int {
+            switch value {
+            case .text(let text): return text.utf8.count
+            case .blob(let bytes): return bytes.count
+            default: return 0
+            }
+        }
+        guard let oversized = change.columns.first(where: { size($0.value) > cap }) ?? nil else { return }
+        let table = header.tables.indices.contains(change.table) ? header.tables[change.table] : nil
+        let column = table.flatMap { $0.columns.indices.contains(oversized.column) ? $0.columns[oversized.column] : nil } ?? "?"
+        let key = String(change.key.map(\.literal).joined(separator: ", ").prefix(200))
+        throw BundleError(
+            .io,
+            "table \(displayText(table?.name ?? "?")), key \(displayText(key)): a value of \(size(oversized.value)) bytes in column \(displayText(column)) is larger than a bundle may carry (SQSYNC_MAX_VALUE_BYTES is \(cap)); nothing can be sent until the value is made smaller or every replica's cap is raised"
+        )
+    }
+
     private static func temporaryPath(in directory: String) -> String { directory + "/.tmp-" + randomName() + ".sqsb" }
 
     static func randomName() -> String { String(UInt64.random(in: 0...UInt64.max), radix: 16) }
@@ -55,11 +75,13 @@ public final class BundleWriter {
     ) throws -> Int {
         let chunks = try ChunkFile(directory: directory)
         var encoder = RecordEncoder(tables: header.tables)
+        let valueCap = BundleLimits.maxValueBytes
         var record: [UInt8] = []
         record.reserveCapacity(1024)
         var count = 0
         try records { change in
             encoder.encode(change, into: &record)
+            if record.count > valueCap { try Self.refuseOversizedValue(change, header: header, cap: valueCap) }
             try chunks.append(record)
             count += 1
             if count % 10_000 == 0 { progress?(recordCount + count) }
@@ -150,6 +172,8 @@ final class ChunkFile {
     private var pending: [UInt8] = []
     private var pendingRecords = 0
     private(set) var chunks: [SegmentHeader.Chunk] = []
+    /// Read once: the limit comes from the environment, which is slow to ask per record.
+    private let maxChunkBytes = BundleLimits.maxChunkBytes
 
     init(directory: String) throws {
         output = try HashingFileOutput(creating: directory + "/.tmp-" + BundleWriter.randomName() + ".chunks")
@@ -159,7 +183,7 @@ final class ChunkFile {
     }
 
     func append(_ record: [UInt8]) throws {
-        guard record.count <= BundleLimits.maxChunkBytes else {
+        guard record.count <= maxChunkBytes else {
             throw BundleError(
                 .io,
                 "a row of \(record.count) bytes is larger than a bundle may carry (SQSYNC_MAX_VALUE_BYTES is \(BundleLimits.maxValueBytes)); it cannot be sent"

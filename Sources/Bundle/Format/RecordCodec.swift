@@ -152,8 +152,8 @@ struct RecordDecoder {
             return try input.readValue(maxBytes: maxValueBytes)
         } catch let tooLarge as ValueTooLarge {
             throw BundleError(
-                .untrusted,
-                "\(path): a value of \(tooLarge.bytes) bytes for \(displayText(table.name)).\(displayText(table.columns[column])) is larger than the \(maxValueBytes)-byte cap (SQSYNC_MAX_VALUE_BYTES); refusing the bundle"
+                .overCap,
+                "\(path): a value of \(tooLarge.bytes) bytes for \(displayText(table.name)).\(displayText(table.columns[column])) is larger than the \(maxValueBytes)-byte cap here (SQSYNC_MAX_VALUE_BYTES); refusing the bundle (the sender's cap is larger: use one cap on every replica)"
             )
         }
     }

@@ -158,7 +158,14 @@ public struct SegmentHeader: Sendable, Equatable {
         }
         var chunks: [Chunk] = []
         for _ in 0..<(try source.readCount(limit: 1 << 20)) {
-            let raw = try source.readCount(limit: BundleLimits.maxChunkBytes)
+            let raw = try source.readCount()
+            guard raw <= BundleLimits.maxChunkBytes else {
+                // Only a row larger than this replica's cap makes a chunk this long: the sender's cap is larger.
+                throw BundleError(
+                    .overCap,
+                    "\(source.path): a row of \(raw) bytes, larger than this replica's SQSYNC_MAX_VALUE_BYTES (\(BundleLimits.maxValueBytes)) allows; refusing the bundle (the sender's cap is larger: use one cap on every replica)"
+                )
+            }
             let compressed = try source.readCount(limit: BlockCompression.bound(BundleLimits.maxChunkBytes))
             let records = try source.readCount(limit: raw)
             guard raw > 0, compressed > 0, records > 0 else { throw source.corrupt("an empty chunk") }
