@@ -22,7 +22,7 @@ tests="$("$SWIFT" build --show-bin-path)/sqsyncPackageTests.xctest"
 
 # The slowest suites first, so that no worker starts one of them last.
 slowest="MergePolicyCLITests MigrationCLITests ScopeCLITests MigrationRecipeTests MergeCLITests
-SyncRobustnessTests OriginSignatureTests BundleFormatTests USBRelayTests ConvergenceCLITests"
+SyncRobustnessTests OriginSignatureTests SyncRcloneTests BundleFormatTests USBRelayTests ConvergenceCLITests"
 suites=$("$tests" --list-tests | sed -nE 's#^([A-Za-z0-9_]+\.[A-Za-z0-9_]+)/.*#\1#p' | sort -u)
 ordered=$(
     for name in $slowest; do grep -E "\.$name\$" <<<"$suites"; done
