@@ -39,6 +39,9 @@ public struct SyncReport: Sendable {
     public var rowsLeftScope = 0
     /// Files left unread because they are larger than a mailbox file may be.
     public var oversized = 0
+    /// Bundles in this mailbox signed by keys not trusted here, refused now or before and
+    /// unchanged since: one line each, naming the replica and the `allowed_signers` line to add.
+    public var untrusted: [String] = []
 
     /// Nothing imported, refused, exported, removed or worth a warning.
     var didNothing: Bool {
@@ -218,6 +221,7 @@ public final class Mailbox {
                 }
                 report.warnings += result.warnings.map { naming($0, local, bundle) }
                 try state(replica).markSeen(bundle: bundle.name, knowledge: result.senderKnowledge)
+                if planted[remote] != nil { try state(replica).forgetPlanted(remote) }
             } catch let error as BundleError where error.kind == .notAddressed {
                 // Encrypted before its sender knew this replica reads here: once it sees this
                 // replica's acknowledgement it leaves one this replica can read, under another name.
@@ -226,7 +230,8 @@ public final class Mailbox {
             } catch let error as BundleError where error.kind != .io {
                 report.rejected.append((bundle.name, naming(error.description, local, bundle)))
                 if let context, error.concernsTheFileAlone {
-                    try state(replica).rememberPlanted(remote, try PlantedFile(local: local, context: context))
+                    try state(replica).rememberPlanted(
+                        remote, try PlantedFile(local: local, context: context), reason: naming(error.description, local, bundle))
                 }
             } catch let error as ChangeLogError {
                 report.refused.append((bundle.name, naming(error.description, local, bundle)))
@@ -239,6 +244,8 @@ public final class Mailbox {
         importedBeforeWriting = report.imported
         try state(replica).forgetSeen(keeping: listed)
         try state(replica).forgetPlanted(keeping: Set(bundles.map { "\(Self.outbox)/\($0.sender)/\($0.name)" }))
+        report.untrusted = try MailboxState.refusedFiles(of: replica, mentioning: BundleError.untrustedKeyWords)
+            .filter { $0.mailbox == transport.displayName }.map(\.reason)
         let knowledge = try replica.knowledge()
         // What each reader acknowledged counts as far as this replica holds it: again now that
         // the imports taught it more, so that a purge here is not held back by an
@@ -356,6 +363,13 @@ public final class Mailbox {
 
     /// What the replica remembers of this mailbox.
     private func state(_ replica: Replica) throws -> MailboxState { try MailboxState(replica, mailbox: transport.displayName) }
+
+    /// Bundles in any mailbox refused because a key not in `allowed_signers` signed them,
+    /// unchanged since: the sync's message for each (it names the replica and the line to
+    /// add). They are read again once the trust changes.
+    public static func untrustedBundlesWaiting(of replica: Replica) throws -> [String] {
+        try MailboxState.refusedFiles(of: replica, mentioning: BundleError.untrustedKeyWords).map(\.reason)
+    }
 
     /// Tables of a replica's that belong to its file alone (bundles held beside it, what it
     /// saw and left in mailboxes): `sqsync clone` empties them in the copy.

@@ -136,9 +136,23 @@ struct MailboxState {
         return planted
     }
 
-    func rememberPlanted(_ path: String, _ file: PlantedFile) throws {
+    func rememberPlanted(_ path: String, _ file: PlantedFile, reason: String) throws {
         try database.run(
-            MailboxSQL.rememberPlanted, .text(mailbox), .text(path), .integer(Int64(file.size)), .blob(file.head), .text(file.context))
+            MailboxSQL.rememberPlanted, .text(mailbox), .text(path), .integer(Int64(file.size)), .blob(file.head), .text(file.context),
+            .text(reason))
+    }
+
+    /// Files refused in any mailbox, unchanged since, whose reason mentions `words`, with it.
+    static func refusedFiles(of replica: Replica, mentioning words: String) throws -> [(mailbox: String, path: String, reason: String)] {
+        try MailboxTables.ready(replica)
+        return try replica.database.rows(MailboxSQL.refusedFiles, .text(words)).map {
+            (try $0.string("mailbox"), try $0.string("path"), try $0.string("reason"))
+        }
+    }
+
+    /// Forgets one file refused before and read since (the trust or key changed).
+    func forgetPlanted(_ path: String) throws {
+        try database.run(MailboxSQL.forgetPlanted, .text(mailbox), .text(path))
     }
 
     /// Forgets planted files no longer listed, so the list stays small.
@@ -187,7 +201,13 @@ enum MailboxSQL {
     static let plantedFiles = #"SELECT "path", "size", "head", "context" FROM "_sqsync_planted_files" WHERE "mailbox" = ?"#
 
     static let rememberPlanted = """
-        INSERT OR REPLACE INTO "_sqsync_planted_files" ("mailbox", "path", "size", "head", "context") VALUES (?, ?, ?, ?, ?)
+        INSERT OR REPLACE INTO "_sqsync_planted_files" ("mailbox", "path", "size", "head", "context", "reason")
+        VALUES (?, ?, ?, ?, ?, ?)
+        """
+
+    static let refusedFiles = """
+        SELECT "mailbox", "path", "reason" FROM "_sqsync_planted_files"
+        WHERE instr("reason", ?) > 0 ORDER BY "mailbox", "path"
         """
 
     static let forgetPlanted = #"DELETE FROM "_sqsync_planted_files" WHERE "mailbox" = ? AND "path" = ?"#

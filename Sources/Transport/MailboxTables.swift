@@ -64,6 +64,13 @@ enum MailboxTables {
                     PRIMARY KEY ("mailbox", "path")
                 ) WITHOUT ROWID;
                 """),
+            .init(
+                3,
+                """
+                -- Why each planted file was refused (the message a sync printed): `status` lists
+                -- those signed by a key not trusted here, with the line to add.
+                ALTER TABLE "_sqsync_planted_files" ADD COLUMN "reason" TEXT NOT NULL DEFAULT '';
+                """),
         ])
 
     /// What a copy made by `clone` must not inherit: the original's mailbox history.

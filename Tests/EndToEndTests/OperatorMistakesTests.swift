@@ -358,6 +358,13 @@ final class OperatorMistakesTests: XCTestCase {
         XCTAssertEqual(try sqsync(["sync", a, folder, "--no-encrypt"], key: keyA, trust: trustA).status, 0)
         let clear = try sqsync(["sync", b, folder], key: keyB, trust: trustB)
         XCTAssertTrue(clear.stderr.contains("(it says it comes from replica A1); if you trust it, add this line to allowed_signers: \(lineA)"), clear.stderr)
+        let waiting = try sqsync(["status", b], key: keyB, trust: trustB)
+        XCTAssertTrue(waiting.stdout.contains("untrusted  ") && waiting.stdout.contains(lineA), waiting.stdout)
+        let again = try sqsync(["sync", b, folder, "--json"], key: keyB, trust: trustB)
+        XCTAssertEqual(again.status, 0, "refused before: counted, not read again: \(again.stderr)")
+        let listed = h.json(again)["untrusted"] as? [String] ?? []
+        XCTAssertEqual(listed.count, 1, again.stdout)
+        XCTAssertTrue(listed.first?.contains(lineA) == true, again.stdout)
 
         try (lineA + "\n" + lineB + "\n").write(toFile: trustA, atomically: true, encoding: .utf8)
         try (lineB + "\n" + lineA + "\n").write(toFile: trustB, atomically: true, encoding: .utf8)
@@ -367,6 +374,7 @@ final class OperatorMistakesTests: XCTestCase {
             XCTAssertEqual(synced.status, 0, "a file refused for a line not added yet is read again: \(synced.stderr)")
         }
         XCTAssertEqual(try rows(b), try rows(a))
+        XCTAssertFalse(try sqsync(["status", b], key: keyB, trust: trustB).stdout.contains("untrusted"))
     }
 
     /// A child added at one replica while its parent is deleted at another: `conflicts` and

@@ -22,6 +22,9 @@ public struct BundleError: Error, CustomStringConvertible, Equatable {
     /// change). A mailbox reads such a file once (Mailbox.sync).
     public var concernsTheFileAlone = false
 
+    /// The words every refusal of a bundle signed by a key not trusted here contains.
+    public static let untrustedKeyWords = "signed by an untrusted key"
+
     public init(_ kind: Kind, _ description: String) {
         self.kind = kind
         self.description = description

@@ -166,7 +166,7 @@ public final class BundleReader {
         let who = claimed.map { " (it says it comes from replica \(displayText($0)))" } ?? ""
         return BundleError(
             .untrusted,
-            "\(path): signed by an untrusted key \(key.fingerprint)\(who); if you trust it, add this line to allowed_signers: \(AllowedSigners.suggestedLine(for: key, name: claimed))"
+            "\(path): \(BundleError.untrustedKeyWords) \(key.fingerprint)\(who); if you trust it, add this line to allowed_signers: \(AllowedSigners.suggestedLine(for: key, name: claimed))"
         )
     }
 

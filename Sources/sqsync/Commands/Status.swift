@@ -1,6 +1,7 @@
 import ArgumentParser
 import Bundle
 import ChangeLog
+import Transport
 
 extension SQSync {
     struct Status: ParsableCommand {
@@ -24,6 +25,7 @@ extension SQSync {
                 }
             }
             let untracked = try replica.untrackedTablesWithPrimaryKey()
+            let untrusted = try Mailbox.untrustedBundlesWaiting(of: replica)
             if global.json {
                 global.emitJSON([
                     "knowledge_id": status.knowledgeID, "name": status.name, "knowledge": status.knowledge.seqs,
@@ -39,7 +41,7 @@ extension SQSync {
                         ]
                     },
                     "held": held.map { ["path": $0.path, "reason": $0.reason] }, "gaps": gaps.map(gapJSON),
-                    "scope": scope as Any, "grants": grants as Any, "untracked": untracked,
+                    "scope": scope as Any, "grants": grants as Any, "untracked": untracked, "untrusted_waiting": untrusted,
                 ])
                 return
             }
@@ -75,6 +77,7 @@ extension SQSync {
                 "tombstones \(status.tombstones) waiting"
                     + (holders.isEmpty ? "" : ", held back by \(holders.joined(separator: ", "))"))
             for held in held { lines.append("held       \(held.path): \(held.reason)") }
+            for waiting in untrusted { lines.append("untrusted  \(waiting)") }
             for gap in gaps { lines.append("gap        \(describe(gap))") }
             global.printResult(lines.joined(separator: "\n"))
         }

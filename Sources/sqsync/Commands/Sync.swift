@@ -98,7 +98,7 @@ extension SQSync {
                     "leftovers_removed": report.leftoversRemoved, "warnings": report.warnings, "notes": report.notes,
                     "held_bundles": report.stillHeld.map { ["path": $0.path, "reason": $0.reason] },
                     "gaps": report.gaps.map(gapJSON), "refused_before": report.plantedSkipped.map(displayText),
-                    "rows_left_scope": report.rowsLeftScope, "oversized": report.oversized,
+                    "rows_left_scope": report.rowsLeftScope, "oversized": report.oversized, "untrusted": report.untrusted,
                 ])
             } else {
                 let out = report.exported.map { "1 bundle out (\(counted($0.rows, "row")))" } ?? "nothing new out"
