@@ -22,7 +22,7 @@ COMPLETIONS := $(DIST)/share/completion.bash $(DIST)/share/completion.zsh $(DIST
 DEB := $(OUT)/sqsync_$(VERSION)_$(ARCH).deb
 TARBALL := $(OUT)/sqsync-$(VERSION)-linux-$(ARCH).tar.gz
 
-.PHONY: deps build demo test fuzz bench format dist install deb tarball FORCE
+.PHONY: deps test-deps build demo test fuzz bench format dist install deb tarball FORCE
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -33,7 +33,10 @@ deps:
 			echo "missing Debian packages:$$missing (run as root, or: sudo apt-get install$$missing)"; exit 1; \
 		fi; \
 	fi
-	@# The S3 server the rclone mailbox tests talk to (PyPI's moto); without it they are skipped outside CI.
+
+# The S3 server the rclone mailbox tests and the bench talk to (PyPI's moto): installed for
+# `make test` and `make bench` only, never by a build or a package.
+test-deps: deps
 	@if ! command -v moto_server >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ]; then \
 			python3 -m pip install --quiet 'moto[server]' || python3 -m pip install --quiet --break-system-packages 'moto[server]' \
@@ -50,7 +53,7 @@ demo: build
 	scripts/demo.sh
 
 # The release files are built first, so the install and package tests find them ready.
-test: deps dist
+test: test-deps dist
 	SWIFT=$(SWIFT) scripts/test.sh
 
 # Many seeds of the network fuzz (random topologies, late joiners, lost files); `make test`
@@ -60,7 +63,7 @@ fuzz: deps
 	$(SWIFT) build --build-tests
 	SQSYNC_PROPERTY_SEEDS=$(FUZZ_SEEDS) $(SWIFT) test --skip-build --disable-swift-testing --filter 'NetworkFuzzTests|ScopePropertyTests|MaliciousReplicaFuzzTests'
 
-bench: deps
+bench: test-deps
 	$(SWIFT) build -c release --product sqsync
 	$(SWIFT) build -c release --product sqsync-bench
 	.build/release/sqsync-bench

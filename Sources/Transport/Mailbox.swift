@@ -80,6 +80,8 @@ public final class Mailbox {
     private var skipped: [String] = []
     /// What this sync imported, set once it starts to write to the mailbox.
     private var importedBeforeWriting: [ImportResult]?
+    /// A write to the mailbox failed (not a read): the medium refuses writes.
+    private var failedWriting = false
     /// The key that signed each reader's acknowledgement file this sync read: the key to
     /// encrypt to when none is pinned for that reader yet.
     private var acknowledgementKeys: [String: SSHPublicKey] = [:]
@@ -146,13 +148,23 @@ public final class Mailbox {
     private func fullSync(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {
         skipped = []
         importedBeforeWriting = nil
+        failedWriting = false
         do {
             var report = try importAndExport(replica: replica, key: key, trust: trust)
             report.warnings += skipped
             report.oversized = skipped.count
             return report
-        } catch let error as TransportError where importedBeforeWriting != nil {
+        } catch let error as TransportError where importedBeforeWriting != nil && failedWriting {
             throw Self.failedAfterImporting(importedBeforeWriting ?? [], error, mailbox: transport.displayName)
+        }
+    }
+
+    /// Runs one write to the mailbox (an upload or a removal), noting that a transport error
+    /// came from writing, not from reading.
+    private func writing<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch let error as TransportError {
+            failedWriting = true
+            throw error
         }
     }
 
@@ -167,7 +179,7 @@ public final class Mailbox {
             ? "nothing was imported"
             : "\(applied.count) bundle\(applied.count == 1 ? "" : "s") (\(rows) row\(rows == 1 ? "" : "s") changed) imported and kept"
         return TransportError(
-            error.kind, "\(mailbox): cannot write to the mailbox (\(error.description)); \(taken), nothing left for other readers")
+            error.kind, "\(mailbox): cannot write to the mailbox (\(error.description)); \(taken); what this replica leaves for the others was not written")
     }
 
     private func importAndExport(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {
@@ -231,7 +243,8 @@ public final class Mailbox {
                 report.rejected.append((bundle.name, naming(error.description, local, bundle)))
                 if let context, error.concernsTheFileAlone {
                     try state(replica).rememberPlanted(
-                        remote, try PlantedFile(local: local, context: context), reason: naming(error.description, local, bundle))
+                        remote, try PlantedFile(local: local, context: context), reason: naming(error.description, local, bundle),
+                        untrustedSigner: error.signerNotTrusted)
                 }
             } catch let error as ChangeLogError {
                 report.refused.append((bundle.name, naming(error.description, local, bundle)))
@@ -244,8 +257,7 @@ public final class Mailbox {
         importedBeforeWriting = report.imported
         try state(replica).forgetSeen(keeping: listed)
         try state(replica).forgetPlanted(keeping: Set(bundles.map { "\(Self.outbox)/\($0.sender)/\($0.name)" }))
-        report.untrusted = try MailboxState.refusedFiles(of: replica, mentioning: BundleError.untrustedKeyWords)
-            .filter { $0.mailbox == transport.displayName }.map(\.reason)
+        report.untrusted = try MailboxState.untrustedSignerFiles(of: replica).filter { $0.mailbox == transport.displayName }.map(\.reason)
         let knowledge = try replica.knowledge()
         // What each reader acknowledged counts as far as this replica holds it: again now that
         // the imports taught it more, so that a purge here is not held back by an
@@ -269,7 +281,7 @@ public final class Mailbox {
         for name in try transport.listFiles(in: "\(Self.outbox)/\(me)") {
             let path = "\(Self.outbox)/\(me)/\(name)"
             guard BundleExchange.isBundleFileName(name) else {
-                try transport.removeFile(path)
+                try writing { try transport.removeFile(path) }
                 report.warnings.append("\(transport.displayName)/\(path): not written by this replica; removed")
                 continue
             }
@@ -293,7 +305,7 @@ public final class Mailbox {
                 mine.append(name)
                 continue
             }
-            try transport.removeFile(path)
+            try writing { try transport.removeFile(path) }
             report.warnings.append(
                 "\(transport.displayName)/\(path): not a bundle signed by this replica's knowledge ID; removed")
         }
@@ -339,15 +351,15 @@ public final class Mailbox {
                 // A file under that name this replica did not upload (a copy of one it left in
                 // another mailbox, or planted) goes first: the name says what this bundle
                 // carries, so a publish is never refused for a name taken.
-                if mine.contains(name) { try transport.removeFile("\(Self.outbox)/\(me)/\(name)") }
+                if mine.contains(name) { try writing { try transport.removeFile("\(Self.outbox)/\(me)/\(name)") } }
                 try state(replica).recordUpload(name)
-                try transport.writeFile(from: exported.path, to: "\(Self.outbox)/\(me)/\(name)")
+                try writing { try transport.writeFile(from: exported.path, to: "\(Self.outbox)/\(me)/\(name)") }
                 keep.insert(name)
                 if exported.rows >= (report.exported?.rows ?? 0) { report.exported = exported }
             }
         }
         for name in mine where !keep.contains(name) {
-            try transport.removeFile("\(Self.outbox)/\(me)/\(name)")
+            try writing { try transport.removeFile("\(Self.outbox)/\(me)/\(name)") }
             report.removed += 1
         }
         try state(replica).rememberUploads(keep)
@@ -368,7 +380,7 @@ public final class Mailbox {
     /// unchanged since: the sync's message for each (it names the replica and the line to
     /// add). They are read again once the trust changes.
     public static func untrustedBundlesWaiting(of replica: Replica) throws -> [String] {
-        try MailboxState.refusedFiles(of: replica, mentioning: BundleError.untrustedKeyWords).map(\.reason)
+        try MailboxState.untrustedSignerFiles(of: replica).map(\.reason)
     }
 
     /// Tables of a replica's that belong to its file alone (bundles held beside it, what it
@@ -423,7 +435,7 @@ public final class Mailbox {
         var removed = 0
         for folder in ["\(Self.outbox)/\(me)", "\(Self.acks)/\(me)"] {
             for name in try transport.temporaryFiles(in: folder) where name.hasPrefix("\(temporaryPrefix)\(me)-") {
-                try transport.removeFile("\(folder)/\(name)")
+                try writing { try transport.removeFile("\(folder)/\(name)") }
                 removed += 1
             }
         }
@@ -510,7 +522,7 @@ public final class Mailbox {
         if let unchanged, unchanged.knowledge == knowledge, unchanged.learned == learned, unchanged.name == replicaName,
             let previous = old.filter({ $0.hasSuffix(".ack") }).max()
         {
-            for stale in old where stale != previous { try transport.removeFile("\(folder)/\(stale)") }
+            for stale in old where stale != previous { try writing { try transport.removeFile("\(folder)/\(stale)") } }
             return
         }
         let stamp = String(format: "%020llu", UInt64(Date().timeIntervalSince1970 * 1000))
@@ -520,9 +532,9 @@ public final class Mailbox {
             replica: me, name: replicaName, knowledge: knowledge, learned: learned, birth: try KeyBinding.birth(of: replica)
         ).signedText(key: key)
         try Data(text.utf8).write(to: URL(fileURLWithPath: local))
-        try transport.writeFile(from: local, to: "\(folder)/\(name)")
+        try writing { try transport.writeFile(from: local, to: "\(folder)/\(name)") }
         verifiedAcknowledgements.append((me, name, text))
-        for stale in old where stale != name { try transport.removeFile("\(folder)/\(stale)") }
+        for stale in old where stale != name { try writing { try transport.removeFile("\(folder)/\(stale)") } }
     }
 
     /// The newest validly signed acknowledgement of every other replica that left one here,
@@ -586,7 +598,7 @@ public final class Mailbox {
             var holders = readers.filter { $0.key != bundle.sender }
             holders[me] = knowledge
             if holders.values.allSatisfy({ $0.covers(carried) }) {
-                try transport.removeFile("\(Self.outbox)/\(bundle.sender)/\(bundle.name)")
+                try writing { try transport.removeFile("\(Self.outbox)/\(bundle.sender)/\(bundle.name)") }
                 removed += 1
             }
         }

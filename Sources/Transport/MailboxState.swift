@@ -136,16 +136,17 @@ struct MailboxState {
         return planted
     }
 
-    func rememberPlanted(_ path: String, _ file: PlantedFile, reason: String) throws {
+    func rememberPlanted(_ path: String, _ file: PlantedFile, reason: String, untrustedSigner: Bool) throws {
         try database.run(
             MailboxSQL.rememberPlanted, .text(mailbox), .text(path), .integer(Int64(file.size)), .blob(file.head), .text(file.context),
-            .text(reason))
+            .text(reason), .integer(untrustedSigner ? 1 : 0))
     }
 
-    /// Files refused in any mailbox, unchanged since, whose reason mentions `words`, with it.
-    static func refusedFiles(of replica: Replica, mentioning words: String) throws -> [(mailbox: String, path: String, reason: String)] {
+    /// Files refused in any mailbox for a signer not trusted here, unchanged since, with the
+    /// message their sync printed.
+    static func untrustedSignerFiles(of replica: Replica) throws -> [(mailbox: String, path: String, reason: String)] {
         try MailboxTables.ready(replica)
-        return try replica.database.rows(MailboxSQL.refusedFiles, .text(words)).map {
+        return try replica.database.rows(MailboxSQL.untrustedSignerFiles).map {
             (try $0.string("mailbox"), try $0.string("path"), try $0.string("reason"))
         }
     }
@@ -201,13 +202,13 @@ enum MailboxSQL {
     static let plantedFiles = #"SELECT "path", "size", "head", "context" FROM "_sqsync_planted_files" WHERE "mailbox" = ?"#
 
     static let rememberPlanted = """
-        INSERT OR REPLACE INTO "_sqsync_planted_files" ("mailbox", "path", "size", "head", "context", "reason")
-        VALUES (?, ?, ?, ?, ?, ?)
+        INSERT OR REPLACE INTO "_sqsync_planted_files" ("mailbox", "path", "size", "head", "context", "reason", "untrusted_signer")
+        VALUES (?, ?, ?, ?, ?, ?, ?)
         """
 
-    static let refusedFiles = """
+    static let untrustedSignerFiles = """
         SELECT "mailbox", "path", "reason" FROM "_sqsync_planted_files"
-        WHERE instr("reason", ?) > 0 ORDER BY "mailbox", "path"
+        WHERE "untrusted_signer" = 1 ORDER BY "mailbox", "path"
         """
 
     static let forgetPlanted = #"DELETE FROM "_sqsync_planted_files" WHERE "mailbox" = ? AND "path" = ?"#

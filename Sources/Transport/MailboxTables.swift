@@ -67,9 +67,10 @@ enum MailboxTables {
             .init(
                 3,
                 """
-                -- Why each planted file was refused (the message a sync printed): `status` lists
-                -- those signed by a key not trusted here, with the line to add.
+                -- Why each planted file was refused (the message a sync printed), and whether
+                -- for a signer not trusted here: `status` lists those, with the line to add.
                 ALTER TABLE "_sqsync_planted_files" ADD COLUMN "reason" TEXT NOT NULL DEFAULT '';
+                ALTER TABLE "_sqsync_planted_files" ADD COLUMN "untrusted_signer" INTEGER NOT NULL DEFAULT 0;
                 """),
         ])
 

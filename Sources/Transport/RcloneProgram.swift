@@ -8,9 +8,9 @@ struct RcloneProgram {
     let executable: String
     private let commonArguments: [String]
 
-    /// The most a listing may print (about a million objects): whoever can write to the store
-    /// can plant objects, and a listing is held in memory.
-    static let maxListingBytes = 256 * 1024 * 1024
+    /// The most a listing may print (some 400,000 objects): whoever can write to the store
+    /// can plant objects, and a listing is held in memory, decoded, several times over.
+    static let maxListingBytes = 64 * 1024 * 1024
 
     init(timeoutSeconds: Int, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         executable = try Self.locate(environment)

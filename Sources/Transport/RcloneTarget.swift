@@ -32,8 +32,22 @@ public struct RcloneTarget: Sendable, Equatable {
 
     public static func isRcloneURL(_ text: String) -> Bool { text.hasPrefix(scheme) }
 
-    /// How messages name the mailbox: the address as the user wrote it.
-    public var displayName: String { Self.scheme + remotePath }
+    /// How messages name the mailbox, and what the replica remembers it by: the address as
+    /// the user wrote it, but for the parameters of a connection string
+    /// (`:s3,secret_access_key=…:bucket` → `:s3,…:bucket`), which may hold credentials.
+    public var displayName: String {
+        guard remotePath.hasPrefix(":"), let comma = remotePath.firstIndex(of: ","),
+            let colon = remotePath[comma...].firstIndex(of: ":")
+        else { return Self.scheme + remotePath }
+        return Self.scheme + remotePath[..<comma] + ",…" + remotePath[colon...]
+    }
+
+    /// The rclone path of a folder below the mailbox, ending in `/`: S3 would otherwise take
+    /// an object named like the folder for the folder itself and list only that object.
+    func remoteFolder(_ path: String) throws -> String {
+        let folder = try remote(path)
+        return folder.hasSuffix("/") || folder.hasSuffix(":") ? folder : folder + "/"
+    }
 
     /// The rclone path of `path` (relative, `/`-separated) below the mailbox.
     func remote(_ path: String) throws -> String {

@@ -119,13 +119,12 @@ public final class RcloneTransport: Transport {
     /// Folders are only recorded: an upload makes the folders above it (object stores have no
     /// folders at all, only names with `/` in them), so creating them costs no call. A file
     /// where a folder should be is refused all the same.
+    /// The root's own entries are not listed for this (a bucket's root may hold much else).
     public func makeDirectories(_ path: String) throws {
         let parts = try RelativePath.components(path)
+        guard let top = parts.first else { return }
+        if !listedTops.contains(top) { try list(top: top) }
         for depth in parts.indices {
-            let (folder, name) = (parts[..<depth].joined(separator: "/"), parts[depth])
-            if let existing = try entries(in: folder)[name], !existing.isDirectory {
-                throw TransportError(.io, "\(displayName)/\(parts[...depth].joined(separator: "/")): exists and is not a folder")
-            }
             record(parts[...depth].joined(separator: "/"), Entry(isDirectory: true, size: 0))
         }
     }
@@ -159,7 +158,7 @@ public final class RcloneTransport: Transport {
     /// (rclone's exit code 3) lists as empty.
     private func listing(of folder: String, depth: Int) throws -> [(path: String, entry: Entry)] {
         let run = try program.run(
-            "lsjson", flags: ["-R", "--max-depth", "\(depth)", "--no-mimetype", "--no-modtime"], [try target.remote(folder)])
+            "lsjson", flags: ["-R", "--max-depth", "\(depth)", "--no-mimetype", "--no-modtime"], [try target.remoteFolder(folder)])
         if run.status == 3 { return [] }
         guard run.status == 0 else { throw failure("lsjson", folder, run.complaint) }
         struct Listed: Decodable {
@@ -172,24 +171,36 @@ public final class RcloneTransport: Transport {
             throw TransportError(.io, "\(displayName)/\(folder): rclone lsjson printed a listing sqsync cannot read")
         }
         return decoded.compactMap { item in
-            // A name that would step out of its folder, or an empty one, is nothing the mailbox reads.
+            // A name that would step out of its folder, an empty one, or one no local file
+            // system could hold (a scratch copy is made under it) is nothing the mailbox reads.
             let parts = item.Path.split(separator: "/", omittingEmptySubsequences: false)
-            guard !parts.isEmpty, !parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }) else { return nil }
+            guard !parts.isEmpty,
+                !parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." || $0.utf8.count > Self.maxNameBytes })
+            else { return nil }
             return (item.Path, Entry(isDirectory: item.IsDir, size: max(0, item.Size ?? 0)))
         }
     }
 
-    /// Puts `path` in the listing, with every folder above it.
+    /// Puts `path` in the listing, with every folder above it. An object store may hold a file
+    /// and a folder under one name (`a` and `a/b`): the folder wins, so an object planted
+    /// beside a replica's folder hides nothing.
     private func record(_ path: String, _ entry: Entry) {
         let parts = path.split(separator: "/").map(String.init)
         guard let name = parts.last else { return }
         for depth in 1..<parts.count {
             let folder = parts.prefix(depth - 1).joined(separator: "/")
-            if folders[folder]?[parts[depth - 1]] == nil { folders[folder, default: [:]][parts[depth - 1]] = Entry(isDirectory: true, size: 0) }
+            if folders[folder]?[parts[depth - 1]]?.isDirectory != true {
+                folders[folder, default: [:]][parts[depth - 1]] = Entry(isDirectory: true, size: 0)
+            }
         }
-        folders[parts.dropLast().joined(separator: "/"), default: [:]][name] = entry
+        let folder = parts.dropLast().joined(separator: "/")
+        if folders[folder]?[name]?.isDirectory == true && !entry.isDirectory { return }
+        folders[folder, default: [:]][name] = entry
         if entry.isDirectory, folders[path] == nil { folders[path] = [:] }
     }
+
+    /// The longest file name Linux file systems take (NAME_MAX).
+    static let maxNameBytes = 255
 
     private func removeRemote(_ path: String) throws {
         let removed = try program.run("deletefile", [try target.remote(path)])

@@ -142,6 +142,27 @@ final class SyncRcloneTests: XCTestCase {
         XCTAssertEqual(try content(b), try content(a))
     }
 
+    /// Objects planted to hide or block the mailbox change nothing: an object named like the
+    /// mailbox's folder, objects named like a replica's outbox and acknowledgement folders, and
+    /// a bundle name longer than any local file name.
+    func testObjectsPlantedToHideOrBlockTheMailboxChangeNothing() throws {
+        try h.write(a, reference: reference, ["INSERT INTO doc VALUES ('a1', 'before', 1)"])
+        try syncOK(a, as: "A")
+        let aID = try h.knowledgeID(a), bID = try h.knowledgeID(b)
+        let junk = h.path("junk")
+        try Data("junk".utf8).write(to: URL(fileURLWithPath: junk))
+        let long = String(repeating: "l", count: 300) + ".sqsb"
+        for object in ["sqsync", "sqsync/outbox/\(aID)", "sqsync/acks/\(aID)", "sqsync/outbox/\(bID)", "sqsync/outbox/\(aID)/\(long)"] {
+            XCTAssertEqual(try rclone(["copyto", junk, "\(server.remoteName):mailbox/site/\(object)"]).status, 0, object)
+        }
+        try syncOK(b, as: "B")
+        XCTAssertEqual(try content(b), try content(a), "the mailbox was read whole")
+        try h.write(a, reference: reference, ["INSERT INTO doc VALUES ('a2', 'after', 2)"])
+        try syncOK(a, as: "A")
+        try syncOK(b, as: "B")
+        XCTAssertEqual(try content(b), try content(reference))
+    }
+
     /// An endpoint nobody listens on: exit 1, one line naming the mailbox, the database untouched.
     func testADeadEndpointFailsWithOneLineAndChangesNothing() throws {
         try h.write(a, reference: reference, ["INSERT INTO doc VALUES ('a1', 'kept', 1)"])

@@ -278,7 +278,7 @@ final class SyncSSHTests: XCTestCase {
         let mistyped = remote + "/mailbxo"
         let before = try h.fullDump(a)
         let result = try h.sync(a, as: "A", server.url(path: mistyped), ssh())
-        try assertRefused(result, host: "127.0.0.1", before: before, mentioning: ["no such folder", "mkdir -p \(mistyped)"])
+        try assertRefused(result, host: "127.0.0.1", before: before, mentioning: ["no such folder", "-p \(server.port) \(server.userName)@127.0.0.1 mkdir -p '\(mistyped)'"])
         XCTAssertFalse(FileManager.default.fileExists(atPath: mistyped))
     }
 }

@@ -22,8 +22,9 @@ public struct BundleError: Error, CustomStringConvertible, Equatable {
     /// change). A mailbox reads such a file once (Mailbox.sync).
     public var concernsTheFileAlone = false
 
-    /// The words every refusal of a bundle signed by a key not trusted here contains.
-    public static let untrustedKeyWords = "signed by an untrusted key"
+    /// Signed by a key `allowed_signers` does not know (not a bad signature): the forgotten
+    /// exchange of lines, which `status` lists until the line is added.
+    public var signerNotTrusted = false
 
     public init(_ kind: Kind, _ description: String) {
         self.kind = kind

@@ -164,10 +164,12 @@ public final class BundleReader {
     private static func untrustedSigner(_ key: SSHPublicKey, sender: String?, path: String) -> BundleError {
         let claimed = sender.flatMap { $0.isEmpty ? nil : $0 }
         let who = claimed.map { " (it says it comes from replica \(displayText($0)))" } ?? ""
-        return BundleError(
+        var error = BundleError(
             .untrusted,
-            "\(path): \(BundleError.untrustedKeyWords) \(key.fingerprint)\(who); if you trust it, add this line to allowed_signers: \(AllowedSigners.suggestedLine(for: key, name: claimed))"
+            "\(path): signed by an untrusted key \(key.fingerprint)\(who); if you trust it, add this line to allowed_signers: \(AllowedSigners.suggestedLine(for: key, name: claimed))"
         )
+        error.signerNotTrusted = true
+        return error
     }
 
     private func read(_ range: Range<Int>) throws -> [UInt8] {

@@ -29,7 +29,8 @@ extension Replica {
             }
             let tid = Int(
                 try database.int64(#"SELECT "tid" FROM "_sqsync_tables" WHERE "name" = ?"#, .text(name)))
-            let uncovered = declared.columns.map(\.name).filter { (try? columnIDs(tid: tid))?[$0] == nil }
+            let ids = try columnIDs(tid: tid)
+            let uncovered = declared.columns.map(\.name).filter { ids[$0] == nil }
             if !uncovered.isEmpty { problems.append(Self.uncapturedWarning(table: declared.name, columns: uncovered, path: path)) }
             guard let table = try trackedTable(tid: tid, name: name) else { continue }
             let expected = TriggerSQL(table: table).all

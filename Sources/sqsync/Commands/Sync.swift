@@ -54,7 +54,7 @@ extension SQSync {
                         timeoutSeconds: timeout))
                 guard try sftp.rootIsFolder() else {
                     throw Failure.raise(
-                        "\(sftp.displayName): no such folder on \(address.host) (create it first, e.g. ssh \(address.host) mkdir -p \(address.path))")
+                        "\(sftp.displayName): no such folder on \(address.host) (create it first, e.g. ssh \(address.port == 22 ? "" : "-p \(address.port) ")\(address.user.map { "\($0)@" } ?? "")\(address.host) mkdir -p '\(address.path)')")
                 }
                 transport = sftp
             } else if RcloneTarget.isRcloneURL(target) {
