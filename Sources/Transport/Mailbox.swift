@@ -111,6 +111,7 @@ public final class Mailbox {
                 report.unchanged = true
                 report.stillHeld = try BundleExchange.heldBundles(of: replica)
                 report.gaps = try BundleExchange.gaps(of: replica)
+                report.untrusted = try untrustedSignerFiles(replica)
                 return report
             }
             // Forgotten first: a sync that fails half-way may have changed what the digest
@@ -123,7 +124,13 @@ public final class Mailbox {
         }
         report.stillHeld = try BundleExchange.heldBundles(of: replica)
         report.gaps = try BundleExchange.gaps(of: replica)
+        report.untrusted = try untrustedSignerFiles(replica)
         return report
+    }
+
+    /// This mailbox's bundles refused for a signer not trusted here, unchanged since.
+    private func untrustedSignerFiles(_ replica: Replica) throws -> [String] {
+        try MailboxState.untrustedSignerFiles(of: replica).filter { $0.mailbox == transport.displayName }.map(\.reason)
     }
 
     /// A digest of everything a sync's outcome depends on: the stamp of every replica's
@@ -257,7 +264,6 @@ public final class Mailbox {
         importedBeforeWriting = report.imported
         try state(replica).forgetSeen(keeping: listed)
         try state(replica).forgetPlanted(keeping: Set(bundles.map { "\(Self.outbox)/\($0.sender)/\($0.name)" }))
-        report.untrusted = try MailboxState.untrustedSignerFiles(of: replica).filter { $0.mailbox == transport.displayName }.map(\.reason)
         let knowledge = try replica.knowledge()
         // What each reader acknowledged counts as far as this replica holds it: again now that
         // the imports taught it more, so that a purge here is not held back by an
