@@ -1,0 +1,109 @@
+import Bundle
+import ChangeLog
+import Foundation
+
+/// The acknowledgement files of a mailbox (`sqsync/acks/<knowledge-id>/…`): what each replica
+/// says it holds, signed, which decides what the others leave for it and when a bundle may go.
+extension Mailbox {
+    /// Leaves this replica's signed acknowledgement of `knowledge` and removes every other
+    /// file in its folder (only it writes there, so anything else is stale or planted). What
+    /// this sync's imports taught it (from `before` to `held`) updates the learning events its
+    /// previous acknowledgement reported.
+    func writeAcknowledgement(
+        _ knowledge: Knowledge, holding held: Knowledge, learnedSince before: Knowledge, of replica: Replica, key: SigningKey,
+        trust: AllowedSigners, scratch: ScratchDirectory
+    ) throws {
+        let me = replica.knowledgeID, replicaName = replica.name
+        let folder = "\(Self.acks)/\(me)"
+        let old = try transport.listFiles(in: folder)
+        var earlier: [String: LearningEvent] = [:]
+        var unchanged: MailboxAcknowledgement?
+        if let previous = old.filter({ $0.hasSuffix(".ack") }).max() {
+            if let cached = try state(replica).cachedAcknowledgements()[me],
+                cached.file == previous,
+                let acknowledgement = try? MailboxAcknowledgement.alreadyVerified(cached.text, expectedReplica: me, trust: trust)
+            {
+                earlier = acknowledgement.acknowledgement.learned
+                // After a key rotation the file is signed again, with the new key.
+                if acknowledgement.key == key.publicKey { unchanged = acknowledgement.acknowledgement }
+            } else {
+                let local = scratch.path + "/" + previous
+                if try fetch(folder, previous, to: local, maxBytes: MailboxAcknowledgement.maxBytes),
+                    let text = try? String(contentsOfFile: local, encoding: .utf8),
+                    let acknowledgement = try? MailboxAcknowledgement.verified(text, expectedReplica: me, trust: trust)
+                {
+                    earlier = acknowledgement.acknowledgement.learned
+                }
+                try? FileManager.default.removeItem(atPath: local)
+            }
+        }
+        let learned = LearningEvent.after(earlier, before: before, after: held, ownSeq: before[me], me: me)
+        // A quiet sync leaves the file it wrote last time: same knowledge, same name, same news.
+        if let unchanged, unchanged.knowledge == knowledge, unchanged.learned == learned, unchanged.name == replicaName,
+            let previous = old.filter({ $0.hasSuffix(".ack") }).max()
+        {
+            for stale in old where stale != previous { try writing { try transport.removeFile("\(folder)/\(stale)") } }
+            return
+        }
+        let stamp = String(format: "%020llu", UInt64(Date().timeIntervalSince1970 * 1000))
+        let name = "\(stamp)_\(String(format: "%08x", UInt32.random(in: 0...UInt32.max))).ack"
+        let local = scratch.path + "/" + name
+        let text = try MailboxAcknowledgement(
+            replica: me, name: replicaName, knowledge: knowledge, learned: learned, birth: try KeyBinding.birth(of: replica)
+        ).signedText(key: key)
+        try Data(text.utf8).write(to: URL(fileURLWithPath: local))
+        try writing { try transport.writeFile(from: local, to: "\(folder)/\(name)") }
+        verifiedAcknowledgements.append((me, name, text))
+        for stale in old where stale != name { try writing { try transport.removeFile("\(folder)/\(stale)") } }
+    }
+
+    /// The newest validly signed acknowledgement of every other replica that left one here,
+    /// also recorded in the replica (so `status` shows it). Newer files that are not validly
+    /// signed for that replica are ignored with a warning, and do not hide an older valid one.
+    func readAcknowledgements(
+        excluding me: String, replica: Replica, trust: AllowedSigners, scratch: ScratchDirectory, report: inout SyncReport
+    ) throws -> [String: MailboxAcknowledgement] {
+        let retired = try replica.retiredPeerIDs()
+        let cache = try state(replica).cachedAcknowledgements()
+        var readers: [String: MailboxAcknowledgement] = [:]
+        for reader in try transport.listDirectories(in: Self.acks) where reader != me && !retired.contains(reader) {
+            let folder = "\(Self.acks)/\(reader)"
+            for name in try transport.listFiles(in: folder).filter({ $0.hasSuffix(".ack") }).sorted().reversed() {
+                // Read and recorded by an earlier sync: names are unique, so the listing is enough.
+                if let cached = cache[reader], cached.file == name,
+                    let acknowledgement = try? MailboxAcknowledgement.alreadyVerified(
+                        cached.text, expectedReplica: reader, trust: trust),
+                    try KeyBinding.checkAcknowledgementFile(
+                        of: reader, name: acknowledgement.acknowledgement.name, signedBy: acknowledgement.key,
+                        birth: acknowledgement.acknowledgement.birth, replica: replica) == nil
+                {
+                    readers[reader] = acknowledgement.acknowledgement
+                    acknowledgementKeys[reader] = acknowledgement.key
+                    break
+                }
+                let local = scratch.path + "/" + name
+                defer { try? FileManager.default.removeItem(atPath: local) }
+                guard try fetch(folder, name, to: local, maxBytes: MailboxAcknowledgement.maxBytes) else { continue }
+                do {
+                    let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: local)), as: UTF8.self)
+                    let verified = try MailboxAcknowledgement.verified(text, expectedReplica: reader, trust: trust)
+                    let acknowledgement = verified.acknowledgement
+                    if let reason = try KeyBinding.checkAcknowledgementFile(
+                        of: reader, name: acknowledgement.name, signedBy: verified.key, birth: acknowledgement.birth, replica: replica)
+                    {
+                        throw TransportError(.io, reason)
+                    }
+                    readers[reader] = acknowledgement
+                    acknowledgementKeys[reader] = verified.key
+                    try replica.recordAcknowledgement(
+                        of: reader, name: acknowledgement.name, knowledge: acknowledgement.knowledge)
+                    verifiedAcknowledgements.append((reader, name, text))
+                    break
+                } catch let error as TransportError {
+                    report.warnings.append("\(transport.displayName)/\(folder)/\(name): ignored: \(error.description)")
+                }
+            }
+        }
+        return readers
+    }
+}
