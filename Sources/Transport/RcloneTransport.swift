@@ -117,9 +117,10 @@ public final class RcloneTransport: Transport {
     }
 
     /// Folders are only recorded: an upload makes the folders above it (object stores have no
-    /// folders at all, only names with `/` in them), so creating them costs no call. A file
-    /// where a folder should be is refused all the same.
-    /// The root's own entries are not listed for this (a bucket's root may hold much else).
+    /// folders at all, only names with `/` in them), so creating them costs no call. An object
+    /// of the same name does not block a folder (see ``record(_:_:)``); elsewhere the upload
+    /// into it fails. The root's own entries are not listed for this (a bucket's root may hold
+    /// much else).
     public func makeDirectories(_ path: String) throws {
         let parts = try RelativePath.components(path)
         guard let top = parts.first else { return }
