@@ -42,6 +42,9 @@ public struct SyncReport: Sendable {
     /// Bundles in this mailbox signed by keys not trusted here, refused now or before and
     /// unchanged since: one line each, naming the replica and the `allowed_signers` line to add.
     public var untrusted: [String] = []
+    /// Own values left out of bundles because they are larger than a bundle may carry: the
+    /// rest went, and each goes once it fits.
+    public var withheld: [WithheldValue] = []
 
     /// Nothing imported, refused, exported, removed or worth a warning.
     var didNothing: Bool {
@@ -102,6 +105,8 @@ public final class Mailbox {
         try KeyBinding.prepareToSign(replica: replica, key: key)
         let trust = try KeyBinding.trust(trust, replica: replica)
         ScratchDirectory.clearLeftovers(beside: replica.path)
+        // Values that fit now are logged again first, so that a quiet mailbox still sends them.
+        try replica.releaseWithheldValues(cap: BundleLimits.maxValueBytes)
         // Taken before anything is listed, so a change made during this sync shows next time.
         let inputs = try quietSyncInputs(replica: replica, key: key, trust: trust)
         let now = Int64(Date().timeIntervalSince1970 * 1000)
@@ -112,6 +117,7 @@ public final class Mailbox {
                 report.stillHeld = try BundleExchange.heldBundles(of: replica)
                 report.gaps = try BundleExchange.gaps(of: replica)
                 report.untrusted = try untrustedSignerFiles(replica)
+                report.withheld = try replica.withheldValues(cap: BundleLimits.maxValueBytes)
                 return report
             }
             // Forgotten first: a sync that fails half-way may have changed what the digest
@@ -125,6 +131,7 @@ public final class Mailbox {
         report.stillHeld = try BundleExchange.heldBundles(of: replica)
         report.gaps = try BundleExchange.gaps(of: replica)
         report.untrusted = try untrustedSignerFiles(replica)
+        report.withheld = try replica.withheldValues(cap: BundleLimits.maxValueBytes)
         return report
     }
 

@@ -14,3 +14,13 @@ func gapJSON(_ gap: KnowledgeGap) -> [String: Any] {
         "missing_from": gap.holdsThrough + 1, "missing_through": gap.missingThrough,
     ]
 }
+
+/// One warning about a value left out of bundles for its size (sync, export).
+func describe(_ value: WithheldValue) -> String {
+    "table \(displayText(value.table)), key \(displayText(value.key)): a value of \(value.bytes) bytes in column \(displayText(value.column)) is larger than a bundle may carry (SQSYNC_MAX_VALUE_BYTES is \(BundleLimits.maxValueBytes)); left out, the other changes went; it goes once it fits (make it smaller, or raise the cap on every replica)"
+}
+
+/// The `--json` form of a value left out (docs/JSON_OUTPUT.md).
+func withheldJSON(_ value: WithheldValue) -> [String: Any] {
+    ["table": displayText(value.table), "key": displayText(value.key), "column": displayText(value.column), "bytes": value.bytes]
+}

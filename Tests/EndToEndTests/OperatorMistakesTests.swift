@@ -475,28 +475,81 @@ final class OperatorMistakesTests: XCTestCase {
         XCTAssertEqual(h.json(try h.ok(["doctor", hq, "--json"]))["untracked"] as? [String], [])
     }
 
-    /// A value over the cap: the writer's sync names the table and key, the reader's (with a
-    /// smaller cap than the sender's) names the table and column or the row's size, and
-    /// SQSYNC_MAX_VALUE_BYTES; once the reader's cap matches, the same file is read.
-    func testAValueOverTheCapIsNamedOnBothSides() throws {
+    /// A value over the writer's cap is left out, named by table, key and column, and the rest
+    /// goes: an update's value alone, an insert's whole row. Each sync says so again; once the
+    /// value fits (made smaller, or a larger cap) it goes as a new change. A reader with a
+    /// smaller cap than the sender's names the table, column and SQSYNC_MAX_VALUE_BYTES, and
+    /// reads the same file once its cap matches.
+    func testAValueOverTheCapIsLeftOutAndTheRestGoes() throws {
         try h.syncOK(site, as: "S1", box)
-        try h.sqlite(hq, "INSERT INTO t VALUES ('big', hex(zeroblob(1000))); INSERT INTO t VALUES ('huge', hex(zeroblob(700000)));")
-        let writer = try h.sqsync(["sync", hq, box], key: "HQ", environment: ["SQSYNC_MAX_VALUE_BYTES": "1500"])
-        XCTAssertEqual(writer.status, 1, writer.stderr)
-        XCTAssertTrue(writer.stderr.contains("table t, key 'big': a value of 2000 bytes in column v"), writer.stderr)
-        XCTAssertTrue(writer.stderr.contains("SQSYNC_MAX_VALUE_BYTES is 1500"), writer.stderr)
         try h.syncOK(hq, as: "HQ", box)
+        try h.sqlite(
+            hq,
+            """
+            INSERT INTO t VALUES ('big', hex(zeroblob(1000))), ('small', 'fits');
+            UPDATE t SET v = hex(zeroblob(1500)) WHERE id = '1';
+            UPDATE t SET v = 'two, changed' WHERE id = '2';
+            """)
+        let capped = ["SQSYNC_MAX_VALUE_BYTES": "1500"]
+        let writer = try h.sqsync(["sync", hq, box], key: "HQ", environment: capped)
+        XCTAssertEqual(writer.status, 0, writer.stderr)
+        XCTAssertTrue(writer.stderr.contains("table t, key 'big': a value of 2000 bytes in column v is larger than a bundle may carry (SQSYNC_MAX_VALUE_BYTES is 1500); left out, the other changes went"), writer.stderr)
+        XCTAssertTrue(writer.stderr.contains("table t, key '1': a value of 3000 bytes in column v"), writer.stderr)
+        XCTAssertTrue(writer.stderr.contains("2 values too large left out"), writer.stderr)
 
-        let chunk = try h.sqsync(["sync", site, box], key: "S1", environment: ["SQSYNC_MAX_VALUE_BYTES": "1500"])
-        XCTAssertEqual(chunk.status, 3, chunk.stderr)
-        XCTAssertTrue(chunk.stderr.contains("larger than this replica's SQSYNC_MAX_VALUE_BYTES (1500)"), chunk.stderr)
-        try h.sqlite(hq, "DELETE FROM t WHERE id = 'huge';")
-        try h.syncOK(hq, as: "HQ", box)
-        let value = try h.sqsync(["sync", site, box], key: "S1", environment: ["SQSYNC_MAX_VALUE_BYTES": "1500"])
+        try syncOK(site, as: "S1", environment: capped)
+        XCTAssertEqual(try rows(site), "'1'|'one'\n'2'|'two, changed'\n'small'|'fits'\n")
+
+        let again = try h.sqsync(["sync", hq, box, "--json"], key: "HQ", environment: capped)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        let withheld = h.json(again)["withheld"] as? [[String: Any]] ?? []
+        XCTAssertEqual(withheld.map { "\($0["table"]!) \($0["key"]!) \($0["column"]!) \($0["bytes"]!)" }.sorted(), ["t '1' v 3000", "t 'big' v 2000"])
+
+        // Made smaller, the row goes whole, as a new life; its later small edits with it.
+        try h.sqlite(hq, "UPDATE t SET v = 'big, made smaller' WHERE id = 'big';")
+        let smaller = try h.sqsync(["sync", hq, box], key: "HQ", environment: capped)
+        XCTAssertEqual(smaller.status, 0, smaller.stderr)
+        XCTAssertFalse(smaller.stderr.contains("key 'big'"), smaller.stderr)
+        XCTAssertTrue(smaller.stderr.contains("key '1'"), smaller.stderr)
+        try syncOK(site, as: "S1", environment: capped)
+        XCTAssertEqual(try rows(site), "'1'|'one'\n'2'|'two, changed'\n'big'|'big, made smaller'\n'small'|'fits'\n")
+
+        // A larger cap at the writer: the update goes, and a reader whose cap is smaller than
+        // the sender's says why it refuses the file, until its cap matches.
+        let released = try h.sqsync(["sync", hq, box], key: "HQ")
+        XCTAssertEqual(released.status, 0, released.stderr)
+        XCTAssertFalse(released.stderr.contains("left out"), released.stderr)
+        let value = try h.sqsync(["sync", site, box], key: "S1", environment: capped)
         XCTAssertEqual(value.status, 3, value.stderr)
-        XCTAssertTrue(value.stderr.contains("a value of 2000 bytes for t.v is larger than the 1500-byte cap here (SQSYNC_MAX_VALUE_BYTES)"), value.stderr)
-        XCTAssertFalse(try rows(site).contains("big"))
+        XCTAssertTrue(value.stderr.contains("a value of 3000 bytes for t.v is larger than the 1500-byte cap here (SQSYNC_MAX_VALUE_BYTES)"), value.stderr)
+        XCTAssertFalse(try rows(site).contains("000000"))
         try h.syncOK(site, as: "S1", box)
         XCTAssertEqual(try rows(site), try rows(hq))
+    }
+
+    private func syncOK(_ db: String, as name: String, environment: [String: String]) throws {
+        let result = try h.sqsync(["sync", db, box], key: name, environment: environment)
+        XCTAssertEqual(result.status, 0, result.stderr)
+    }
+
+    /// `export` leaves out a value over the cap the same way, says so, and the next export after
+    /// the cap is raised carries it; a composite key is named whole.
+    func testExportLeavesOutAValueOverTheCap() throws {
+        let hq = try h.makeReplica("P1", schema: "CREATE TABLE pairs(a INTEGER, b TEXT, note TEXT, PRIMARY KEY (a, b));")
+        let site = try h.cloneReplica(hq, as: "P2")
+        try h.sqlite(hq, "INSERT INTO pairs VALUES (7, 'x', hex(zeroblob(1000))), (8, 'y', 'small');")
+        let first = h.path("first.sqsb")
+        let export = try h.sqsync(["export", hq, "-o", first, "--json"], key: "P1", environment: ["SQSYNC_MAX_VALUE_BYTES": "1500"])
+        XCTAssertEqual(export.status, 0, export.stderr)
+        XCTAssertTrue(export.stderr.contains("table pairs, key 7, 'x': a value of 2000 bytes in column note"), export.stderr)
+        XCTAssertEqual((h.json(export)["withheld"] as? [[String: Any]])?.count, 1)
+        try h.ok(["import", site, first], key: "P2")
+        XCTAssertEqual(try h.sqlite(site, "SELECT a, b, note FROM pairs ORDER BY a;"), "8|y|small\n")
+        let second = h.path("second.sqsb")
+        let raised = try h.sqsync(["export", hq, "-o", second], key: "P1")
+        XCTAssertEqual(raised.status, 0, raised.stderr)
+        XCTAssertFalse(raised.stderr.contains("left out"), raised.stderr)
+        try h.ok(["import", site, second], key: "P2")
+        XCTAssertEqual(try h.sqlite(site, "SELECT a, b, length(note) FROM pairs ORDER BY a;"), "7|x|2000\n8|y|5\n")
     }
 }

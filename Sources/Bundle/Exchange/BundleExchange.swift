@@ -9,6 +9,9 @@ public struct ExportResult: Sendable {
     /// Row records in the bundle, of every origin.
     public var rows: Int
     public var bytes: Int
+    /// Values left out because they are larger than a bundle may carry, this time or before;
+    /// the rest of the changes went (``ChangeLog/Replica/releaseWithheldValues(cap:)``).
+    public var withheld: [WithheldValue] = []
 }
 
 /// What an import did with one bundle.

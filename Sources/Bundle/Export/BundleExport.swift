@@ -32,7 +32,10 @@ extension BundleExchange {
         let rules = AdminRules(acts: adminStatements.map(\.act))
         let ownScope = rules.scope(of: me)
         let epochs = try replica.adminEpochs()
-        let (result, checkpoint) = try ChangeExporter.snapshot(of: replica, ownChangesAfter: base[me]) { exporter in
+        let valueCap = BundleLimits.maxValueBytes
+        try replica.releaseWithheldValues(cap: valueCap)
+        let (result, checkpoint) = try ChangeExporter.snapshot(of: replica, ownChangesAfter: base[me], valueCap: valueCap) {
+            exporter in
             let header = exporter.header
             let sites = exporter.sites
             let own =
@@ -104,7 +107,9 @@ extension BundleExchange {
             )
         }
         if let checkpoint { try replica.recordCheckpoint(through: checkpoint.seq, records: checkpoint.records) }
-        return result
+        var withWithheld = result
+        withWithheld.withheld = try replica.withheldValues(cap: valueCap)
+        return withWithheld
     }
 
     /// The kept segments a bundle carries for a receiver that holds `base`: of every origin

@@ -31,6 +31,8 @@ public final class ChangeExporter {
     private let byKey: Bool
     /// Above this many changed entries, one pass over each table costs less than lookups.
     static let keyPathLimit = 50_000
+    /// With a cap on values: what this export leaves out, shared with its parts.
+    private let withheld: WithheldCollector?
 
     /// Folds pending local changes, then calls `body` with an exporter inside one read
     /// transaction. Changes numbered above `base` are read; 0 reads every own change.
@@ -38,20 +40,34 @@ public final class ChangeExporter {
     /// The fold commits before the read snapshot starts, so the app may write in between;
     /// an exporter that meets such an unnumbered change stops, and the export starts over.
     /// After a few tries it holds the write lock for the whole export, so it always ends.
+    ///
+    /// With `valueCap`, a value larger than it is left out and recorded, the rest still goes
+    /// (``WithheldCollector``); without, every value goes.
     public static func snapshot<T>(
-        of replica: Replica, ownChangesAfter base: Int64, _ body: (ChangeExporter) throws -> T
+        of replica: Replica, ownChangesAfter base: Int64, valueCap: Int? = nil, _ body: (ChangeExporter) throws -> T
     ) throws -> T {
+        let lives = valueCap == nil ? [] : try replica.withheldLives()
+        var withheld: WithheldCollector?
+        func exporter() throws -> ChangeExporter {
+            withheld = valueCap.map { WithheldCollector(cap: $0, lives: lives) }
+            return try ChangeExporter(
+                replica: replica, ownChangesAfter: base, keyPathLimit: Self.keyPathLimit, withheld: withheld)
+        }
         for _ in 0..<4 {
             try replica.fold()
             do {
-                return try replica.readSnapshot { try body(try ChangeExporter(replica: replica, ownChangesAfter: base)) }
+                let result = try replica.readSnapshot { try body(try exporter()) }
+                try replica.recordWithheld(withheld?.entries ?? [])
+                return result
             } catch is UnnumberedChange {
                 continue
             }
         }
         return try replica.database.inTransaction(immediate: true) {
             try replica.fold()
-            return try body(try ChangeExporter(replica: replica, ownChangesAfter: base))
+            let result = try body(try exporter())
+            try replica.recordWithheld(withheld?.entries ?? [])
+            return result
         }
     }
 
@@ -59,7 +75,8 @@ public final class ChangeExporter {
     /// `through`, cut for `scope`: a bundle carries one segment per admin epoch and scope.
     public func part(after base: Int64, through: Int64, scope: [String]?) throws -> ChangeExporter {
         try ChangeExporter(
-            replica: replica, ownChangesAfter: base, through: through, scope: scope, keyPathLimit: Self.keyPathLimit)
+            replica: replica, ownChangesAfter: base, through: through, scope: scope, keyPathLimit: Self.keyPathLimit,
+            withheld: withheld)
     }
 
     /// A change the triggers wrote after the fold: the snapshot must be taken again.
@@ -73,9 +90,10 @@ public final class ChangeExporter {
 
     init(
         replica: Replica, ownChangesAfter requestedBase: Int64, through: Int64? = nil, scope: [String]? = nil,
-        keyPathLimit: Int
+        keyPathLimit: Int, withheld: WithheldCollector? = nil
     ) throws {
         self.scope = scope
+        self.withheld = withheld
         self.replica = replica
         let database = replica.database
         // Writes made after the fold wait in the log: their values are in the tables already,
@@ -244,6 +262,14 @@ public final class ChangeExporter {
         }
     }
 
+    /// A record's columns without the values over the cap; nil: the record does not go.
+    private func withholdOversized(
+        _ columns: [ColumnChange], emitter: LiveRowEmitter, entry: Statement, rowStamp: Stamp?
+    ) throws -> [ColumnChange]? {
+        guard let withheld else { return columns }
+        return withheld.withhold(columns, of: emitter.table, pk: entry.value(at: 4), lifeSeq: rowStamp?.seq)
+    }
+
     private func undecodableKey(_ table: TableInfo) -> ChangeLogError {
         ChangeLogError(
             .schemaMismatch,
@@ -278,6 +304,8 @@ public final class ChangeExporter {
     private func emit(
         _ emitter: LiveRowEmitter, entry: Statement, values: [SQLValue], inScope: Bool = true, _ body: (RowChange) throws -> Void
     ) throws {
+        // A row whose life is left out sends nothing until it goes: receivers lack the row.
+        if let withheld, withheld.holdsLife(tid: emitter.table.tid, pk: entry.value(at: 4)) { return }
         let rowNeeded = isNeeded(site: entry.int64(at: 2), seq: entry.int64(at: 3))
         // The row's own stamp travels only with a life this replica began in the range.
         let rowStamp = rowNeeded ? try ownStamp(hlc: entry.int64(at: 1), seq: entry.int64(at: 3)) : nil
@@ -291,11 +319,12 @@ public final class ChangeExporter {
             // Out of the receiver's scope: only the label's columns this replica wrote in the
             // range, so that a reader holding the row sees it leave (and one that does not
             // keeps only its entry), as every replica merges those columns.
-            let columns = emitter.labelColumns.compactMap { offset -> ColumnChange? in
+            let all = emitter.labelColumns.compactMap { offset -> ColumnChange? in
                 guard let stamp = cellStamps[offset] ?? rowStamp else { return nil }
                 return ColumnChange(column: offset, value: values[offset], stamp: stamp)
             }
-            guard !columns.isEmpty else { return }
+            guard let columns = try withholdOversized(all, emitter: emitter, entry: entry, rowStamp: rowStamp), !columns.isEmpty
+            else { return }
             try body(
                 RowChange(
                     table: emitter.tableIndex, key: emitter.keyPositions.map { values[$0] }, causalLength: entry.int64(at: 0),
@@ -322,12 +351,15 @@ public final class ChangeExporter {
             }
         }
         guard rowStamp != nil || !cellStamps.isEmpty || !counters.isEmpty else { return }
-        let columns = emitter.nonKey.compactMap { column -> ColumnChange? in
+        let all = emitter.nonKey.compactMap { column -> ColumnChange? in
             // A life record carries every column; a column another replica wrote since goes
             // with its current value under the insert's stamp.
             guard let stamp = cellStamps[column.offset] ?? rowStamp else { return nil }
             return ColumnChange(column: column.offset, value: values[column.offset], stamp: stamp)
         }
+        guard let columns = try withholdOversized(all, emitter: emitter, entry: entry, rowStamp: rowStamp),
+            rowStamp != nil || !columns.isEmpty || !counters.isEmpty
+        else { return }
         try body(
             RowChange(
                 table: emitter.tableIndex, key: emitter.keyPositions.map { values[$0] },

@@ -474,6 +474,22 @@ enum MetadataSQL {
             CREATE INDEX "_sqsync_ghosts_stored" ON "_sqsync_ghosts" ("tid", "stored_pk");
             """
         ),
+        (
+            19,
+            """
+            -- Own changes left out of bundles because a value in them is larger than a bundle
+            -- may carry (WithheldValues.swift): the row's whole life ("cid" 0) or one column's
+            -- value, with the sequence number of the change left out. Each export logs them
+            -- again, as new changes, once they fit.
+            CREATE TABLE "_sqsync_withheld" (
+                "tid" INTEGER NOT NULL,
+                "pk" NOT NULL,
+                "cid" INTEGER NOT NULL,
+                "seq" INTEGER NOT NULL,
+                PRIMARY KEY ("tid", "pk", "cid")
+            ) WITHOUT ROWID;
+            """
+        ),
     ]
 
 

@@ -70,9 +70,13 @@ extension SQSync {
                 replica: replica, since: base, key: key, to: to ?? output!, intoDirectory: to != nil, receiver: receiver,
                 encryptTo: recipients, scope: scope, checkpoints: since == nil, progress: global.progress("exporting"))
             global.endProgress()
+            for value in result.withheld {
+                FileHandle.standardError.write(Data("sqsync: warning: \(describe(value))\n".utf8))
+            }
             if global.json {
                 global.emitJSON([
                     "path": result.path, "rows": result.rows, "bytes": result.bytes,
+                    "withheld": result.withheld.map(withheldJSON),
                     "encrypted_to": recipients.map(\.fingerprint),
                     "knowledge": Dictionary(uniqueKeysWithValues: result.envelope.sites.map { ($0.id, $0.knowledge) }),
                 ])

@@ -82,7 +82,7 @@ extension SQSync {
                 // Each reason names its file in the mailbox already.
                 FileHandle.standardError.write(Data("sqsync: \(problem.reason)\n".utf8))
             }
-            for warning in report.warnings {
+            for warning in report.warnings + report.withheld.map(describe) {
                 FileHandle.standardError.write(Data("sqsync: warning: \(warning)\n".utf8))
             }
             for note in report.notes { global.say("sqsync: note: \(note)") }
@@ -99,6 +99,7 @@ extension SQSync {
                     "held_bundles": report.stillHeld.map { ["path": $0.path, "reason": $0.reason] },
                     "gaps": report.gaps.map(gapJSON), "refused_before": report.plantedSkipped.map(displayText),
                     "rows_left_scope": report.rowsLeftScope, "oversized": report.oversized, "untrusted": report.untrusted,
+                    "withheld": report.withheld.map(withheldJSON),
                 ])
             } else {
                 let out = report.exported.map { "1 bundle out (\(counted($0.rows, "row")))" } ?? "nothing new out"
@@ -107,6 +108,7 @@ extension SQSync {
                 let refusedNow = report.rejected.count + report.refused.count
                 if refusedNow > 0 { extras.append("\(counted(refusedNow, "file")) refused") }
                 if report.oversized > 0 { extras.append("\(counted(report.oversized, "file")) too large left unread") }
+                if !report.withheld.isEmpty { extras.append("\(counted(report.withheld.count, "value")) too large left out") }
                 if report.removed > 0 { extras.append("\(counted(report.removed, "old bundle")) removed") }
                 if report.leftoversRemoved > 0 {
                     extras.append("\(counted(report.leftoversRemoved, "unfinished upload")) of an earlier run removed")
