@@ -1,5 +1,6 @@
 import CSQLite
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// An open SQLite connection: the one owner of its handle, its statement cache and its
 /// transactions. Not Sendable on purpose: a connection belongs to one thread.

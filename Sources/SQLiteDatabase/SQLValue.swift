@@ -69,10 +69,10 @@ private let hexDigits = (0..<16).map { String($0, radix: 16, uppercase: true) }
 
 /// Quotes an identifier for SQL text: `my "table"` → `"my ""table"""`.
 public func quoteIdentifier(_ name: String) -> String {
-    "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    "\"" + name.replacing("\"", with: "\"\"") + "\""
 }
 
 /// A string as an SQL literal, for SQL that cannot bind values (trigger bodies).
 public func quoteLiteral(_ text: String) -> String {
-    "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+    "'" + text.replacing("'", with: "''") + "'"
 }

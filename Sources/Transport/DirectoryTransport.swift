@@ -1,5 +1,6 @@
 import CSSH
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A mailbox in a local folder: a shared folder or a mounted USB stick.
 ///

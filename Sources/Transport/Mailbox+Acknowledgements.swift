@@ -1,6 +1,7 @@
 import Bundle
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The acknowledgement files of a mailbox (`sqsync/acks/<knowledge-id>/…`): what each replica
 /// says it holds, signed, which decides what the others leave for it and when a bundle may go.
@@ -45,8 +46,8 @@ extension Mailbox {
             for stale in old where stale != previous { try writing { try transport.removeFile("\(folder)/\(stale)") } }
             return
         }
-        let stamp = String(format: "%020llu", UInt64(Date().timeIntervalSince1970 * 1000))
-        let name = "\(stamp)_\(String(format: "%08x", UInt32.random(in: 0...UInt32.max))).ack"
+        let stamp = decimalString(UInt64(Date().timeIntervalSince1970 * 1000), width: 20)
+        let name = "\(stamp)_\(hexString(UInt32.random(in: 0...UInt32.max), width: 8)).ack"
         let local = scratch.path + "/" + name
         let text = try MailboxAcknowledgement(
             replica: me, name: replicaName, knowledge: knowledge, learned: learned, birth: try KeyBinding.birth(of: replica)

@@ -1,7 +1,8 @@
 import Bundle
 import ChangeLog
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// What one `sync` did.
@@ -421,8 +422,8 @@ public final class Mailbox {
     /// A message about the downloaded copy, made to name the bundle where the user sees it.
     /// Names come from the mailbox's listing, which anyone who can write there chooses: escaped.
     private func naming(_ message: String, _ local: String, _ bundle: (sender: String, name: String)) -> String {
-        message.replacingOccurrences(
-            of: local, with: "\(transport.displayName)/\(Self.outbox)/\(displayText(bundle.sender))/\(displayText(bundle.name))")
+        message.replacing(
+            local, with: "\(transport.displayName)/\(Self.outbox)/\(displayText(bundle.sender))/\(displayText(bundle.name))")
     }
 
     /// Same knowledge, base, recipients and content (``BundleExchange/plannedContent(of:since:readers:scope:checkpoints:)``)
@@ -434,7 +435,7 @@ public final class Mailbox {
         let keys = recipients.map(\.openSSHLine).sorted().joined(separator: ",")
         let digest = SHA256.hash(
             data: Data((knowledge.description + "|" + base.description + "|" + keys + scope + "|" + content).utf8))
-        return digest.prefix(4).map { String(format: "%02x", $0) }.joined()
+        return hexString(digest.prefix(4))
     }
 
     /// A scope as a dictionary key: "*" for every row.
@@ -538,7 +539,7 @@ final class ScratchDirectory {
         do {
             try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
         } catch {
-            throw TransportError(.io, "\(parent): cannot create a temporary folder: \(error.localizedDescription)")
+            throw TransportError(.io, "\(parent): cannot create a temporary folder: \(errorText(error))")
         }
         var template = Array((parent + "/XXXXXX").utf8CString)
         guard let created = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {

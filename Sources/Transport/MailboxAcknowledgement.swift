@@ -2,7 +2,8 @@ import Bundle
 import ChangeLog
 import SQLiteDatabase
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// What a replica left in a mailbox's `acks/<knowledge-id>/` folder: the knowledge it holds,
 /// signed like a bundle (SSHSIG, namespace `sqsync`, by a key in the reader's
@@ -47,7 +48,7 @@ struct MailboxAcknowledgement {
                     "\($0.key):\($0.value.previous):\($0.value.reached):\($0.value.ownSeq)"
                 }
                 .joined(separator: ","),
-        ] + (birth.isEmpty ? [] : ["birth " + birth.map { String(format: "%02x", $0) }.joined()]) + [
+        ] + (birth.isEmpty ? [] : ["birth " + hexString(birth)]) + [
             ""
         ]).joined(separator: "\n")
         let signature = try SSHSignature.sign(

@@ -1,7 +1,8 @@
 import Bundle
 import ChangeLog
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// What a replica remembers of one mailbox, in its own database (tables of metadata
@@ -189,11 +190,20 @@ struct PlantedFile: Equatable {
     /// The local copy at `path`.
     init(local path: String, context: String) throws {
         self.context = context
-        let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
-        defer { try? handle.close() }
-        let first = try handle.read(upToCount: Self.headBytes) ?? Data()
-        size = Int(try handle.seekToEnd())
-        head = Array(SHA256.hash(data: first))
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw TransportError(.io, "\(path): cannot open: \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        var first = [UInt8](repeating: 0, count: Self.headBytes)
+        var filled = 0
+        while filled < first.count {
+            let count = first.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + filled, $0.count - filled, off_t(filled)) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw TransportError(.io, "\(path): cannot read: \(String(cString: strerror(errno)))") }
+            if count == 0 { break }
+            filled += count
+        }
+        size = Int(lseek(descriptor, 0, SEEK_END))
+        head = Array(SHA256.hash(data: first.prefix(filled)))
     }
 }
 
@@ -251,5 +261,5 @@ enum MailboxSQL {
 
 /// The SHA-256 of `text` in hex: the digests a mailbox keeps to tell what it saw before.
 func sha256Hex(_ text: String) -> String {
-    SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
+    hexString(SHA256.hash(data: Data(text.utf8)))
 }

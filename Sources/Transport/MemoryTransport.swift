@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A transport held in memory, for tests of the mailbox logic that need no disk or server.
 ///

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The `rclone` program, run once per operation: `SQSYNC_RCLONE` when set, else `rclone` on
 /// `PATH` (Debian's package). Every run gets the same flags: no prompt for a config password,
@@ -61,42 +62,34 @@ struct RcloneProgram {
     }
 
     /// Runs `rclone <command>` and hands what it prints to `consume`, chunk by chunk, until
-    /// `consume` returns false (the run is then stopped) or the program ends.
+    /// `consume` returns false (the run is then stopped) or the program ends. Its standard
+    /// error is read in the same loop (the last 64 KiB kept), so a chatty child never blocks.
     func spawn(_ command: String, _ flags: [String], _ operands: [String], consume: (Data) throws -> Bool) throws -> (
         status: Int32, complaint: String
     ) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
         // `--` ends the flags: a path is never taken for one.
-        process.arguments = [command] + commonArguments + flags + ["--"] + operands
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        do { try process.run() } catch {
-            throw TransportError(.connection, "\(executable): cannot run it: \(error.localizedDescription)")
-        }
-        let errorText = DrainedPipe(errors.fileHandleForReading)
-        let reader = output.fileHandleForReading
+        let child = try ChildProcess(executable, [command] + commonArguments + flags + ["--"] + operands)
+        var errors: [UInt8] = []
         var stopped = false
         do {
-            while true {
-                let chunk = reader.availableData
-                if chunk.isEmpty { break }
-                if try !consume(chunk) {
-                    stopped = true
-                    process.terminate()
-                    break
+            try child.readUntilEnd { stream, chunk in
+                guard stream == .output else {
+                    errors += chunk
+                    if errors.count > 65536 { errors.removeFirst(errors.count - 65536) }
+                    return true
                 }
+                if try !consume(Data(chunk)) {
+                    stopped = true
+                    return false
+                }
+                return true
             }
         } catch {
-            process.terminate()
-            process.waitUntilExit()
+            _ = child.stop()
             throw error
         }
-        process.waitUntilExit()
-        let status = stopped ? Int32(-1) : process.terminationStatus
-        return (status, Self.lastComplaint(errorText.wait()))
+        let status = stopped ? child.stop() : child.wait()
+        return (stopped ? -1 : status, Self.lastComplaint(String(decoding: errors, as: UTF8.self)))
     }
 
     /// rclone's last log line, which says why it failed: `2026/11/27 18:35:24 Failed to …` →
@@ -108,30 +101,5 @@ struct RcloneProgram {
         if parts.count == 3, parts[0].count == 10, parts[0].filter({ $0 == "/" }).count == 2 { line = String(parts[2]) }
         if line.hasPrefix("ERROR : ") { line.removeFirst("ERROR : ".count) }
         return String(String.UnicodeScalarView(line.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }))
-    }
-}
-
-/// Reads a pipe to its end on another thread, so a chatty child never blocks on it; keeps the
-/// last 64 KiB.
-private final class DrainedPipe: @unchecked Sendable {
-    private var data = Data()
-    private let done = DispatchSemaphore(value: 0)
-
-    init(_ handle: FileHandle) {
-        DispatchQueue.global().async {
-            while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                self.data.append(chunk)
-                if self.data.count > 65536 { self.data = self.data.suffix(65536) }
-            }
-            self.done.signal()
-        }
-    }
-
-    /// What the pipe carried; call once, after the child ended.
-    func wait() -> String {
-        done.wait()
-        return String(decoding: data, as: UTF8.self)
     }
 }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Where an object-store mailbox lives: `rclone:REMOTE:PATH`, any remote the `rclone` program
 /// knows (S3, GCS, Azure Blob, WebDAV, SFTP, …), configured the user's usual way (rclone.conf

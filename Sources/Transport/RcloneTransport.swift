@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A mailbox on any rclone remote (S3, GCS, Azure Blob, WebDAV, SFTP, …), driven through the
 /// `rclone` program as restic's rclone backend is: sqsync speaks no storage protocol itself.

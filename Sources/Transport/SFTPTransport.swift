@@ -1,5 +1,6 @@
 import CSSH
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A mailbox in a folder on an SSH server, reached over SFTP, so the server needs nothing but
 /// OpenSSH (no sqsync).

@@ -1,5 +1,8 @@
 import CSSH
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
+import Synchronization
 
 /// How to connect to an SSH mailbox. Host keys are always checked; nothing here turns that off.
 public struct SSHOptions: Sendable {
@@ -174,7 +177,7 @@ final class SSHSession {
                     "\(endpoint): host key \(fingerprint) is not in \(knownHosts); if that is the server's key, "
                         + "connect once with --accept-new-host-key to record it")
             }
-            let folder = (knownHosts as NSString).deletingLastPathComponent
+            let folder = knownHosts.contains("/") ? String(knownHosts[..<knownHosts.lastIndex(of: "/")!]) : ""
             if !folder.isEmpty {
                 do {
                     try FileManager.default.createDirectory(
@@ -206,12 +209,14 @@ final class SSHSession {
     /// missing its final newline would get the new entry glued onto its last line.
     /// Best effort: if this fails, libssh's own write reports the problem.
     private func endWithNewline(_ file: String) {
-        guard let handle = FileHandle(forUpdatingAtPath: file) else { return }
-        defer { try? handle.close() }
-        guard let end = try? handle.seekToEnd(), end > 0, (try? handle.seek(toOffset: end - 1)) != nil,
-            let last = try? handle.read(upToCount: 1), last != Data("\n".utf8)
-        else { return }
-        try? handle.write(contentsOf: Data("\n".utf8))
+        let descriptor = open(file, O_RDWR | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        var last: UInt8 = 0
+        let end = lseek(descriptor, 0, SEEK_END)
+        guard end > 0, pread(descriptor, &last, 1, end - 1) == 1, last != UInt8(ascii: "\n") else { return }
+        var newline = UInt8(ascii: "\n")
+        _ = write(descriptor, &newline, 1)
     }
 
     /// The name known_hosts files use for this server: `host`, or `[host]:port` off port 22.
@@ -359,7 +364,7 @@ private final class Watchdog: @unchecked Sendable {
     private let descriptor: Int32
     private let limit: Duration
     private let timer: DispatchSourceTimer
-    private let lock = NSLock()
+    private let lock = Mutex(())
     private var deadline: ContinuousClock.Instant?
     private var fired = false
 
@@ -373,21 +378,21 @@ private final class Watchdog: @unchecked Sendable {
         timer.resume()
     }
 
-    var hasFired: Bool { lock.withLock { fired } }
+    var hasFired: Bool { lock.withLock { _ in fired } }
 
     func guarding<T>(_ call: () -> T) -> T {
-        lock.withLock { deadline = .now + limit }
-        defer { lock.withLock { deadline = nil } }
+        lock.withLock { _ in deadline = .now + limit }
+        defer { lock.withLock { _ in deadline = nil } }
         return call()
     }
 
     func stop() {
         timer.cancel()
-        lock.withLock { deadline = nil }
+        lock.withLock { _ in deadline = nil }
     }
 
     private func check() {
-        lock.withLock {
+        lock.withLock { _ in
             guard let deadline, !fired, ContinuousClock.now >= deadline, descriptor >= 0 else { return }
             fired = true
             _ = shutdown(descriptor, Int32(SHUT_RDWR))

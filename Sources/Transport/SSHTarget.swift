@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Where an SFTP mailbox lives: `ssh://[user@]host[:port]/path`.
 ///
@@ -37,7 +38,7 @@ public struct SSHTarget: Sendable, Equatable {
 
         if let at = authority.lastIndex(of: "@") {
             let rawUser = String(authority[..<at])
-            guard !rawUser.isEmpty, let decoded = rawUser.removingPercentEncoding else {
+            guard !rawUser.isEmpty, let decoded = Self.percentDecoded(rawUser) else {
                 throw fail("the user name before @ is empty or badly escaped")
             }
             user = decoded
@@ -72,8 +73,24 @@ public struct SSHTarget: Sendable, Equatable {
             port = 22
         }
 
-        guard let decodedPath = rawPath.removingPercentEncoding else { throw fail("the path is badly escaped") }
+        guard let decodedPath = Self.percentDecoded(rawPath) else { throw fail("the path is badly escaped") }
         path = try SSHTarget.normalize(decodedPath, fail)
+    }
+
+    /// `%XX` escapes decoded; nil for a bad escape or bytes that are not UTF-8.
+    private static func percentDecoded(_ text: String) -> String? {
+        var bytes: [UInt8] = []
+        var input = Array(text.utf8)[...]
+        while let byte = input.popFirst() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard input.count >= 2, let value = UInt8(String(decoding: input.prefix(2), as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(value)
+            input = input.dropFirst(2)
+        }
+        return String(validating: bytes, as: UTF8.self)
     }
 
     /// The address in a form the user can paste back, always with the port so two mailboxes

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Another sqsync process is syncing this database (SPEC exit code 4).
 public struct SyncLockError: Error, CustomStringConvertible {

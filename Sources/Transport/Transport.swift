@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A medium that holds files under one root: a local folder, a USB stick, or a folder on an
 /// SFTP server. The mailbox logic (which bundles to fetch, which to leave, which to remove)

@@ -1,7 +1,8 @@
 import Bundle
 import ChangeLog
 import SQLiteDatabase
-import Foundation
+import FoundationEssentials
+import Glibc
 import Transport
 
 /// The one place where a library error becomes a message and an exit code (SPEC §3).

@@ -1,7 +1,8 @@
 import ArgumentParser
 import Bundle
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Options every command takes (SPEC §3).
 struct GlobalOptions: ParsableArguments {
@@ -26,7 +27,7 @@ struct GlobalOptions: ParsableArguments {
     var quiet = false
 
     static var configDirectory: String {
-        (ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()) + "/.config/sqsync"
+        (ProcessInfo.processInfo.environment["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path) + "/.config/sqsync"
     }
 
     /// `--key`, else `$SQSYNC_KEY`, else `~/.config/sqsync/id_ed25519`.
@@ -47,7 +48,7 @@ struct GlobalOptions: ParsableArguments {
                 throw Failure.raise("\(keyPath): no signing key; create one with `sqsync keygen` or pass --key")
             }
             // A path the user typed: most likely mistyped, so no key is suggested there.
-            let folder = (keyPath as NSString).deletingLastPathComponent
+            let folder = keyPath.contains("/") ? String(keyPath[..<keyPath.lastIndex(of: "/")!]) : ""
             let nearby = ((try? FileManager.default.contentsOfDirectory(atPath: folder.isEmpty ? "." : folder)) ?? [])
                 .filter { $0.hasSuffix(".key") || $0.hasPrefix("id_ed25519") && !$0.hasSuffix(".pub") }.sorted().prefix(5)
             throw Failure.raise(
@@ -63,7 +64,7 @@ struct GlobalOptions: ParsableArguments {
         let text = (try? String(contentsOfFile: keyPath, encoding: .utf8)) ?? ""
         if text.hasPrefix("ssh-") {
             do {
-                return try SSHPublicKey(openSSHLine: text.trimmingCharacters(in: .whitespacesAndNewlines))
+                return try SSHPublicKey(openSSHLine: text.trimmed)
             } catch {
                 throw Failure.raise("\(keyPath): not an OpenSSH Ed25519 public key line (\(error))")
             }
@@ -76,15 +77,12 @@ struct GlobalOptions: ParsableArguments {
     /// A human line on stderr, unless --quiet.
     func say(_ line: String) {
         guard !quiet else { return }
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+        writeStandardError(line + "\n")
     }
 
     /// Machine output: one JSON object on stdout. Readers must ignore fields they do not know.
     func emitJSON(_ object: [String: Any]) {
-        let data =
-            (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
-            ?? Data("{}".utf8)
-        FileHandle.standardOutput.write(data + Data("\n".utf8))
+        writeStandardOutput(jsonText(object) + "\n")
     }
 
     /// Result text on stdout (used when the output *is* the result, e.g. status, conflicts).
@@ -96,11 +94,11 @@ struct GlobalOptions: ParsableArguments {
     /// A progress reporter that only draws when stderr is a terminal.
     func progress(_ label: String) -> ((Int) -> Void)? {
         guard !quiet, !json, isatty(2) == 1 else { return nil }
-        return { count in FileHandle.standardError.write(Data("\r\(label): \(count) rows".utf8)) }
+        return { count in writeStandardError("\r\(label): \(count) rows") }
     }
 
     func endProgress() {
-        if !quiet, !json, isatty(2) == 1 { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        if !quiet, !json, isatty(2) == 1 { writeStandardError("\r\u{1B}[K") }
     }
 }
 

@@ -1,7 +1,8 @@
 import ArgumentParser
 import ChangeLog
 import SQLiteDatabase
-import Foundation
+import FoundationEssentials
+import Glibc
 
 @main
 struct SQSync: ParsableCommand {
@@ -27,28 +28,28 @@ struct SQSync: ParsableCommand {
         if let usage = CommandSuggestion.usageError(
             for: Array(CommandLine.arguments.dropFirst()), commands: commands, usage: helpMessage())
         {
-            FileHandle.standardError.write(Data((usage + "\n").utf8))
-            Foundation.exit(2)
+            writeStandardError(usage + "\n")
+            Glibc.exit(2)
         }
         do {
             var command = try parseAsRoot(
                 GlobalOptionsPlacement.reordered(Array(CommandLine.arguments.dropFirst()), root: SQSync.self))
             try command.run()
         } catch let exit as ExitCode {
-            Foundation.exit(exit.rawValue)
+            Glibc.exit(exit.rawValue)
         } catch {
             let code = exitCode(for: error)
             if code == .success {
                 print(fullMessage(for: error))
-                Foundation.exit(0)
+                Glibc.exit(0)
             }
             if let failure = Failure(error) {
-                FileHandle.standardError.write(Data(("sqsync: " + failure.message + "\n").utf8))
-                Foundation.exit(failure.exitCode)
+                writeStandardError("sqsync: " + failure.message + "\n")
+                Glibc.exit(failure.exitCode)
             }
             let message = fullMessage(for: error)
-            FileHandle.standardError.write(Data((message + "\n").utf8))
-            Foundation.exit(code == .validationFailure ? 2 : code.rawValue)
+            writeStandardError(message + "\n")
+            Glibc.exit(code == .validationFailure ? 2 : code.rawValue)
         }
     }
 }

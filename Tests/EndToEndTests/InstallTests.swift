@@ -19,6 +19,10 @@ final class InstallTests: XCTestCase {
         let make = try Repository.make(["install", "DESTDIR=\(root)", "PREFIX=/usr"])
         XCTAssertEqual(make.status, 0, "make install failed: \(make.stderr)")
         let binary = root + "/usr/bin/sqsync"
+        // Only FoundationEssentials is linked: the full Foundation would bring ICU's data,
+        // some 40 MB, onto every stick and field laptop.
+        let size = (try FileManager.default.attributesOfItem(atPath: binary)[.size] as? NSNumber)?.intValue ?? 0
+        XCTAssertLessThanOrEqual(size, 32 << 20, "the installed binary is \(size) bytes, over 32 MiB")
 
         let ldd = try Harness.run("/usr/bin/env", clean(home) + ["/usr/bin/ldd", binary])
         XCTAssertEqual(ldd.status, 0, ldd.stderr)
@@ -36,7 +40,7 @@ final class InstallTests: XCTestCase {
         let version = try Harness.run("/usr/bin/env", clean(home) + [binary, "--version"])
         XCTAssertEqual(version.stdout.trimmingCharacters(in: .whitespacesAndNewlines), Repository.version)
 
-        // Real work through Foundation, swift-crypto, SQLite: a key, a replica, a signed bundle.
+        // Real work through FoundationEssentials, swift-crypto, SQLite: a key, a replica, a signed bundle.
         let db = harness.path("site.db")
         try harness.sqlite(db, "CREATE TABLE t (id TEXT PRIMARY KEY, v TEXT); INSERT INTO t VALUES ('a', 'é');")
         for arguments in [

@@ -1,5 +1,6 @@
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// What admission decided about a whole bundle.

@@ -1,5 +1,6 @@
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 
 extension BundleExchange {
     /// Checks each of `replica`'s own changes a bundle carries under its own key: each must be

@@ -1,5 +1,6 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Files in the age format (age-encryption.org/v1, C2SP `age.md`), to and from `ssh-ed25519`
 /// recipients (the reference code's `agessh`), so that the standard `age` tool decrypts a

@@ -1,5 +1,6 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The X25519 keys of an Ed25519 key pair, as age's `ssh-ed25519` recipient type uses them
 /// (the reference code's `agessh` package): the same curve, seen in Montgomery form, so one

@@ -1,5 +1,6 @@
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// What an export wrote.
@@ -49,7 +50,7 @@ public enum BundleExchange {
     /// never claims a change its sender had not made. The suffix is random unless given, so
     /// two exports never collide.
     public static func fileName(sender: String, base: Int64, last: Int64, suffix: String? = nil) -> String {
-        let suffix = suffix ?? String(format: "%08x", UInt32.random(in: 0...UInt32.max))
+        let suffix = suffix ?? hexString(UInt32.random(in: 0...UInt32.max), width: 8)
         return "\(sender)_\(base + 1)-\(last)_\(suffix).sqsb"
     }
 

@@ -1,5 +1,6 @@
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// The primitives of docs/BUNDLE_FORMAT.md: LEB128 varints, zigzag, strings, tagged values.

@@ -1,6 +1,7 @@
 import ChangeLog
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// Opens a bundle file and checks it before anything in it is read as data

@@ -1,6 +1,7 @@
 import ChangeLog
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// Streams a bundle file (docs/BUNDLE_FORMAT.md): the preamble, one segment per origin,

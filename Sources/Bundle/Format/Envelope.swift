@@ -1,5 +1,6 @@
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The part of a bundle its sender signs: what the sender says of itself and of the replicas
 /// it knows, the keys and statements it passes on, and where each origin's segment lies in

@@ -1,5 +1,6 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// POSIX calls retried on EINTR, failures turned into ``BundleError`` naming the file.
 enum POSIX {
@@ -74,7 +75,7 @@ final class HashingFileOutput {
         while offset < buffer.count {
             let written = try buffer.withUnsafeBytes { raw in
                 try POSIX.check(
-                    POSIX.retrying { Foundation.write(descriptor, raw.baseAddress! + offset, raw.count - offset) }, "write",
+                    POSIX.retrying { Glibc.write(descriptor, raw.baseAddress! + offset, raw.count - offset) }, "write",
                     path: path)
             }
             offset += written

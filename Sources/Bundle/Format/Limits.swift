@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The bounds a reader keeps, whatever a file declares, so that a hostile file costs little:
 /// each is checked before the memory or time it would take is spent (docs/BUNDLE_FORMAT.md,

@@ -1,6 +1,7 @@
 import ChangeLog
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// One origin's signed changes as a bundle carries them (docs/BUNDLE_FORMAT.md, "Segments"):
 /// a header the origin signs, then the records in compressed chunks the header lists by

@@ -1,6 +1,7 @@
 import ChangeLog
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// An admin decision (a label, a scope, a grant or a revoke) signed by an admin key: a key
 /// whose `allowed_signers` line allows the namespace `sqsync-admin` (docs/SCOPES.md). Its

@@ -1,5 +1,6 @@
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Which key speaks for which replica (docs/KEYS.md).
 ///

@@ -1,5 +1,6 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A replica's knowledge ID made from its first public key and its birth, so that no other
 /// key can claim it: a receiver that has never heard of the replica checks the claim by

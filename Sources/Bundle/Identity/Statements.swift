@@ -1,6 +1,7 @@
 import ChangeLog
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A replica's own word on what it holds, signed with its own key, which bundles carry and
 /// relays pass on unchanged, so a receiver can believe what it says of a replica other than

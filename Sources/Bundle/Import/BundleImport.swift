@@ -1,5 +1,6 @@
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// An import in three stages (docs/ARCHITECTURE.md): read (``BundleReader`` verifies the

@@ -1,4 +1,6 @@
-import Foundation
+import ChangeLog
+import FoundationEssentials
+import Glibc
 
 extension AllowedSigners {
     /// Appends one line to an `allowed_signers` file, creating the file (and its folder, private
@@ -13,7 +15,7 @@ extension AllowedSigners {
             try FileManager.default.createDirectory(
                 atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
-            throw KeyFormatError("\(folder): cannot create the folder for \(path): \(error.localizedDescription)")
+            throw KeyFormatError("\(folder): cannot create the folder for \(path): \(errorText(error))")
         }
         let existing = try readFileIfExists(atPath: path) ?? []
         let text = String(decoding: existing, as: UTF8.self)

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The keys trusted to sign bundles, in OpenSSH's `allowed_signers` format
 /// (`man ssh-keygen`, section ALLOWED SIGNERS), so the same file works with
@@ -73,7 +74,7 @@ public struct AllowedSigners: Sendable {
     /// break.
     public static func line(principal: String, key: SSHPublicKey, namespace: String = "sqsync") -> String {
         let name = principal.contains(where: \.isWhitespace) ? "\"\(principal)\"" : principal
-        let escaped = namespace.replacingOccurrences(of: "\"", with: "\\\"")
+        let escaped = namespace.replacing("\"", with: "\\\"")
         return "\(name) namespaces=\"\(escaped)\" \(key.openSSHLine)"
     }
 

@@ -1,5 +1,6 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 
 #if canImport(Glibc)
     import Glibc
@@ -80,7 +81,7 @@ public struct SSHPublicKey: Hashable, Sendable, CustomStringConvertible {
     /// can compare what sqsync reports with what OpenSSH reports.
     public var fingerprint: String {
         let digest = Base64.encode(Array(SHA256.hash(data: wireBlob)))
-        return "SHA256:" + digest.replacingOccurrences(of: "=", with: "")
+        return "SHA256:" + digest.replacing("=", with: "")
     }
 
     public var description: String { openSSHLine }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Builds the SSH wire encoding (RFC 4251 section 5) that OpenSSH key files and
 /// SSHSIG signatures are made of.

@@ -1,7 +1,8 @@
 import ChangeLog
 import SQLiteDatabase
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Bundles verified but not yet applicable (they carry a column or table this replica
 /// lacks). Each is copied into a folder beside the database, so it is still there after
@@ -21,7 +22,7 @@ struct HeldBundles {
 
     /// The signed body digest names the bundle: the same bundle is held once.
     static func digestText(_ reader: BundleReader) throws -> String {
-        reader.envelope.bodyDigest.map { String(format: "%02x", $0) }.joined()
+        hexString(reader.envelope.bodyDigest)
     }
 
     func hold(_ reader: BundleReader, reason: String) throws {

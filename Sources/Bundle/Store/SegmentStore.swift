@@ -1,5 +1,6 @@
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// Other replicas' signed segments this replica keeps, byte for byte, to serve whoever lacks

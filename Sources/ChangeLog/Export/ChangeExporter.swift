@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// Reads this replica's own changes after a sequence number out of its tables, row by row,

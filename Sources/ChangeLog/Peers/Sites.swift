@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// A replica this one has heard of, directly or through relays.

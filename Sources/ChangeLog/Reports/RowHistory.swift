@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// One row's story as this replica holds it: whether it lives and how many lives it had,

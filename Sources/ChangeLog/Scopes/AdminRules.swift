@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// What a replica may change: insert, update, delete.
 public struct GrantOperations: OptionSet, Sendable, Hashable, Codable, CustomStringConvertible {
@@ -16,7 +17,7 @@ public struct GrantOperations: OptionSet, Sendable, Hashable, Codable, CustomStr
     public init?(list: String) {
         var operations: GrantOperations = []
         for part in list.split(separator: ",", omittingEmptySubsequences: false) {
-            guard let named = Self.names.first(where: { $0.0 == part.trimmingCharacters(in: .whitespaces).lowercased() })
+            guard let named = Self.names.first(where: { $0.0 == part.trimmed.lowercased() })
             else { return nil }
             operations.insert(named.1)
         }
@@ -59,8 +60,7 @@ extension AdminAct {
         // No subquery: no SELECT or VALUES, no `IN table` (IN takes a parenthesised list), no
         // table-valued pragma functions.
         guard
-            expression.range(of: #"(?i)\b(select|raise|attach|detach|pragma\w*|values)\b"#, options: .regularExpression) == nil,
-            expression.range(of: #"(?i)\bin\s+(?!\()"#, options: .regularExpression) == nil
+            !expression.contains(Self.subqueryWord), !expression.contains(Self.inWithoutList)
         else { return false }
         // Parentheses balance outside quotes, and every quote closes: the expression cannot
         // end the CAST((…) AS TEXT) it is put in and start another column or clause.
@@ -85,6 +85,12 @@ extension AdminAct {
 
     /// Labels and names a statement carries go into SQL text and messages: no control
     /// characters (a NUL would cut a trigger's SQL short).
+    /// SELECT, RAISE, ATTACH, DETACH, PRAGMA… or VALUES, as a word.
+    private static var subqueryWord: Regex<(Substring, Substring)> { #/(?i)\b(select|raise|attach|detach|pragma\w*|values)\b/# }
+
+    /// IN followed by anything but a parenthesised list.
+    private static var inWithoutList: Regex<Substring> { #/(?i)\bin\s+(?!\()/# }
+
     static func isPlainText(_ text: String) -> Bool {
         !text.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }

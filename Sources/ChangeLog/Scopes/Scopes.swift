@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// An admin statement as a replica keeps it, after its signature and signer were checked.
@@ -257,9 +258,19 @@ extension TableInfo {
     /// row left (docs/SCOPES.md).
     public var labelColumns: [ColumnInfo] {
         guard let label else { return [] }
+        let text = Array(label.lowercased().utf8)
+        let isNamePart: (UInt8) -> Bool = { byte in
+            byte == UInt8(ascii: "_") || byte == UInt8(ascii: "$") || byte >= 0x80
+                || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+        }
         return columns.filter { column in
-            let name = NSRegularExpression.escapedPattern(for: column.name)
-            return label.range(of: #"(?i)(^|[^A-Za-z0-9_$])\#(name)($|[^A-Za-z0-9_$])"#, options: .regularExpression) != nil
+            let name = Array(column.name.lowercased().utf8)
+            guard !name.isEmpty, text.count >= name.count else { return false }
+            return (0...(text.count - name.count)).contains { start in
+                text[start..<start + name.count].elementsEqual(name)
+                    && (start == 0 || !isNamePart(text[start - 1]))
+                    && (start + name.count == text.count || !isNamePart(text[start + name.count]))
+            }
         }
     }
 }

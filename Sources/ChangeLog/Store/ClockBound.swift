@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// How far ahead of this machine's wall clock a peer's stamp may be. Without a bound one
 /// stamp near the top of the range would drag every clock there and overflow the next local
@@ -18,7 +19,7 @@ public enum ClockBound {
 
     /// A duration as `SQSYNC_MAX_CLOCK_AHEAD` takes it, in milliseconds.
     public static func parse(_ text: String) -> Int64? {
-        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let trimmed = text.trimmed.lowercased()
         guard let unit = trimmed.last else { return nil }
         let scale: Int64
         var number = trimmed

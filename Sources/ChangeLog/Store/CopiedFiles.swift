@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// A replica copied with `cp` (or restored from a backup to another place) is found the first
@@ -22,9 +23,9 @@ extension Replica {
 
     /// This machine: its machine ID where systemd made one, else its host name.
     private static let machine: String = {
-        let id = (try? String(contentsOfFile: "/etc/machine-id", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        let id = (try? String(contentsOfFile: "/etc/machine-id", encoding: .utf8))?.trimmed
         let name = id.flatMap { $0.isEmpty ? nil : $0 } ?? ProcessInfo.processInfo.hostName
-        return name.replacingOccurrences(of: ":", with: "_")
+        return name.replacing(":", with: "_")
     }()
 
     /// Whether a file recorded as `recorded` and now found as `current` is another file: a

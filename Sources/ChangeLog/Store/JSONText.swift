@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// A tiny JSON writer for whole rows in the conflict log. BLOBs become {"blob": "HEX"}:
@@ -14,7 +15,7 @@ enum JSONText {
         case .integer(let v): return String(v)
         case .real(let v): return v.isFinite ? "\(v)" : string("\(v)")
         case .text(let v): return string(v)
-        case .blob(let v): return "{\"blob\":\"" + v.map { String(format: "%02x", $0) }.joined() + "\"}"
+        case .blob(let v): return "{\"blob\":\"" + hexString(v) + "\"}"
         }
     }
 
@@ -29,7 +30,7 @@ enum JSONText {
             case "\t": result += "\\t"
             default:
                 if scalar.value < 0x20 {
-                    result += String(format: "\\u%04x", scalar.value)
+                    result += "\\u" + hexString(scalar.value, width: 4)
                 } else {
                     result.unicodeScalars.append(scalar)
                 }

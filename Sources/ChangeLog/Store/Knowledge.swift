@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// A version vector: knowledge ID → highest sequence number held from that replica.

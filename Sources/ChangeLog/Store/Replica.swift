@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// A SQLite database that sqsync manages: its identity, its tracked tables and its clock.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 /// One column of a tracked table, with the stable id sqsync gave it.
@@ -30,7 +31,7 @@ public struct ColumnInfo: Sendable, Equatable {
         let type = declaredType.uppercased()
         if type.contains("INT") { return .integer }
         if type.contains("CHAR") || type.contains("CLOB") || type.contains("TEXT") { return .text }
-        if type.contains("BLOB") || type.trimmingCharacters(in: .whitespaces).isEmpty { return .blob }
+        if type.contains("BLOB") || type.trimmed.isEmpty { return .blob }
         if type.contains("REAL") || type.contains("FLOA") || type.contains("DOUB") { return .real }
         return .numeric
     }
@@ -43,7 +44,7 @@ public struct ColumnInfo: Sendable, Equatable {
     var holdsAnyStorageClass: Bool {
         switch affinity {
         case .blob: return true
-        case .numeric: return declaredType.uppercased().trimmingCharacters(in: .whitespaces) == "ANY"
+        case .numeric: return declaredType.uppercased().trimmed == "ANY"
         case .integer, .text, .real: return false
         }
     }

@@ -1,7 +1,8 @@
 import ArgumentParser
 import Bundle
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// What `label`, `scope`, `grant` and `revoke` share: they sign an admin statement with an
 /// admin key and apply it here; bundles carry it to every other replica (docs/SCOPES.md).

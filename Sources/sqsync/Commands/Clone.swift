@@ -2,7 +2,8 @@ import ArgumentParser
 import Bundle
 import ChangeLog
 import Transport
-import Foundation
+import FoundationEssentials
+import Glibc
 
 extension SQSync {
     struct Clone: ParsableCommand {

@@ -1,7 +1,8 @@
 import ArgumentParser
 import ChangeLog
 import SQLiteDatabase
-import Foundation
+import FoundationEssentials
+import Glibc
 
 extension SQSync {
     struct Conflicts: ParsableCommand {
@@ -25,15 +26,15 @@ extension SQSync {
                 global.emitJSON([
                     "conflicts": conflicts.map { conflict in
                         var entry = conflict.mapValues(Self.jsonValue)
-                        entry["key"] = conflict["pk"]?.stringValue.flatMap(Replica.conflictKey).map { $0.map(Self.jsonValue) } ?? NSNull()
-                        entry["lost_site_name"] = conflict["lost_site"]?.stringValue.flatMap { names[$0] } ?? NSNull()
-                        entry["won_site_name"] = conflict["won_site"]?.stringValue.flatMap { names[$0] } ?? NSNull()
+                        entry["key"] = conflict["pk"]?.stringValue.flatMap(Replica.conflictKey).map { $0.map(Self.jsonValue) } ?? JSONNull()
+                        entry["lost_site_name"] = conflict["lost_site"]?.stringValue.flatMap { names[$0] } ?? JSONNull()
+                        entry["won_site_name"] = conflict["won_site"]?.stringValue.flatMap { names[$0] } ?? JSONNull()
                         return entry
                     },
                     "orphans": orphans.map {
                         [
-                            "table": $0.table, "rowid": $0.rowid.map { $0 as Any } ?? NSNull(), "parent": $0.parent,
-                            "key": $0.key.map { $0 as Any } ?? NSNull(), "reference": $0.reference.map { $0 as Any } ?? NSNull(),
+                            "table": $0.table, "rowid": $0.rowid.map { $0 as Any } ?? JSONNull(), "parent": $0.parent,
+                            "key": $0.key.map { $0 as Any } ?? JSONNull(), "reference": $0.reference.map { $0 as Any } ?? JSONNull(),
                         ]
                     },
                 ])
@@ -61,11 +62,11 @@ extension SQSync {
 
         static func jsonValue(_ value: SQLValue) -> Any {
             switch value {
-            case .null: return NSNull()
+            case .null: return JSONNull()
             case .integer(let v): return v
             case .real(let v): return v
             case .text(let v): return v
-            case .blob(let v): return ["blob": v.map { String(format: "%02x", $0) }.joined()]
+            case .blob(let v): return ["blob": hexString(v)]
             }
         }
     }

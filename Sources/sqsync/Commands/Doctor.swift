@@ -1,6 +1,7 @@
 import ArgumentParser
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 
 extension SQSync {
     struct Doctor: ParsableCommand {
@@ -31,9 +32,9 @@ extension SQSync {
             } else if problems.isEmpty {
                 global.say("\(db): ok" + (note.map { "; \($0)" } ?? ""))
             } else {
-                if let note { FileHandle.standardError.write(Data("sqsync: \(db): note: \(note)\n".utf8)) }
+                if let note { writeStandardError("sqsync: \(db): note: \(note)\n") }
                 for problem in problems {
-                    FileHandle.standardError.write(("sqsync: \(db): " + problem + "\n").data(using: .utf8)!)
+                    writeStandardError("sqsync: \(db): " + problem + "\n")
                 }
             }
             if !problems.isEmpty { throw ExitCode(Failure.failed) }

@@ -1,7 +1,8 @@
 import ArgumentParser
 import Bundle
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 
 extension SQSync {
     struct Export: ParsableCommand {
@@ -48,8 +49,7 @@ extension SQSync {
             }
             if let since { base = try Knowledge(parsing: since) }
             if let to {
-                var isDirectory: ObjCBool = false
-                guard FileManager.default.fileExists(atPath: to, isDirectory: &isDirectory), isDirectory.boolValue else {
+                guard isFolder(to) == true else {
                     throw Failure.raise("\(to): no such directory")
                 }
             }
@@ -71,7 +71,7 @@ extension SQSync {
                 encryptTo: recipients, scope: scope, checkpoints: since == nil, progress: global.progress("exporting"))
             global.endProgress()
             for value in result.withheld {
-                FileHandle.standardError.write(Data("sqsync: warning: \(describe(value))\n".utf8))
+                writeStandardError("sqsync: warning: \(describe(value))\n")
             }
             if global.json {
                 global.emitJSON([
@@ -94,7 +94,7 @@ extension SQSync {
                 throw Failure.raise("\(path): cannot read the key to encrypt to")
             }
             guard let line = text.split(whereSeparator: \.isNewline).first(where: { $0.contains("ssh-ed25519 ") }),
-                let start = line.range(of: "ssh-ed25519 ")?.lowerBound
+                let start = line.firstRange(of: "ssh-ed25519 ")?.lowerBound
             else { throw Failure.raise("\(path): no ssh-ed25519 public key to encrypt to") }
             do {
                 return try SSHPublicKey(openSSHLine: String(line[start...]))

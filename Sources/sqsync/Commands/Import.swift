@@ -1,7 +1,8 @@
 import ArgumentParser
 import Bundle
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 
 extension SQSync {
     struct Import: ParsableCommand {
@@ -33,10 +34,10 @@ extension SQSync {
             var files: [String] = []
             var outcomes: [Outcome] = []
             for path in bundles {
-                var isDirectory: ObjCBool = false
-                if !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+                let folder = isFolder(path)
+                if folder == nil {
                     outcomes.append(.failed(path: path, message: "\(path): no such file", exitCode: Failure.failed))
-                } else if isDirectory.boolValue {
+                } else if folder == true {
                     for name in try FileManager.default.contentsOfDirectory(atPath: path).sorted() {
                         if BundleExchange.isBundleFileName(name) {
                             files.append(path + "/" + name)
@@ -95,7 +96,7 @@ extension SQSync {
 
         private func report(_ outcomes: [Outcome]) {
             for case .failed(_, let message, _) in outcomes {
-                FileHandle.standardError.write(Data("sqsync: \(message)\n".utf8))
+                writeStandardError("sqsync: \(message)\n")
             }
             if global.json {
                 global.emitJSON(["dry_run": dryRun, "bundles": outcomes.map(jsonObject)])

@@ -1,7 +1,8 @@
 import ArgumentParser
 import Bundle
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 
 extension SQSync {
     struct Inspect: ParsableCommand {
@@ -139,7 +140,7 @@ extension SQSync {
                 if let match = known.first(where: { AgeFile.tag(of: $0.0) == recipient.tag }) {
                     return "\(match.0.fingerprint) (\(displayText(match.1)))"
                 }
-                return "an ssh-ed25519 key unknown here (tag \(recipient.tag.map { String(format: "%02x", $0) }.joined()))"
+                return "an ssh-ed25519 key unknown here (tag \(hexString(recipient.tag)))"
             }
         }
     }

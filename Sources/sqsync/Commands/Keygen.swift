@@ -1,7 +1,8 @@
 import ArgumentParser
 import Bundle
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 
 extension SQSync {
     struct Keygen: ParsableCommand {

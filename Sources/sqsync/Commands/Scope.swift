@@ -1,7 +1,8 @@
 import ArgumentParser
 import Bundle
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 
 extension SQSync {
     struct Scope: ParsableCommand {
@@ -71,7 +72,7 @@ extension SQSync {
                 }
             }
             if global.json {
-                global.emitJSON(["replica": id, "labels": all ? NSNull() as Any : labels, "rows_resent": resent])
+                global.emitJSON(["replica": id, "labels": all ? JSONNull() as Any : labels, "rows_resent": resent])
             } else {
                 global.say(
                     "\(try AdminCommand.label(id, in: replica)) receives \(all ? "every row" : "labels " + labels.joined(separator: ", "))"

@@ -1,7 +1,8 @@
 import ArgumentParser
 import Bundle
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 import Transport
 
 extension SQSync {
@@ -60,8 +61,7 @@ extension SQSync {
             } else if RcloneTarget.isRcloneURL(target) {
                 transport = try RcloneTransport(target: try RcloneTarget(url: target), timeoutSeconds: timeout)
             } else {
-                var isDirectory: ObjCBool = false
-                guard FileManager.default.fileExists(atPath: target, isDirectory: &isDirectory), isDirectory.boolValue else {
+                guard isFolder(target) == true else {
                     throw Failure.raise("\(target): no such directory (a sync target is a folder, ssh://host/path or rclone:REMOTE:PATH)")
                 }
                 transport = DirectoryTransport(root: target)
@@ -80,10 +80,10 @@ extension SQSync {
             let conflicts = applied.reduce(0) { $0 + $1.summary.conflicts }
             for problem in report.rejected + report.refused {
                 // Each reason names its file in the mailbox already.
-                FileHandle.standardError.write(Data("sqsync: \(problem.reason)\n".utf8))
+                writeStandardError("sqsync: \(problem.reason)\n")
             }
             for warning in report.warnings + report.withheld.map(describe) {
-                FileHandle.standardError.write(Data("sqsync: warning: \(warning)\n".utf8))
+                writeStandardError("sqsync: warning: \(warning)\n")
             }
             for note in report.notes { global.say("sqsync: note: \(note)") }
             for held in report.stillHeld { global.say("sqsync: held: \(held.path): \(held.reason)") }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 
 extension SQSync {
     struct Track: ParsableCommand {
@@ -26,7 +27,7 @@ extension SQSync {
             var leftOut: [ChangeLogError] = []
             if all { (names, leftOut) = try replica.trackableTables() }
             let captured = try replica.track(names, allowIntegerPrimaryKey: allowIntegerPk)
-            for refusal in leftOut { FileHandle.standardError.write(Data("sqsync: warning: not tracked: \(refusal.description)\n".utf8)) }
+            for refusal in leftOut { writeStandardError("sqsync: warning: not tracked: \(refusal.description)\n") }
             if global.json {
                 global.emitJSON([
                     "tracked": captured.map { ["table": $0.table, "rows_captured": $0.rows] },

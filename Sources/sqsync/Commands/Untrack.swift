@@ -1,6 +1,7 @@
 import ArgumentParser
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 
 extension SQSync {
     struct Untrack: ParsableCommand {

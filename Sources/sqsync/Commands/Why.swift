@@ -1,6 +1,7 @@
 import ArgumentParser
 import ChangeLog
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLiteDatabase
 
 extension SQSync {
@@ -76,7 +77,7 @@ extension SQSync {
             }
             let width = history.columns.map { $0.name.count }.max() ?? 0
             for column in history.columns {
-                let name = displayText(column.name).padding(toLength: max(width, 1), withPad: " ", startingAt: 0)
+                let name = displayText(column.name) + String(repeating: " ", count: max(0, max(width, 1) - column.name.count))
                 let policy = column.policy == .lww ? "" : " [\(column.policy.rawValue)]"
                 lines.append("  \(name) = \(displayText(column.value.literal))\(policy)  written by \(describe(column.writtenBy))")
             }
@@ -101,10 +102,7 @@ extension SQSync {
         }
 
         private static func time(_ hlc: Int64) -> String {
-            let formatter = ISO8601DateFormatter()
-            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-            formatter.timeZone = TimeZone(identifier: "UTC")
-            return formatter.string(from: Date(timeIntervalSince1970: Double(hlc) / 1000))
+            Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(Date(timeIntervalSince1970: Double(hlc) / 1000))
         }
     }
 }
