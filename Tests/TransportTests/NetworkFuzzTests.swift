@@ -12,7 +12,9 @@ import XCTest
 /// visiting its mailboxes in random order; files lost, put back late and copied to another
 /// mailbox; purges; late joiners made with `init` (with rows of their own) and with `clone`,
 /// attached through one site, one of them after a purge; a site's file copied with `cp` and
-/// used as a site of its own, which follows the fix its first sync prints. Then every site visits its
+/// used as a site of its own, which follows the fix its first sync prints. In half the networks
+/// values are capped (`SQSYNC_MAX_VALUE_BYTES`) and some writes are larger: each origin leaves
+/// them out, then sends them once the cap is raised, before the end. Then every site visits its
 /// mailboxes until the network is quiet: every replica holds the same rows, every row that was
 /// inserted and never deleted is there, no bundle is held, and no outbox keeps more than its
 /// replica's current bundles.
@@ -60,6 +62,9 @@ private final class FuzzNetwork {
     var joiners = 0
     var copies = 0
     let keys = (0..<30).map { "k\($0)" }
+    /// The value cap while the network runs, if any: some writes are larger.
+    let valueCap: Int?
+    static let largeValue = 3000
 
     init(seed: UInt64) throws {
         history = PropertyHistory(seed: seed)
@@ -67,6 +72,7 @@ private final class FuzzNetwork {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         trust = try AllowedSigners(text: "")
         let count = 4 + history.below(2)
+        valueCap = history.below(2) == 0 ? 2048 : nil
         let first = try newReplica("s0", rows: (0..<8).map { "k\($0)" })
         sites.append(first)
         for index in 1..<count {
@@ -125,9 +131,15 @@ private final class FuzzNetwork {
     // MARK: Steps
 
     func run() throws {
+        if let valueCap {
+            history.note("values capped at \(valueCap) bytes until the end")
+            setenv("SQSYNC_MAX_VALUE_BYTES", String(valueCap), 1)
+        }
+        defer { unsetenv("SQSYNC_MAX_VALUE_BYTES") }
         for step in 0..<110 {
             let roll = history.below(100)
             switch roll {
+            case 0..<5 where valueCap != nil: try writeLarge(at: history.below(sites.count))
             case 0..<44: try write(at: history.below(sites.count))
             case 44..<86: try visit(site: history.below(sites.count), step: step)
             case 86..<90: try lose()
@@ -144,6 +156,7 @@ private final class FuzzNetwork {
             }
         }
         while !limbo.isEmpty { try putBack() }
+        unsetenv("SQSYNC_MAX_VALUE_BYTES")
         try settle()
         try check()
     }
@@ -157,6 +170,20 @@ private final class FuzzNetwork {
         let after = Set(try ids(of: site.replica))
         inserted.formUnion(after.subtracting(before))
         removed.formUnion(before.subtracting(after))
+    }
+
+    /// A value over the cap: a new row's, or an existing row's body.
+    private func writeLarge(at index: Int) throws {
+        let site = sites[index]
+        let id = history.pick(keys)
+        let exists = try ids(of: site.replica).contains(id)
+        let sql =
+            exists
+            ? "UPDATE notes SET body = zeroblob(\(Self.largeValue)) WHERE id = ?"
+            : "INSERT INTO notes VALUES (?, 'large', 0, zeroblob(\(Self.largeValue)))"
+        try site.replica.database.run(sql, .text(id))
+        if !exists { inserted.insert(id) }
+        history.note("\(site.name): a \(Self.largeValue)-byte body \(exists ? "for" : "in a new row") \(id)")
     }
 
     private func visit(site index: Int, step: Int) throws {
@@ -331,6 +358,8 @@ private final class FuzzNetwork {
         for site in sites {
             let held = try BundleExchange.heldBundles(of: site.replica)
             if !held.isEmpty { throw FuzzFailure("\(site.name) holds bundles: \(held)") }
+            let withheld = try site.replica.withheldValues(cap: BundleLimits.maxValueBytes)
+            if !withheld.isEmpty { throw FuzzFailure("\(site.name) still leaves values out: \(withheld)") }
         }
         for box in mailboxes.indices {
             let outbox = mailboxes[box].folder + "/sqsync/outbox"
