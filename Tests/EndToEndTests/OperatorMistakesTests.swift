@@ -504,6 +504,8 @@ final class OperatorMistakesTests: XCTestCase {
         XCTAssertEqual(again.status, 0, again.stderr)
         let withheld = h.json(again)["withheld"] as? [[String: Any]] ?? []
         XCTAssertEqual(withheld.map { "\($0["table"]!) \($0["key"]!) \($0["column"]!) \($0["bytes"]!)" }.sorted(), ["t '1' v 3000", "t 'big' v 2000"])
+        let status = try h.sqsync(["status", hq], environment: capped)
+        XCTAssertTrue(status.stdout.contains("left out   table t, key 'big': a value of 2000 bytes in column v"), status.stdout)
 
         // Made smaller, the row goes whole, as a new life; its later small edits with it.
         try h.sqlite(hq, "UPDATE t SET v = 'big, made smaller' WHERE id = 'big';")

@@ -26,6 +26,7 @@ extension SQSync {
             }
             let untracked = try replica.untrackedTablesWithPrimaryKey()
             let untrusted = try Mailbox.untrustedBundlesWaiting(of: replica)
+            let withheld = try replica.withheldValues(cap: BundleLimits.maxValueBytes)
             if global.json {
                 global.emitJSON([
                     "knowledge_id": status.knowledgeID, "name": status.name, "knowledge": status.knowledge.seqs,
@@ -42,6 +43,7 @@ extension SQSync {
                     },
                     "held": held.map { ["path": $0.path, "reason": $0.reason] }, "gaps": gaps.map(gapJSON),
                     "scope": scope as Any, "grants": grants as Any, "untracked": untracked, "untrusted_waiting": untrusted,
+                    "withheld": withheld.map(withheldJSON),
                 ])
                 return
             }
@@ -78,6 +80,7 @@ extension SQSync {
                     + (holders.isEmpty ? "" : ", held back by \(holders.joined(separator: ", "))"))
             for held in held { lines.append("held       \(held.path): \(held.reason)") }
             for waiting in untrusted { lines.append("untrusted  \(waiting)") }
+            for value in withheld { lines.append("left out   \(describe(value))") }
             for gap in gaps { lines.append("gap        \(describe(gap))") }
             global.printResult(lines.joined(separator: "\n"))
         }
