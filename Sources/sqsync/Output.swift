@@ -42,8 +42,8 @@ private func appendJSON(_ value: Any, to text: inout String) {
     switch value {
     case is JSONNull: text += "null"
     case let flag as Bool: text += flag ? "true" : "false"
-    case let string as String: appendJSONString(string, to: &text)
-    case let string as Substring: appendJSONString(String(string), to: &text)
+    case let string as String: text += JSONText.string(string)
+    case let string as Substring: text += JSONText.string(String(string))
     case let number as Int: text += String(number)
     case let number as Int64: text += String(number)
     case let number as Int32: text += String(number)
@@ -55,7 +55,7 @@ private func appendJSON(_ value: Any, to text: inout String) {
         text += "{"
         for (index, key) in object.keys.sorted().enumerated() {
             if index > 0 { text += "," }
-            appendJSONString(key, to: &text)
+            text += JSONText.string(key)
             text += ":"
             appendJSON(object[key]!, to: &text)
         }
@@ -67,28 +67,8 @@ private func appendJSON(_ value: Any, to text: inout String) {
             appendJSON(element, to: &text)
         }
         text += "]"
-    default: appendJSONString("\(value)", to: &text)
+    default: text += JSONText.string("\(value)")
     }
-}
-
-private func appendJSONString(_ string: String, to text: inout String) {
-    text += "\""
-    for scalar in string.unicodeScalars {
-        switch scalar {
-        case "\"": text += "\\\""
-        case "\\": text += "\\\\"
-        case "\n": text += "\\n"
-        case "\r": text += "\\r"
-        case "\t": text += "\\t"
-        default:
-            if scalar.value < 0x20 {
-                text += "\\u" + hexString(UInt16(scalar.value), width: 4)
-            } else {
-                text.unicodeScalars.append(scalar)
-            }
-        }
-    }
-    text += "\""
 }
 
 /// Whether `path` names a folder (following links); nil when nothing is there.

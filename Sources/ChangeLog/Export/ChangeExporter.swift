@@ -266,7 +266,7 @@ public final class ChangeExporter {
     /// A record's columns without the values over the cap; nil: the record does not go.
     private func withholdOversized(
         _ columns: [ColumnChange], emitter: LiveRowEmitter, entry: Statement, rowStamp: Stamp?
-    ) throws -> [ColumnChange]? {
+    ) -> [ColumnChange]? {
         guard let withheld else { return columns }
         return withheld.withhold(columns, of: emitter.table, pk: entry.value(at: 4), lifeSeq: rowStamp?.seq)
     }
@@ -324,7 +324,7 @@ public final class ChangeExporter {
                 guard let stamp = cellStamps[offset] ?? rowStamp else { return nil }
                 return ColumnChange(column: offset, value: values[offset], stamp: stamp)
             }
-            guard let columns = try withholdOversized(all, emitter: emitter, entry: entry, rowStamp: rowStamp), !columns.isEmpty
+            guard let columns = withholdOversized(all, emitter: emitter, entry: entry, rowStamp: rowStamp), !columns.isEmpty
             else { return }
             try body(
                 RowChange(
@@ -358,7 +358,7 @@ public final class ChangeExporter {
             guard let stamp = cellStamps[column.offset] ?? rowStamp else { return nil }
             return ColumnChange(column: column.offset, value: values[column.offset], stamp: stamp)
         }
-        guard let columns = try withholdOversized(all, emitter: emitter, entry: entry, rowStamp: rowStamp),
+        guard let columns = withholdOversized(all, emitter: emitter, entry: entry, rowStamp: rowStamp),
             rowStamp != nil || !columns.isEmpty || !counters.isEmpty
         else { return }
         try body(

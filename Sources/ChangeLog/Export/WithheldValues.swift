@@ -41,7 +41,7 @@ final class WithheldCollector {
         self.lives = lives
     }
 
-    func holdsLife(tid: Int, pk: SQLValue) -> Bool { lives.contains([.integer(Int64(tid)), pk]) }
+    func holdsLife(tid: Int, pk: SQLValue) -> Bool { !lives.isEmpty && lives.contains([.integer(Int64(tid)), pk]) }
 
     func isOversized(_ value: SQLValue) -> Bool { Self.size(of: value) > cap }
 

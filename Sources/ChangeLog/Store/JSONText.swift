@@ -4,7 +4,7 @@ import SQLiteDatabase
 
 /// A tiny JSON writer for whole rows in the conflict log. BLOBs become {"blob": "HEX"}:
 /// SQLite's json_object refuses them.
-enum JSONText {
+public enum JSONText {
     static func object(_ row: [String: SQLValue]) -> String {
         "{" + row.sorted { $0.key < $1.key }.map { string($0.key) + ":" + value($0.value) }.joined(separator: ",") + "}"
     }
@@ -19,7 +19,9 @@ enum JSONText {
         }
     }
 
-    static func string(_ text: String) -> String {
+    /// A JSON string literal: quotes, backslashes and control characters escaped, the rest as
+    /// it is (`--json` output writes its strings with it too).
+    public static func string(_ text: String) -> String {
         var result = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
