@@ -68,11 +68,21 @@ public enum SQLValue: Hashable, Sendable {
 private let hexDigits = (0..<16).map { String($0, radix: 16, uppercase: true) }
 
 /// Quotes an identifier for SQL text: `my "table"` → `"my ""table"""`.
-public func quoteIdentifier(_ name: String) -> String {
-    "\"" + name.replacing("\"", with: "\"\"") + "\""
-}
+public func quoteIdentifier(_ name: String) -> String { quoted(name, by: "\"") }
 
 /// A string as an SQL literal, for SQL that cannot bind values (trigger bodies).
-public func quoteLiteral(_ text: String) -> String {
-    "'" + text.replacing("'", with: "''") + "'"
+public func quoteLiteral(_ text: String) -> String { quoted(text, by: "'") }
+
+/// `text` between two `quote`s, each `quote` in it doubled. Scalar by scalar, as SQLite reads
+/// it: a quote followed by a combining mark is one Character to Swift, and replacing
+/// Characters would leave it alone (and the quoting open).
+private func quoted(_ text: String, by quote: Unicode.Scalar) -> String {
+    var result = String.UnicodeScalarView()
+    result.append(quote)
+    for scalar in text.unicodeScalars {
+        if scalar == quote { result.append(quote) }
+        result.append(scalar)
+    }
+    result.append(quote)
+    return String(result)
 }

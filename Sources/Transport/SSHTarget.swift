@@ -79,6 +79,14 @@ public struct SSHTarget: Sendable, Equatable {
 
     /// `%XX` escapes decoded; nil for a bad escape or bytes that are not UTF-8.
     private static func percentDecoded(_ text: String) -> String? {
+        func hexDigit(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+        }
         var bytes: [UInt8] = []
         var input = Array(text.utf8)[...]
         while let byte = input.popFirst() {
@@ -86,8 +94,9 @@ public struct SSHTarget: Sendable, Equatable {
                 bytes.append(byte)
                 continue
             }
-            guard input.count >= 2, let value = UInt8(String(decoding: input.prefix(2), as: UTF8.self), radix: 16) else { return nil }
-            bytes.append(value)
+            let digits = input.prefix(2).compactMap { hexDigit($0) }
+            guard digits.count == 2 else { return nil }
+            bytes.append(digits[0] << 4 | digits[1])
             input = input.dropFirst(2)
         }
         return String(validating: bytes, as: UTF8.self)

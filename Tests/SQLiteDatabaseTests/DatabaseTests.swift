@@ -22,6 +22,18 @@ final class DatabaseTests: XCTestCase {
         XCTAssertEqual(try row.blob("b"), [0, 255, 7])
     }
 
+    /// A quote followed by a combining mark is one Character to Swift but two scalars to
+    /// SQLite: it is doubled all the same, so the name and the literal stay whole.
+    func testQuotingDoublesAQuoteBeforeACombiningMark() throws {
+        let (folder, database) = try database()
+        defer { withExtendedLifetime(folder) {} }
+        let name = "x\"\u{301} INTEGER); DROP TABLE t; --"
+        try database.execute("CREATE TABLE \(quoteIdentifier(name)) (v TEXT)")
+        XCTAssertEqual(try database.rows("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").map(\.values), [[.text("t")], [.text(name)]])
+        let text = "it'\u{301}s'); DROP TABLE t; --"
+        XCTAssertEqual(try database.rows("SELECT \(quoteLiteral(text))").map(\.values), [[.text(text)]])
+    }
+
     /// A query and its reader that disagree fail loudly instead of reading 0.
     func testMissingColumnOrWrongTypeIsAnError() throws {
         let (folder, database) = try database()

@@ -206,6 +206,11 @@ final class SSHTargetTests: XCTestCase {
         let short = try SSHTarget(url: "ssh://hq/data%20box")
         XCTAssertEqual(short, SSHTarget(host: "hq", path: "/data box"))
         XCTAssertEqual(short.displayName, "ssh://hq:22/data box")
+        XCTAssertEqual(try SSHTarget(url: "ssh://b%C3%A9a%40x@hq/%41b").user, "béa@x")
+        XCTAssertEqual(try SSHTarget(url: "ssh://hq/%41b").path, "/Ab")
+        for bad in ["ssh://hq/a%+fb", "ssh://hq/a%4", "ssh://hq/a%zz", "ssh://hq/%C3"] {
+            XCTAssertThrowsError(try SSHTarget(url: bad), bad)
+        }
 
         let home = try SSHTarget(url: "ssh://hq/~/sqsync")
         XCTAssertEqual(home.path, "~/sqsync")

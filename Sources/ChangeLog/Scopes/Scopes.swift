@@ -259,8 +259,9 @@ extension TableInfo {
     public var labelColumns: [ColumnInfo] {
         guard let label else { return [] }
         let text = Array(label.lowercased().utf8)
+        // As the pattern `(^|[^A-Za-z0-9_$])NAME($|[^A-Za-z0-9_$])` read it: any other byte ends a name.
         let isNamePart: (UInt8) -> Bool = { byte in
-            byte == UInt8(ascii: "_") || byte == UInt8(ascii: "$") || byte >= 0x80
+            byte == UInt8(ascii: "_") || byte == UInt8(ascii: "$")
                 || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
         }
         return columns.filter { column in
