@@ -222,12 +222,15 @@ public final class Mailbox {
         }
         let seen = try state(replica).seenBundles()
         let unaddressed = try state(replica).unaddressedBundles()
+        let waiting = try state(replica).bundlesWaitingForKeys().subtracting(try bundlesWhoseKeyCameBack(replica: replica))
         let retired = try replica.retiredPeerIDs()
         let planted = try state(replica).plantedFiles()
         // Trust that depends on the time (validity windows) gives no context to compare.
         let context = trust.fingerprint.map { PlantedFile.context(trust: $0, key: key.publicKey) }
         for bundle in bundles
-        where bundle.sender != me && seen[bundle.name] == nil && !unaddressed.contains(bundle.name) && !retired.contains(bundle.sender) {
+        where bundle.sender != me && seen[bundle.name] == nil && !unaddressed.contains(bundle.name) && !waiting.contains(bundle.name)
+            && !retired.contains(bundle.sender)
+        {
             let remote = "\(Self.outbox)/\(bundle.sender)/\(bundle.name)"
             // A file refused before costs one look: not read again until it changes.
             if let known = planted[remote], known.context == context, try transport.fileSize(remote) == known.size {
@@ -237,8 +240,21 @@ public final class Mailbox {
             let local = scratch.path + "/" + bundle.name
             guard try fetch("\(Self.outbox)/\(bundle.sender)", bundle.name, to: local) else { continue }
             do {
+                var readersKeys: [ReadersKey] = []
+                switch try readersKey(forBundleAt: local, named: bundle.name, replica: replica, key: key, scratch: scratch) {
+                case .opened(let opened): readersKeys = [opened]
+                case .none, .notAReader: break
+                case .unavailable(let name):
+                    report.notes.append(
+                        "\(transport.displayName)/\(Self.outbox)/\(displayText(bundle.sender))/\(displayText(bundle.name)): encrypted to the readers' key \(Self.keys)/\(name), which the mailbox does not hold (or holds damaged); read again once it does"
+                    )
+                    try state(replica).markWaitingForKey(bundle: bundle.name)
+                    try? FileManager.default.removeItem(atPath: local)
+                    continue
+                }
                 let result = try BundleExchange.importBundle(
-                    path: local, into: replica, trust: trust, decryptingWith: key, learning: peers.mapValues(\.learned))
+                    path: local, into: replica, trust: trust, decryptingWith: key, readersKeys: readersKeys,
+                    learning: peers.mapValues(\.learned))
                 if result.superseded && result.summary.changes == 0 {
                     report.notes.append(
                         "\(transport.displayName)/\(Self.outbox)/\(bundle.sender)/\(bundle.name): nothing new (an older bundle of \(displayText(result.senderName.isEmpty ? result.sender : result.senderName)) than one already taken)"
@@ -343,7 +359,7 @@ public final class Mailbox {
                 of: replica, since: base, except: selfServing, scope: group.scope)
             if !group.readers.isEmpty && offersNothing { continue }
             // This replica's own key too, so that it can check its own outbox.
-            let recipients =
+            var recipients =
                 encrypts
                 ? [key.publicKey]
                     + (try KeyBinding.encryptionKeys(
@@ -351,22 +367,31 @@ public final class Mailbox {
                         unmetReaders: group.scope == nil, onlyPinned: rules.hasScopes)).filter {
                         $0 != key.publicKey
                     } : []
+            // Past a few dozen readers, once to their shared key and once to this replica's own.
+            var readersKey: ReadersKey?
+            if recipients.count > BundleLimits.maxDirectRecipients {
+                readersKey = try self.readersKey(for: recipients, replica: replica, key: key, scratch: scratch)
+                recipients = [key.publicKey]
+            }
             let content = try BundleExchange.plannedContent(
                 of: replica, since: base, readers: selfServing, scope: group.scope)
             let fingerprint = Self.fingerprint(
-                knowledge: knowledge, base: base, recipients: recipients, scope: group.scope == nil ? "" : scopeKey, content: content)
+                knowledge: knowledge, base: base, recipients: recipients, scope: group.scope == nil ? "" : scopeKey,
+                content: content + (readersKey.map { "|" + $0.name } ?? ""))
             if let existing = mine.first(where: { $0.hasSuffix("_\(fingerprint).sqsb") && uploaded.contains($0) }) {
                 keep.insert(existing)
+                try state(replica).noteBundleReadersKey(bundle: existing, key: readersKey?.name)
             } else {
                 let exported = try BundleExchange.export(
                     replica: replica, since: base, key: key, to: scratch.path, intoDirectory: true, nameSuffix: fingerprint,
-                    readers: selfServing, encryptTo: recipients, scope: group.scope)
+                    readers: selfServing, encryptTo: recipients, readersKey: readersKey, scope: group.scope)
                 let name = URL(fileURLWithPath: exported.path).lastPathComponent
                 // A file under that name this replica did not upload (a copy of one it left in
                 // another mailbox, or planted) goes first: the name says what this bundle
                 // carries, so a publish is never refused for a name taken.
                 if mine.contains(name) { try writing { try transport.removeFile("\(Self.outbox)/\(me)/\(name)") } }
                 try state(replica).recordUpload(name)
+                try state(replica).noteBundleReadersKey(bundle: name, key: readersKey?.name)
                 try writing { try transport.writeFile(from: exported.path, to: "\(Self.outbox)/\(me)/\(name)") }
                 keep.insert(name)
                 if exported.rows >= (report.exported?.rows ?? 0) { report.exported = exported }
@@ -379,6 +404,11 @@ public final class Mailbox {
         try state(replica).rememberUploads(keep)
         report.removed += try removeBundlesEveryReaderHolds(
             bundles.filter { $0.sender != me }, readers: readers, me: me, knowledge: knowledge, seen: try state(replica).seenBundles())
+        // Bundles nobody here reads (a retired sender's, a file refused as planted) need no key.
+        let refused = try state(replica).plantedFiles()
+        try removeUnneededReadersKeys(
+            needing: bundles.filter { $0.sender != me && !retired.contains($0.sender) && refused["\(Self.outbox)/\($0.sender)/\($0.name)"] == nil }
+                .map(\.name) + keep, listed: bundles.map(\.name) + keep, replica: replica)
         for verified in verifiedAcknowledgements {
             try state(replica).cacheAcknowledgement(replica: verified.replica, file: verified.file, text: verified.text)
         }
@@ -447,7 +477,7 @@ public final class Mailbox {
     /// writes to; others' unfinished uploads are theirs to clear.
     private func removeOwnLeftovers(of me: String) throws -> Int {
         var removed = 0
-        for folder in ["\(Self.outbox)/\(me)", "\(Self.acks)/\(me)"] {
+        for folder in ["\(Self.outbox)/\(me)", "\(Self.acks)/\(me)", Self.keys] {
             for name in try transport.temporaryFiles(in: folder) where name.hasPrefix("\(temporaryPrefix)\(me)-") {
                 try writing { try transport.removeFile("\(folder)/\(name)") }
                 removed += 1

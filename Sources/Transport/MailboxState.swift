@@ -25,7 +25,8 @@ struct MailboxState {
     /// Mailbox bundle names already imported, with the knowledge each carried.
     func seenBundles() throws -> [String: Knowledge] {
         var seen: [String: Knowledge] = [:]
-        for row in try database.rows(MailboxSQL.seenBundles) where try row.string("knowledge") != Self.unaddressed {
+        for row in try database.rows(MailboxSQL.seenBundles)
+        where ![Self.unaddressed, Self.waitingForKey].contains(try row.string("knowledge")) {
             seen[try row.string("name")] = (try? Knowledge(parsing: try row.string("knowledge"))) ?? Knowledge()
         }
         return seen
@@ -49,10 +50,73 @@ struct MailboxState {
                 .map { try $0.string("name") })
     }
 
+    /// Bundles encrypted to a readers' key the mailbox did not hold (or held damaged) when they
+    /// were read: read again once a file of that name is listed (``Mailbox/bundlesWhoseKeyCameBack(replica:)``).
+    private static let waitingForKey = "?"
+
+    func markWaitingForKey(bundle name: String) throws {
+        try database.run(MailboxSQL.markSeen, .text(name), .text(Self.waitingForKey))
+    }
+
+    func bundlesWaitingForKeys() throws -> Set<String> {
+        Set(
+            try database.rows(MailboxSQL.seenBundles).filter { try $0.string("knowledge") == Self.waitingForKey }
+                .map { try $0.string("name") })
+    }
+
     /// Forgets names no longer in any mailbox listing, so the list stays small.
     func forgetSeen(keeping names: Set<String>) throws {
         for row in try database.rows(MailboxSQL.seenBundles) where !names.contains(try row.string("name")) {
             try database.run(MailboxSQL.forgetSeen, .text(try row.string("name")))
+        }
+    }
+
+    // MARK: Readers' keys
+
+    /// A readers' key this replica opened (or made) in this mailbox.
+    struct KnownReadersKey {
+        var key: ReadersKey
+        var readersDigest: String
+        var madeHere: Bool
+    }
+
+    func readersKeys() throws -> [String: KnownReadersKey] {
+        var known: [String: KnownReadersKey] = [:]
+        for row in try database.rows(MailboxSQL.readersKeys, .text(mailbox)) {
+            let name = try row.string("name")
+            guard let key = try? ReadersKey(name: name, secret: try row.blob("secret")) else { continue }
+            known[name] = KnownReadersKey(key: key, readersDigest: try row.string("readers"), madeHere: try row.int64("made_here") != 0)
+        }
+        return known
+    }
+
+    func rememberReadersKey(_ key: ReadersKey, madeHere: Bool) throws {
+        try database.run(
+            MailboxSQL.rememberReadersKey, .text(mailbox), .text(key.name), .text(String(key.name.prefix(16))),
+            .blob(key.secretBytes), .integer(madeHere ? 1 : 0))
+    }
+
+    func forgetReadersKey(_ name: String) throws {
+        try database.run(MailboxSQL.forgetReadersKey, .text(mailbox), .text(name))
+    }
+
+    /// The readers' key each bundle noted is encrypted to ("" for none).
+    func bundleReadersKeys() throws -> [String: String] {
+        var keys: [String: String] = [:]
+        for row in try database.rows(MailboxSQL.bundleReadersKeys, .text(mailbox)) {
+            keys[try row.string("bundle")] = try row.string("key")
+        }
+        return keys
+    }
+
+    func noteBundleReadersKey(bundle: String, key: String?) throws {
+        try database.run(MailboxSQL.noteBundleReadersKey, .text(mailbox), .text(bundle), .text(key ?? ""))
+    }
+
+    /// Forgets bundles no longer listed.
+    func forgetBundleReadersKeys(keeping bundles: Set<String>) throws {
+        for bundle in try bundleReadersKeys().keys where !bundles.contains(bundle) {
+            try database.run(MailboxSQL.forgetBundleReadersKey, .text(mailbox), .text(bundle))
         }
     }
 
@@ -209,6 +273,17 @@ struct PlantedFile: Equatable {
 
 /// The SQL of mailbox state, in one place.
 enum MailboxSQL {
+    static let readersKeys = #"SELECT "name", "readers", "secret", "made_here" FROM "_sqsync_readers_keys" WHERE "mailbox" = ?"#
+    static let rememberReadersKey = """
+        INSERT OR REPLACE INTO "_sqsync_readers_keys" ("mailbox", "name", "readers", "secret", "made_here") VALUES (?, ?, ?, ?, ?)
+        """
+    static let forgetReadersKey = #"DELETE FROM "_sqsync_readers_keys" WHERE "mailbox" = ? AND "name" = ?"#
+    static let bundleReadersKeys = #"SELECT "bundle", "key" FROM "_sqsync_bundle_readers_keys" WHERE "mailbox" = ?"#
+    static let noteBundleReadersKey = """
+        INSERT OR REPLACE INTO "_sqsync_bundle_readers_keys" ("mailbox", "bundle", "key") VALUES (?, ?, ?)
+        """
+    static let forgetBundleReadersKey = #"DELETE FROM "_sqsync_bundle_readers_keys" WHERE "mailbox" = ? AND "bundle" = ?"#
+
     static let plantedFiles = #"SELECT "path", "size", "head", "context" FROM "_sqsync_planted_files" WHERE "mailbox" = ?"#
 
     static let rememberPlanted = """

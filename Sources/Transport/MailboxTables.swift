@@ -72,10 +72,36 @@ enum MailboxTables {
                 ALTER TABLE "_sqsync_planted_files" ADD COLUMN "reason" TEXT NOT NULL DEFAULT '';
                 ALTER TABLE "_sqsync_planted_files" ADD COLUMN "untrusted_signer" INTEGER NOT NULL DEFAULT 0;
                 """),
+            .init(
+                4,
+                """
+                -- Readers' keys of a mailbox this replica opened (docs/BUNDLE_FORMAT.md, "Readers'
+                -- keys"), by file name, with their secret, so each key file is read once. "readers":
+                -- the name's first part, a digest of the readers' keys. "made_here": this replica made
+                -- it, so this replica removes its file once no bundle in the mailbox needs it.
+                CREATE TABLE IF NOT EXISTS "_sqsync_readers_keys" (
+                    "mailbox" TEXT NOT NULL,
+                    "name" TEXT NOT NULL,
+                    "readers" TEXT NOT NULL,
+                    "secret" BLOB NOT NULL,
+                    "made_here" INTEGER NOT NULL,
+                    PRIMARY KEY ("mailbox", "name")
+                ) WITHOUT ROWID;
+
+                -- The readers' key each bundle read from (or left in) a mailbox is encrypted to, ''
+                -- for none: a key's maker removes it only once no bundle listed there names it.
+                CREATE TABLE IF NOT EXISTS "_sqsync_bundle_readers_keys" (
+                    "mailbox" TEXT NOT NULL,
+                    "bundle" TEXT NOT NULL,
+                    "key" TEXT NOT NULL,
+                    PRIMARY KEY ("mailbox", "bundle")
+                ) WITHOUT ROWID;
+                """),
         ])
 
     /// What a copy made by `clone` must not inherit: the original's mailbox history.
     static let perFileState = [
         "_sqsync_seen_bundles", "_sqsync_mailbox_acks", "_sqsync_mailbox_uploads", "_sqsync_quiet_syncs", "_sqsync_planted_files",
+        "_sqsync_readers_keys", "_sqsync_bundle_readers_keys",
     ]
 }

@@ -78,6 +78,62 @@ final class EncryptedBundleTests: XCTestCase {
         XCTAssertEqual(try rows(c), expected)
     }
 
+    /// Past `SQSYNC_MAX_DIRECT_RECIPIENTS` readers (here 1), a stick's bundles are encrypted
+    /// once, to a readers' key in `sqsync/keys/`: A, B and C converge through it; `age` opens
+    /// the key file with B's SSH key and the bundle with the identity that gives; `inspect` and
+    /// `import` of a bundle where it lies on the stick find the key beside it; D, known to A
+    /// but not a reader of the stick, opens neither.
+    func testAStickPastTheDirectRecipientsSharesOneReadersKey() throws {
+        let environment = ["SQSYNC_MAX_DIRECT_RECIPIENTS": "1"]
+        let stick = h.path("stick")
+        try FileManager.default.createDirectory(atPath: stick, withIntermediateDirectories: true)
+        func sync(_ db: String, _ name: String) throws {
+            let result = try h.sqsync(["sync", db, stick], key: name, environment: environment)
+            XCTAssertEqual(result.status, 0, "\(name): \(result.stderr)")
+        }
+        try h.sqlite(a, "INSERT INTO note VALUES ('n2', 'from A', 'A secret');")
+        try h.sqlite(b, "INSERT INTO note VALUES ('n3', 'from B', 'B secret');")
+        try h.sqlite(c, "UPDATE note SET body = 'edited by C' WHERE id = 'n1';")
+        let d = try h.cloneReplica(a, as: "D")
+        try h.send((d, "D"), to: (a, "A"))
+        for (db, name) in [(a, "A"), (b, "B"), (c, "C")] { try sync(db, name) }
+        try h.sqlite(a, "INSERT INTO note VALUES ('n4', 'for the readers', 'x');")
+        try sync(a, "A")
+        let aID = try h.knowledgeID(a)
+        let fromA = try XCTUnwrap(bundlesIn(stick).first { $0.contains("/\(aID)/") }, "A's bundle")
+        let header = String(decoding: h.fileBytes(fromA).prefix(400), as: UTF8.self)
+        XCTAssertTrue(header.contains("\n-> X25519 ") && header.contains("\n-> sqsync-readers "), header)
+        XCTAssertFalse(String(decoding: h.fileBytes(fromA), as: UTF8.self).contains("for the readers"))
+        let keyName = try XCTUnwrap(header.components(separatedBy: "-> sqsync-readers ").last?.prefix { $0 != "\n" })
+        let keyFile = stick + "/sqsync/keys/" + keyName
+
+        let identity = h.path("readers.txt"), opened = h.path("opened.sqsb")
+        let unwrapped = try Harness.run(Self.age, ["-d", "-i", h.keyPath("B"), "-o", identity, keyFile])
+        XCTAssertEqual(unwrapped.status, 0, unwrapped.stderr)
+        let decrypted = try Harness.run(Self.age, ["-d", "-i", identity, "-o", opened, fromA])
+        XCTAssertEqual(decrypted.status, 0, decrypted.stderr)
+        XCTAssertEqual(Array(h.fileBytes(opened).prefix(7)), Array("SQSYNCB".utf8), "a signed bundle inside")
+        XCTAssertNotEqual(try Harness.run(Self.age, ["-d", "-i", h.keyPath("D"), "-o", h.path("d.txt"), keyFile]).status, 0)
+
+        let inspected = try h.sqsync(["inspect", fromA], key: "B")
+        XCTAssertEqual(inspected.status, 0, inspected.stderr)
+        XCTAssertTrue(inspected.stdout.contains("readers' key"), inspected.stdout)
+        let byD = try h.sqsync(["import", d, fromA], key: "D")
+        XCTAssertEqual(byD.status, 3, byD.stderr)
+        XCTAssertTrue(byD.stderr.contains("not addressed to this replica's key"), byD.stderr)
+        XCTAssertFalse(try rows(d).contains("for the readers"))
+        try h.ok(["import", b, fromA], key: "B")
+        XCTAssertTrue(try rows(b).contains("for the readers"))
+
+        for _ in 0..<2 {
+            for (db, name) in [(a, "A"), (b, "B"), (c, "C")] { try sync(db, name) }
+        }
+        let expected = try rows(a)
+        XCTAssertTrue(expected.contains("from B") && expected.contains("edited by C") && expected.contains("for the readers"), expected)
+        XCTAssertEqual(try rows(b), expected)
+        XCTAssertEqual(try rows(c), expected)
+    }
+
     /// `export --for B` is for B alone: B imports it, C is refused (exit 3) and unchanged;
     /// `--encrypt-to` names the keys; `--no-encrypt` leaves it in the clear.
     func testExportForAPeerIsReadableByThatPeerOnly() throws {

@@ -66,7 +66,9 @@ final class SyncFolderTests: XCTestCase {
         }
         let temporary = filesBelow(box).filter { ($0 as NSString).lastPathComponent.hasPrefix(".tmp-") }
         XCTAssertEqual(temporary, [], "temporary files left in the mailbox", file: file, line: line)
-        let stray = filesBelow(box).filter { !$0.hasPrefix("sqsync/outbox/") && !$0.hasPrefix("sqsync/acks/") }
+        let stray = filesBelow(box).filter {
+            !$0.hasPrefix("sqsync/outbox/") && !$0.hasPrefix("sqsync/acks/") && !isReadersKeyFile($0)
+        }
         XCTAssertEqual(stray, [], "files outside the mailbox layout", file: file, line: line)
     }
 

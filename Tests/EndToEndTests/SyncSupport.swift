@@ -70,6 +70,12 @@ func outboxes(_ root: String) -> [String: [String]] {
 }
 
 /// Every `.sqsb` in the mailbox's outboxes, as full paths, sorted.
+/// A mailbox's readers' key (`sqsync/keys/<readers>-<key>.age`, past
+/// `SQSYNC_MAX_DIRECT_RECIPIENTS` readers), by path below the mailbox.
+func isReadersKeyFile(_ relative: String) -> Bool {
+    relative.hasPrefix("sqsync/keys/") && relative.hasSuffix(".age") && relative.split(separator: "/").count == 3
+}
+
 func bundlesIn(_ root: String) -> [String] {
     outboxes(root).flatMap { id, names in names.filter { $0.hasSuffix(".sqsb") }.map { "\(root)/sqsync/outbox/\(id)/\($0)" } }
         .sorted()

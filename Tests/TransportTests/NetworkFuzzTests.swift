@@ -14,7 +14,9 @@ import XCTest
 /// attached through one site, one of them after a purge; a site's file copied with `cp` and
 /// used as a site of its own, which follows the fix its first sync prints. In half the networks
 /// values are capped (`SQSYNC_MAX_VALUE_BYTES`) and some writes are larger: each origin leaves
-/// them out, then sends them once the cap is raised, before the end. Then every site visits its
+/// them out, then sends them once the cap is raised, before the end. In half, every bundle goes
+/// to a mailbox's readers' key (lost, put back and copied key files included, as bundles are:
+/// any file in a mailbox may be). Then every site visits its
 /// mailboxes until the network is quiet: every replica holds the same rows, every row that was
 /// inserted and never deleted is there, no bundle is held, and no outbox keeps more than its
 /// replica's current bundles.
@@ -65,6 +67,10 @@ private final class FuzzNetwork {
     /// The value cap while the network runs, if any: some writes are larger.
     let valueCap: Int?
     static let largeValue = 3000
+    /// Whether bundles are encrypted, every one to a mailbox's readers' key
+    /// (`SQSYNC_MAX_DIRECT_RECIPIENTS` 1), as past a few dozen readers; else in the clear.
+    /// Decided by the seed's last bit, so other draws stay as they were.
+    let sharesReadersKeys: Bool
 
     init(seed: UInt64) throws {
         history = PropertyHistory(seed: seed)
@@ -73,6 +79,7 @@ private final class FuzzNetwork {
         trust = try AllowedSigners(text: "")
         let count = 4 + history.below(2)
         valueCap = history.below(2) == 0 ? 2048 : nil
+        sharesReadersKeys = seed & 1 == 1
         let first = try newReplica("s0", rows: (0..<8).map { "k\($0)" })
         sites.append(first)
         for index in 1..<count {
@@ -135,7 +142,14 @@ private final class FuzzNetwork {
             history.note("values capped at \(valueCap) bytes until the end")
             setenv("SQSYNC_MAX_VALUE_BYTES", String(valueCap), 1)
         }
-        defer { unsetenv("SQSYNC_MAX_VALUE_BYTES") }
+        if sharesReadersKeys {
+            history.note("every bundle goes to a mailbox's readers' key")
+            setenv("SQSYNC_MAX_DIRECT_RECIPIENTS", "1", 1)
+        }
+        defer {
+            unsetenv("SQSYNC_MAX_VALUE_BYTES")
+            unsetenv("SQSYNC_MAX_DIRECT_RECIPIENTS")
+        }
         for step in 0..<110 {
             let roll = history.below(100)
             switch roll {
@@ -194,7 +208,7 @@ private final class FuzzNetwork {
 
     @discardableResult
     private func sync(_ index: Int, _ box: Int) throws -> SyncReport {
-        let mailbox = Mailbox(transport: DirectoryTransport(root: mailboxes[box].folder), encrypts: false)
+        let mailbox = Mailbox(transport: DirectoryTransport(root: mailboxes[box].folder), encrypts: sharesReadersKeys)
         if sites[index].unfixedCopy { try followTheFix(index, mailbox) }
         let report = try mailbox.sync(replica: sites[index].replica, key: sites[index].key, trust: trust)
         if !report.rejected.isEmpty || !report.refused.isEmpty {
@@ -210,7 +224,8 @@ private final class FuzzNetwork {
 
     private func lose() throws {
         let box = history.below(mailboxes.count)
-        let files = bundleFiles(in: box)
+        let keys = mailboxes[box].folder + "/sqsync/keys"
+        let files = bundleFiles(in: box) + filesBelow(keys).filter { $0.hasSuffix(".age") }.map { keys + "/" + $0 }
         guard !files.isEmpty else { return }
         let file = history.pick(files)
         let aside = directory + "/limbo-\(UUID().uuidString.prefix(8))"
@@ -351,6 +366,16 @@ private final class FuzzNetwork {
             throw FuzzFailure(
                 "\(site.name) differs from \(sites[0].name):\n\(differing.joined(separator: "\n"))\nknowledge \(named(try site.replica.knowledge())) vs \(named(try sites[0].replica.knowledge()))\ngaps \(try BundleExchange.gaps(of: site.replica))"
             )
+        }
+        if sharesReadersKeys {
+            var opened = 0
+            for site in sites {
+                for box in site.mailboxes {
+                    opened += try MailboxState(site.replica, mailbox: DirectoryTransport(root: mailboxes[box].folder).displayName)
+                        .readersKeys().count
+                }
+            }
+            if opened == 0 { throw FuzzFailure("no bundle went to a readers' key") }
         }
         let present = Set(try ids(of: sites[0].replica))
         let missing = inserted.subtracting(removed).subtracting(present)

@@ -13,6 +13,11 @@ public enum AgeFile {
     static let magic = Array((magicLine + "\n").utf8)
     static let stanzaType = "ssh-ed25519"
     static let sshLabel = Array("age-encryption.org/v1/ssh-ed25519".utf8)
+    static let x25519Type = "X25519"
+    static let x25519Label = Array("age-encryption.org/v1/X25519".utf8)
+    /// The stanza that names the mailbox readers' key an `X25519` stanza is for, so that a
+    /// reader fetches that one key file; age skips stanzas it does not know.
+    static let readersKeyType = "sqsync-readers"
     static let chunkSize = 64 << 10
     static let tagSize = 16
     /// A header of a few dozen recipients is a few KB; these bound what a hostile one costs.
@@ -46,9 +51,11 @@ public enum AgeFile {
     // MARK: Encrypting
 
     /// Encrypts the whole of `plaintext` (an open file, read from offset 0 to `length`) into
-    /// `destination`, to each of `recipients`.
+    /// `destination`, to each of `recipients` and, when given, once to `readersKey` (an
+    /// `X25519` stanza and the stanza naming it), whatever the number of its readers.
     static func encrypt(
-        plaintext: Int32, length: Int, path: String, to recipients: [SSHPublicKey], into destination: HashingFileOutput
+        plaintext: Int32, length: Int, path: String, to recipients: [SSHPublicKey], readersKey: ReadersKey? = nil,
+        into destination: HashingFileOutput
     ) throws {
         guard recipients.count <= maxStanzas else {
             throw BundleError(
@@ -62,6 +69,10 @@ public enum AgeFile {
                 throw BundleError(.io, "\(path): key \(recipient.fingerprint) cannot receive an encrypted bundle (it has no X25519 form)")
             }
             header += stanza
+        }
+        if let readersKey {
+            header += try wrap(fileKey, forX25519: readersKey.publicKey)
+            header += Array("-> \(readersKeyType) \(readersKey.name)\n\n".utf8)
         }
         header += Array("---".utf8)
         let mac = HMAC<SHA256>.authenticationCode(for: header, using: headerKey(fileKey))
@@ -101,6 +112,18 @@ public enum AgeFile {
         return Array(line.utf8) + bodyLines(body)
     }
 
+    /// age's native `X25519` stanza (age.md, "The X25519 recipient type").
+    private static func wrap(_ fileKey: SymmetricKey, forX25519 recipient: [UInt8]) throws -> [UInt8] {
+        let theirKey = try Curve25519.KeyAgreement.PublicKey(rawRepresentation: recipient)
+        let ephemeral = Curve25519.KeyAgreement.PrivateKey()
+        let share = Array(ephemeral.publicKey.rawRepresentation)
+        let shared = try ephemeral.sharedSecretFromKeyAgreement(with: theirKey).withUnsafeBytes { Array($0) }
+        let wrapping = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: shared), salt: share + recipient, info: x25519Label, outputByteCount: 32)
+        let sealed = try ChaChaPoly.seal(fileKey.withUnsafeBytes { Array($0) }, using: wrapping, nonce: zeroNonce)
+        return Array("-> \(x25519Type) \(base64(share))\n".utf8) + bodyLines(Array(sealed.ciphertext) + Array(sealed.tag))
+    }
+
     // MARK: Decrypting
 
     /// True when the file at `path` starts as an age file does.
@@ -123,20 +146,35 @@ public enum AgeFile {
         return try recipients(descriptor: descriptor, path: path, fileSize: Int(status.st_size))
     }
 
+    /// The name of the mailbox readers' key the file at `path` is encrypted to, if any: the
+    /// argument of its first `sqsync-readers` stanza, when it is a plain file name.
+    public static func readersKeyName(ofFile path: String) -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG, isEncrypted(descriptor: descriptor),
+            let header = try? Header(descriptor: descriptor, path: path, fileSize: Int(status.st_size)),
+            let stanza = header.stanzas.first(where: { $0.arguments.first == readersKeyType }), stanza.arguments.count == 2
+        else { return nil }
+        return ReadersKey.isFileName(stanza.arguments[1]) ? stanza.arguments[1] : nil
+    }
+
     /// The recipients a file names, for `inspect`; the header is read, nothing decrypted.
     public static func recipients(descriptor: Int32, path: String, fileSize: Int) throws -> [Recipient] {
-        try Header(descriptor: descriptor, path: path, fileSize: fileSize).stanzas.map {
-            Recipient(type: $0.arguments.first ?? "", tag: $0.arguments.first == stanzaType ? (decodeBase64($0.arguments.count > 1 ? $0.arguments[1] : "") ?? []) : [])
-        }
+        try Header(descriptor: descriptor, path: path, fileSize: fileSize).recipients
     }
 
     /// Decrypts `descriptor` (an age file of `fileSize` bytes) into `output` with `key`'s
-    /// private half. A file for other keys only, an altered header or chunk, and a file cut
-    /// short are refused (``BundleError``), before or while the plaintext is written: the
-    /// caller reads nothing of it unless this returns.
-    static func decrypt(descriptor: Int32, path: String, fileSize: Int, with key: SigningKey, into output: HashingFileOutput)
-        throws
-    {
+    /// private half, or with one of `readersKeys` (a mailbox's, for its `X25519` stanzas).
+    /// A file for other keys only, an altered header or chunk, and a file cut short are
+    /// refused (``BundleError``), before or while the plaintext is written: the caller reads
+    /// nothing of it unless this returns. Returns the recipients the header names.
+    @discardableResult
+    static func decrypt(
+        descriptor: Int32, path: String, fileSize: Int, with key: SigningKey, readersKeys: [ReadersKey] = [],
+        into output: HashingFileOutput
+    ) throws -> [Recipient] {
         let header = try Header(descriptor: descriptor, path: path, fileSize: fileSize)
         var fileKey: SymmetricKey?
         let identity = try Identity(key)
@@ -150,6 +188,18 @@ public enum AgeFile {
             if let unwrapped = try unwrap(stanza, with: identity, path: path) {
                 fileKey = unwrapped
                 break
+            }
+        }
+        if fileKey == nil && !readersKeys.isEmpty {
+            // Each X25519 stanza costs one key agreement per key: a few are tried, no more.
+            for stanza in header.stanzas.lazy.filter({ $0.arguments.first == x25519Type }).prefix(maxTagMatches) {
+                for readersKey in readersKeys {
+                    if let unwrapped = try unwrap(x25519: stanza, with: readersKey, path: path) {
+                        fileKey = unwrapped
+                        break
+                    }
+                }
+                if fileKey != nil { break }
             }
         }
         guard let fileKey else {
@@ -189,6 +239,7 @@ public enum AgeFile {
             counter += 1
         }
         try output.flush()
+        return header.recipients
     }
 
     /// A replica's key as a recipient: what unwrapping needs, computed once per file.
@@ -224,6 +275,26 @@ public enum AgeFile {
             throw BundleError(.untrusted, "\(path): an ssh-ed25519 recipient stanza gives a low-order share (all-zero secret)")
         }
         let wrapping = wrappingKey(shared, salt: share + ours)
+        guard
+            let box = try? ChaChaPoly.SealedBox(nonce: zeroNonce, ciphertext: stanza.body.prefix(16), tag: stanza.body.suffix(16)),
+            let fileKey = try? ChaChaPoly.open(box, using: wrapping)
+        else { return nil }
+        return SymmetricKey(data: fileKey)
+    }
+
+    /// age's X25519 `Unwrap`: nil when the stanza is not for this key.
+    private static func unwrap(x25519 stanza: Header.Stanza, with readersKey: ReadersKey, path: String) throws -> SymmetricKey? {
+        guard stanza.arguments.count == 2, let share = decodeBase64(stanza.arguments[1]), share.count == 32, stanza.body.count == 32,
+            let theirKey = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: share)
+        else {
+            throw BundleError(.corrupt, "\(path): damaged encrypted bundle (an X25519 recipient stanza is malformed)")
+        }
+        let shared = try readersKey.secret.sharedSecretFromKeyAgreement(with: theirKey).withUnsafeBytes { Array($0) }
+        guard shared.contains(where: { $0 != 0 }) else {
+            throw BundleError(.untrusted, "\(path): an X25519 recipient stanza gives a low-order share (all-zero secret)")
+        }
+        let wrapping = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: shared), salt: share + readersKey.publicKey, info: x25519Label, outputByteCount: 32)
         guard
             let box = try? ChaChaPoly.SealedBox(nonce: zeroNonce, ciphertext: stanza.body.prefix(16), tag: stanza.body.suffix(16)),
             let fileKey = try? ChaChaPoly.open(box, using: wrapping)
@@ -319,6 +390,14 @@ public enum AgeFile {
         }
 
         var stanzas: [Stanza] = []
+
+        var recipients: [Recipient] {
+            stanzas.map {
+                Recipient(
+                    type: $0.arguments.first ?? "",
+                    tag: $0.arguments.first == stanzaType ? (decodeBase64($0.arguments.count > 1 ? $0.arguments[1] : "") ?? []) : [])
+            }
+        }
         /// Everything the MAC covers: from the first byte through "---".
         var authenticated: [UInt8] = []
         var mac: [UInt8] = []
@@ -326,22 +405,27 @@ public enum AgeFile {
         var length = 0
 
         init(descriptor: Int32, path: String, fileSize: Int) throws {
-            let input = try HashingFileInput(descriptor: descriptor, path: path, range: 0..<min(fileSize, maxHeaderBytes))
+            let limit = min(fileSize, maxHeaderBytes)
+            let input = try HashingFileInput(descriptor: descriptor, path: path, range: 0..<limit)
             func corrupt(_ what: String) -> BundleError { BundleError(.corrupt, "\(path): damaged encrypted bundle (\(what))") }
+            // Every byte read so far, from the file's first: what the MAC covers is a prefix of it.
             var read: [UInt8] = []
+            var position = 0
             func line() throws -> String {
-                var bytes: [UInt8] = []
-                defer { read += bytes + [0x0a] }
+                let start = position
                 while true {
-                    guard !input.isAtEnd else {
-                        throw input.consumed >= maxHeaderBytes ? corrupt("a header over \(maxHeaderBytes) bytes") : corrupt("the header ends too soon")
+                    if position == read.count {
+                        guard read.count < limit else {
+                            throw limit >= maxHeaderBytes ? corrupt("a header over \(maxHeaderBytes) bytes") : corrupt("the header ends too soon")
+                        }
+                        read += try input.readBytes(min(16 << 10, limit - read.count))
                     }
-                    let byte = try input.readByte()
+                    let byte = read[position]
+                    position += 1
                     if byte == 0x0a { break }
                     guard byte >= 0x20 && byte < 0x7f else { throw corrupt("a header byte out of range") }
-                    bytes.append(byte)
                 }
-                return String(decoding: bytes, as: UTF8.self)
+                return String(decoding: read[start..<(position - 1)], as: UTF8.self)
             }
             guard try line() == magicLine else { throw corrupt("not age-encryption.org/v1") }
             var current = try line()
@@ -364,10 +448,10 @@ public enum AgeFile {
             }
             guard !stanzas.isEmpty else { throw corrupt("no recipient") }
             self.mac = mac
-            length = input.consumed
+            length = position
             // The MAC covers the header up to and including "---", not the space after it:
             // the very bytes parsed above.
-            authenticated = Array(read.prefix(read.count - current.utf8.count - 1 + 3))
+            authenticated = Array(read.prefix(position - current.utf8.count - 1 + 3))
         }
     }
 }

@@ -18,7 +18,7 @@ extension BundleExchange {
     public static func export(
         replica: Replica, since base: Knowledge, key: SigningKey, to destination: String, intoDirectory: Bool,
         nameSuffix: String? = nil, receiver: String? = nil, readers: Set<String> = [], encryptTo recipients: [SSHPublicKey] = [],
-        scope: [String]? = nil, checkpoints: Bool = true, progress: ((Int) -> Void)? = nil
+        readersKey: ReadersKey? = nil, scope: [String]? = nil, checkpoints: Bool = true, progress: ((Int) -> Void)? = nil
     ) throws -> ExportResult {
         try BundleTables.ready(replica)
         try replica.refuseWhileMigrating("export")
@@ -45,7 +45,7 @@ extension BundleExchange {
                 : (base: header.base, declares: false)
             let path = intoDirectory ? destination + "/" + fileName(sender: me, base: own.base, last: header.last, suffix: nameSuffix) : destination
             let writer = try BundleWriter(
-                destination: path, encryptTo: recipients,
+                destination: path, encryptTo: recipients, readersKey: readersKey,
                 scratchDirectory: URL(fileURLWithPath: replica.path).deletingLastPathComponent().path)
             if header.last > own.base {
                 let parts = ownSegments(

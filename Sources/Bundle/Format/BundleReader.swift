@@ -37,9 +37,11 @@ public final class BundleReader {
     /// scratch file, all of it authenticated before any of it is read as a bundle.
     /// The plaintext's scratch file goes in `scratchDirectory` (default: the temporary
     /// folder); an import puts it beside the database, which holds the same rows anyway.
-    public init(path: String, trust: AllowedSigners?, decryptingWith key: SigningKey? = nil, scratchDirectory: String? = nil)
-        throws
-    {
+    /// `readersKeys`: a mailbox's readers' keys this replica holds, for a bundle encrypted to one.
+    public init(
+        path: String, trust: AllowedSigners?, decryptingWith key: SigningKey? = nil, readersKeys: [ReadersKey] = [],
+        scratchDirectory: String? = nil
+    ) throws {
         self.path = path
         var descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw BundleError(.io, "\(path): cannot read: \(String(cString: strerror(errno)))") }
@@ -61,7 +63,8 @@ public final class BundleReader {
                     throw BundleError(.notAddressed, "\(path): encrypted; this replica's key (--key) is needed to read it")
                 }
                 let plaintext = try HashingFileOutput(scratchFor: path, in: scratchDirectory)
-                try AgeFile.decrypt(descriptor: descriptor, path: path, fileSize: fileSize, with: key, into: plaintext)
+                try AgeFile.decrypt(
+                    descriptor: descriptor, path: path, fileSize: fileSize, with: key, readersKeys: readersKeys, into: plaintext)
                 close(descriptor)
                 descriptor = dup(plaintext.descriptor)
                 fileSize = plaintext.bytesWritten

@@ -21,14 +21,19 @@ public final class BundleWriter {
 
     /// Readers' keys the finished bundle is encrypted to (none: in the clear).
     private let recipients: [SSHPublicKey]
+    /// A mailbox's readers' key the finished bundle is encrypted to as well, once.
+    private let readersKey: ReadersKey?
 
     /// With `recipients`, the signed bundle is written to an unnamed scratch file and only
     /// its encryption (age) goes beside `destination`: no plaintext is left there, even by
     /// a killed export.
     /// `scratchDirectory`: where the unnamed plaintext goes (default: the temporary folder).
-    public init(destination: String, encryptTo recipients: [SSHPublicKey] = [], scratchDirectory: String? = nil) throws {
+    public init(
+        destination: String, encryptTo recipients: [SSHPublicKey] = [], readersKey: ReadersKey? = nil, scratchDirectory: String? = nil
+    ) throws {
         self.destination = destination
         self.recipients = recipients
+        self.readersKey = readersKey
         directory = URL(fileURLWithPath: destination).deletingLastPathComponent().path
         output =
             recipients.isEmpty
@@ -142,7 +147,8 @@ public final class BundleWriter {
             encrypted.hashing = false
             do {
                 try AgeFile.encrypt(
-                    plaintext: output.descriptor, length: output.bytesWritten, path: destination, to: recipients, into: encrypted)
+                    plaintext: output.descriptor, length: output.bytesWritten, path: destination, to: recipients, readersKey: readersKey,
+                    into: encrypted)
                 try encrypted.sync()
             } catch {
                 unlink(encrypted.path)

@@ -30,6 +30,12 @@ public enum BundleLimits {
     /// larger one is skipped with a warning before any of it is read.
     public static var maxBundleBytes: Int { environmentBytes("SQSYNC_MAX_BUNDLE_BYTES") ?? 1 << 30 }
 
+    /// The most SSH keys a mailbox bundle is encrypted to one by one:
+    /// `SQSYNC_MAX_DIRECT_RECIPIENTS`, else 32 (about 3.5 KB of header). With more readers it
+    /// is encrypted once, to the mailbox's readers' key (docs/BUNDLE_FORMAT.md, "Readers' keys"),
+    /// so its size stops growing with the number of readers.
+    public static var maxDirectRecipients: Int { environmentBytes("SQSYNC_MAX_DIRECT_RECIPIENTS") ?? 32 }
+
     /// A chunk's raw bytes: its records, or one row with a value up to the cap.
     static var maxChunkBytes: Int { chunkBytes + maxValueBytes }
 

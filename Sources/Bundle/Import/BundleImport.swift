@@ -15,9 +15,10 @@ extension BundleExchange {
     /// this replica's own knowledge ID, signed by its own key, is
     /// ``ImportResult/Outcome/ownBundle``, unless it claims changes this replica never made:
     /// another database writes under its ID. An encrypted bundle is decrypted with `key`,
-    /// this replica's own.
+    /// this replica's own, or with one of a mailbox's `readersKeys` it was encrypted to.
     public static func importBundle(
-        path: String, into replica: Replica, trust: AllowedSigners, decryptingWith key: SigningKey? = nil, dryRun: Bool = false,
+        path: String, into replica: Replica, trust: AllowedSigners, decryptingWith key: SigningKey? = nil,
+        readersKeys: [ReadersKey] = [], dryRun: Bool = false,
         learning: LearningEvent.ByWriter = [:], progress: ((Int) -> Void)? = nil
     ) throws -> ImportResult {
         try replica.refuseWhileMigrating("import")
@@ -25,7 +26,7 @@ extension BundleExchange {
         let reader: BundleReader
         do {
             reader = try BundleReader(
-                path: path, trust: try KeyBinding.trust(trust, replica: replica), decryptingWith: key,
+                path: path, trust: try KeyBinding.trust(trust, replica: replica), decryptingWith: key, readersKeys: readersKeys,
                 scratchDirectory: URL(fileURLWithPath: replica.path).deletingLastPathComponent().path)
         } catch var error as BundleError where error.kind == .corrupt || error.kind == .untrusted {
             error.concernsTheFileAlone = true

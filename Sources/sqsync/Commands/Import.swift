@@ -79,7 +79,8 @@ extension SQSync {
             do {
                 return .imported(
                     try BundleExchange.importBundle(
-                        path: file, into: replica, trust: trust, decryptingWith: key, dryRun: dryRun,
+                        path: file, into: replica, trust: trust, decryptingWith: key,
+                        readersKeys: ReadersKey.besideBundle(at: file, with: key), dryRun: dryRun,
                         progress: global.progress("importing \(file)")))
             } catch let error as BundleError {
                 return failure(file, error)

@@ -27,7 +27,8 @@ extension SQSync {
             do {
                 let key = FileManager.default.fileExists(atPath: global.keyPath) ? try global.signingKey() : nil
                 recipientText = describe(try AgeFile.recipients(ofFile: file), key: key)
-                reader = try BundleReader(path: file, trust: nil, decryptingWith: key)
+                reader = try BundleReader(
+                    path: file, trust: nil, decryptingWith: key, readersKeys: ReadersKey.besideBundle(at: file, with: key))
             } catch let error as BundleError where error.kind == .notAddressed {
                 // Encrypted for others: who it is for (by a header nothing has authenticated,
                 // since only a recipient can) is all there is to show.
@@ -135,7 +136,9 @@ extension SQSync {
             var known: [(SSHPublicKey, String)] = []
             if let trust = try? global.trustedSigners() { known += trust.keysAndPrincipals() }
             if let key { known.append((key.publicKey, "this replica's key")) }
-            return recipients.map { recipient in
+            // The stanza naming a mailbox's readers' key is not a recipient of its own.
+            return recipients.filter { $0.type != "sqsync-readers" }.map { recipient in
+                if recipient.type == "X25519" { return "a mailbox's readers' key (X25519; docs/BUNDLE_FORMAT.md)" }
                 guard recipient.type == "ssh-ed25519" else { return "a recipient of type \(displayText(recipient.type))" }
                 if let match = known.first(where: { AgeFile.tag(of: $0.0) == recipient.tag }) {
                     return "\(match.0.fingerprint) (\(displayText(match.1)))"

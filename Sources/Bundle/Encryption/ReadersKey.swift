@@ -1,0 +1,192 @@
+import Crypto
+import FoundationEssentials
+import Glibc
+
+/// A mailbox's readers' key (docs/BUNDLE_FORMAT.md, "Readers' keys"): an X25519 key pair
+/// the readers of a mailbox share, so that a bundle is encrypted once, to it, whatever the
+/// number of its readers. Its file holds the secret encrypted to each reader's SSH key (an age
+/// file any `age -d -i id_ed25519` opens into an age identity), with the reader list and the
+/// public key, signed by the reader that made it.
+///
+/// The file's name says which readers it is for and which key it holds, so a name is never
+/// reused for other content and a writer finds the key for its readers by name. A writer
+/// encrypts only to a key made by one of exactly those readers, under a key it trusts, with no
+/// stanza for anyone else: a key planted by someone who is not a reader would let that someone
+/// read what follows. Whoever reads the bundle need not care who made the key: the bundle's
+/// own signatures decide what it is.
+public struct ReadersKey: Sendable {
+    /// Its file's name in a mailbox's `sqsync/keys/` folder.
+    public let name: String
+    /// The X25519 public key bundles are encrypted to.
+    public let publicKey: [UInt8]
+    let secret: Curve25519.KeyAgreement.PrivateKey
+    /// The readers' SSH keys, sorted; empty for a key known only by its name and secret.
+    public let readers: [SSHPublicKey]
+    /// The key that signed the file; nil for a key known only by its name and secret.
+    public let maker: SSHPublicKey?
+
+    static let magicLine = "# sqsync readers' key 1"
+    /// A key file: an age header of up to ``AgeFile/maxStanzas`` readers and a few lines per reader.
+    public static let maxFileBytes = 2 * AgeFile.maxHeaderBytes
+
+    /// The 32-byte secret, for a replica to keep what it opened once.
+    public var secretBytes: [UInt8] { Array(secret.rawRepresentation) }
+
+    /// A key opened before, from its name and secret.
+    public init(name: String, secret bytes: [UInt8]) throws {
+        secret = try Curve25519.KeyAgreement.PrivateKey(rawRepresentation: bytes)
+        publicKey = Array(secret.publicKey.rawRepresentation)
+        self.name = name
+        readers = []
+        maker = nil
+    }
+
+    private init(secret: Curve25519.KeyAgreement.PrivateKey, readers: [SSHPublicKey], maker: SSHPublicKey) {
+        self.secret = secret
+        publicKey = Array(secret.publicKey.rawRepresentation)
+        self.readers = Self.sorted(readers)
+        self.maker = maker
+        name = Self.fileName(readers: self.readers, publicKey: publicKey)
+    }
+
+    /// Each key once, in the order of their OpenSSH lines.
+    private static func sorted(_ keys: [SSHPublicKey]) -> [SSHPublicKey] {
+        Set(keys).map { ($0, $0.openSSHLine) }.sorted { $0.1 < $1.1 }.map(\.0)
+    }
+
+    /// The first part of the file name of every key for exactly these readers.
+    public static func readersDigest(_ readers: [SSHPublicKey]) -> String {
+        digest(ofSorted: sorted(readers))
+    }
+
+    private static func digest(ofSorted readers: [SSHPublicKey]) -> String {
+        let text = readers.map(\.openSSHLine).joined(separator: "\n")
+        return hexDigits(Array(SHA256.hash(data: Data(text.utf8)).prefix(8)))
+    }
+
+    static func fileName(readers sorted: [SSHPublicKey], publicKey: [UInt8]) -> String {
+        digest(ofSorted: sorted) + "-" + hexDigits(Array(SHA256.hash(data: publicKey).prefix(8))) + ".age"
+    }
+
+    /// Whether `name` has the form of a key file's name (what a mailbox listing may offer).
+    public static func isFileName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard bytes.count == 37, bytes[16] == UInt8(ascii: "-"), name.hasSuffix(".age") else { return false }
+        return (bytes[0..<16] + bytes[17..<33]).allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+
+    private static func hexDigits(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        return String(decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }, as: UTF8.self)
+    }
+
+    /// The signed lines and the secret's line: an age identity file (comments, then the key).
+    private static func text(publicKey: [UInt8], maker: SSHPublicKey, readers: [SSHPublicKey], signature: String?, secret: [UInt8])
+        -> String
+    {
+        var lines = [magicLine, "# public: " + Bech32.encode(prefix: "age", publicKey), "# made-by: " + maker.openSSHLine]
+        lines += readers.map { "# reader: " + $0.openSSHLine }
+        if let signature { lines.append("# signature: " + signature) }
+        lines.append(Bech32.encode(prefix: "AGE-SECRET-KEY-", secret).uppercased())
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    private static func signedDigest(publicKey: [UInt8], maker: SSHPublicKey, readers: [SSHPublicKey], secret: [UInt8]) -> SHA512.Digest {
+        SHA512.hash(data: Data(text(publicKey: publicKey, maker: maker, readers: readers, signature: nil, secret: secret).utf8))
+    }
+
+    /// Makes a new key for `readers` (the maker among them), signed with `signingKey`, and
+    /// writes its file at `path` (a new file).
+    public static func make(readers: [SSHPublicKey], signingKey: SigningKey, writingTo path: String) throws -> ReadersKey {
+        guard readers.contains(signingKey.publicKey) else {
+            throw BundleError(.io, "\(path): a readers' key is made by one of its readers")
+        }
+        let key = ReadersKey(secret: Curve25519.KeyAgreement.PrivateKey(), readers: readers, maker: signingKey.publicKey)
+        let signature = try SSHSignature.sign(
+            messageDigest: signedDigest(publicKey: key.publicKey, maker: signingKey.publicKey, readers: key.readers, secret: key.secretBytes),
+            namespace: BundleCodec.signatureNamespace, key: signingKey)
+        let plain = Array(
+            text(
+                publicKey: key.publicKey, maker: signingKey.publicKey, readers: key.readers, signature: Base64.encode(signature.blob),
+                secret: key.secretBytes
+            ).utf8)
+        let plaintext = try HashingFileOutput(scratchFor: path, in: URL(fileURLWithPath: path).deletingLastPathComponent().path)
+        try plaintext.write(plain)
+        try plaintext.flush()
+        let output = try HashingFileOutput(creating: path, mode: 0o644)
+        output.hashing = false
+        do {
+            try AgeFile.encrypt(plaintext: plaintext.descriptor, length: plain.count, path: path, to: key.readers, into: output)
+            try output.sync()
+        } catch {
+            unlink(path)
+            throw error
+        }
+        return key
+    }
+
+    /// Opens the key file at `path`, found under `name`, with `key` (one of its readers'):
+    /// refused unless it is what its name says, signed by one of its readers, and wrapped
+    /// for its readers and no one else. Who made it (``maker``) is for the caller to trust.
+    public static func open(path: String, name: String, with key: SigningKey) throws -> ReadersKey {
+        func damaged(_ why: String) -> BundleError { BundleError(.corrupt, "\(path): not a readers' key (\(why))") }
+        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw BundleError(.io, "\(path): cannot read: \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { throw damaged("not a regular file") }
+        let size = Int(status.st_size)
+        guard size <= maxFileBytes else { throw damaged("larger than \(maxFileBytes) bytes") }
+        guard isFileName(name), AgeFile.isEncrypted(descriptor: descriptor) else { throw damaged("not an age file under a key's name") }
+        let plaintext = try HashingFileOutput(scratchFor: path, in: URL(fileURLWithPath: path).deletingLastPathComponent().path)
+        let tags = try AgeFile.decrypt(descriptor: descriptor, path: path, fileSize: size, with: key, into: plaintext)
+        let bytes = try HashingFileInput(descriptor: plaintext.descriptor, path: path, range: 0..<plaintext.bytesWritten)
+            .readBytes(plaintext.bytesWritten)
+        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        guard lines.count >= 6, lines[0] == magicLine, lines.last == "" else { throw damaged("unknown layout") }
+        func field(_ line: String, _ label: String) -> String? {
+            line.hasPrefix("# \(label): ") ? String(line.dropFirst(label.count + 4)) : nil
+        }
+        guard let publicText = field(lines[1], "public"), let publicKey = Bech32.decode(prefix: "age", publicText),
+            let makerText = field(lines[2], "made-by"), let maker = try? SSHPublicKey(openSSHLine: makerText),
+            let signatureText = field(lines[lines.count - 3], "signature"), let signatureBlob = Base64.decode(signatureText),
+            let signature = try? SSHSignature(blob: signatureBlob),
+            let secretBytes = Bech32.decode(prefix: "AGE-SECRET-KEY-", lines[lines.count - 2]), secretBytes.count == 32,
+            let secret = try? Curve25519.KeyAgreement.PrivateKey(rawRepresentation: secretBytes)
+        else { throw damaged("unknown layout") }
+        var readers: [SSHPublicKey] = []
+        for line in lines[3..<(lines.count - 3)] {
+            guard let text = field(line, "reader"), let reader = try? SSHPublicKey(openSSHLine: text) else {
+                throw damaged("unknown layout")
+            }
+            readers.append(reader)
+        }
+        let opened = ReadersKey(secret: secret, readers: readers, maker: maker)
+        guard opened.readers == readers, opened.publicKey == publicKey else { throw damaged("its secret is not its public key's") }
+        guard opened.name == name else { throw damaged("its content is not what its name says") }
+        guard readers.contains(maker), signature.publicKey == maker,
+            signature.isValid(
+                messageDigest: signedDigest(publicKey: publicKey, maker: maker, readers: readers, secret: secretBytes),
+                namespace: BundleCodec.signatureNamespace)
+        else { throw BundleError(.untrusted, "\(path): a readers' key not signed by one of its readers") }
+        let readerTags = Set(readers.map { AgeFile.tag(of: $0) })
+        guard tags.count == readers.count, tags.allSatisfy({ $0.type == AgeFile.stanzaType && readerTags.contains($0.tag) }) else {
+            throw BundleError(.untrusted, "\(path): a readers' key wrapped for someone who is not one of its readers")
+        }
+        return opened
+    }
+}
+
+extension ReadersKey {
+    /// The readers' key a bundle still in a mailbox folder is encrypted to, from that
+    /// mailbox's `sqsync/keys/` (the bundle is `…/sqsync/outbox/<replica>/<file>`), opened with
+    /// `key`; empty when it names none or `key` cannot open it. So `import` and `inspect` read
+    /// a mailbox's bundle where it lies, as a sync would.
+    public static func besideBundle(at path: String, with key: SigningKey?) -> [ReadersKey] {
+        guard let key, let name = AgeFile.readersKeyName(ofFile: path) else { return [] }
+        let outbox = URL(fileURLWithPath: path).deletingLastPathComponent().deletingLastPathComponent()
+        let keyFile = outbox.deletingLastPathComponent().appendingPathComponent("keys").appendingPathComponent(name).path
+        guard let opened = try? open(path: keyFile, name: name, with: key) else { return [] }
+        return [opened]
+    }
+}

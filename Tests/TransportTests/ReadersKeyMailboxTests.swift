@@ -1,0 +1,155 @@
+import Bundle
+import ChangeLog
+import Foundation
+import SQLiteDatabase
+import XCTest
+
+@testable import Transport
+
+/// Mailboxes with many readers (docs/BUNDLE_FORMAT.md, "Readers' keys"): a bundle is encrypted
+/// once, to a key the readers share, so its size does not grow with them; a reader that is
+/// retired or whose key leaves `allowed_signers` cannot read what is written after; a key file
+/// goes once no bundle needs it.
+final class ReadersKeyMailboxTests: XCTestCase {
+    private var folder = ""
+    private var box: String { folder + "/box" }
+    private var mailbox: Mailbox!
+
+    override func setUpWithError() throws {
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("sqsync-readers-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: box, withIntermediateDirectories: true)
+        mailbox = Mailbox(transport: DirectoryTransport(root: box))
+    }
+
+    override func tearDown() {
+        mailbox = nil
+        unsetenv("SQSYNC_MAX_DIRECT_RECIPIENTS")
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    private func replicas(_ names: [String]) throws -> [Replica] {
+        let database = try Database(path: folder + "/\(names[0]).db")
+        try database.execute("CREATE TABLE t (id TEXT PRIMARY KEY, v TEXT);")
+        let first = try Replica.initialize(path: folder + "/\(names[0]).db", name: names[0]).replica
+        try first.track(["t"], allowIntegerPrimaryKey: false)
+        return [first] + (try names.dropFirst().map { try first.clone(to: folder + "/\($0).db", name: $0) })
+    }
+
+    private func files(in relative: String) -> [String] {
+        let path = box + "/" + relative
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return [] }
+        return names.filter { !$0.hasPrefix(".") }.sorted().map { path + "/" + $0 }
+    }
+
+    private func outbox(of replica: Replica) -> [String] { files(in: "sqsync/outbox/\(replica.knowledgeID)") }
+
+    private func rows(_ replica: Replica) throws -> [String] {
+        try replica.database.rows(#"SELECT "id" || '=' || "v" AS "row" FROM "t" ORDER BY "id""#).map { try $0.string("row") }
+    }
+
+    private func size(_ path: String) throws -> Int { try FileManager.default.attributesOfItem(atPath: path)[.size] as! Int }
+
+    /// 1,100 trusted keys that have no replica yet, A and B: A's first bundle is for all of
+    /// them (whoever comes next reads it), 1,102 readers, past the old cliff of 1,024. It is
+    /// encrypted once to a readers' key (three stanzas, whatever the number of readers); B
+    /// imports it through the mailbox; readers across the list, keys only, open the key file and
+    /// the bundle, whose sender's signature checks; a key not trusted opens neither.
+    func testAThousandAndMoreReadersShareOneKeyAndEveryReaderReads() throws {
+        let keyA = SigningKey.generate(comment: "a"), keyB = SigningKey.generate(comment: "b")
+        let others = (0..<1_100).map { SigningKey.generate(comment: "site\($0)") }
+        var lines = [AllowedSigners.line(principal: "A", key: keyA.publicKey), AllowedSigners.line(principal: "B", key: keyB.publicKey)]
+        lines += others.enumerated().map { AllowedSigners.line(principal: "site\($0.offset)", key: $0.element.publicKey) }
+        let trust = try AllowedSigners(text: lines.joined(separator: "\n"))
+        let replicas = try self.replicas(["a", "b"])
+        let (a, b) = (replicas[0], replicas[1])
+        try a.database.execute("INSERT INTO t VALUES ('1', 'from A')")
+
+        _ = try mailbox.sync(replica: a, key: keyA, trust: trust)
+        let inMailbox = try XCTUnwrap(outbox(of: a).first)
+        // B's sync removes it once every reader it knows holds it.
+        let bundle = folder + "/a-bundle.sqsb"
+        try FileManager.default.copyItem(atPath: inMailbox, toPath: bundle)
+        let keyFiles = files(in: "sqsync/keys")
+        XCTAssertEqual(keyFiles.count, 1, "\(keyFiles)")
+        let keyName = URL(fileURLWithPath: keyFiles[0]).lastPathComponent
+        XCTAssertEqual(AgeFile.readersKeyName(ofFile: bundle), keyName)
+        let keyFile = folder + "/readers-key"
+        try FileManager.default.copyItem(atPath: keyFiles[0], toPath: keyFile)
+        XCTAssertEqual(try AgeFile.recipients(ofFile: bundle).count, 3, "A's own key, the readers' key and its name")
+        XCTAssertLessThan(try size(bundle), 8_000, "no stanza per reader")
+        XCTAssertEqual(try AgeFile.recipients(ofFile: keyFiles[0]).count, 1_102, "the key file has one per reader")
+
+        _ = try mailbox.sync(replica: b, key: keyB, trust: trust)
+        XCTAssertEqual(try rows(b), ["1=from A"])
+
+        for index in [0, 250, 549, 800, 1_099] {
+            let key = try ReadersKey.open(path: keyFile, name: keyName, with: others[index])
+            let reader = try BundleReader(path: bundle, trust: trust, decryptingWith: others[index], readersKeys: [key])
+            XCTAssertEqual(reader.envelope.sender.id, a.knowledgeID, "site \(index)")
+            XCTAssertEqual(reader.principal, "A")
+        }
+        let outsider = SigningKey.generate(comment: "outsider")
+        XCTAssertThrowsError(try ReadersKey.open(path: keyFile, name: keyName, with: outsider))
+        XCTAssertThrowsError(try BundleReader(path: bundle, trust: trust, decryptingWith: outsider)) {
+            XCTAssertEqual(($0 as? BundleError)?.kind, .notAddressed, "\($0)")
+        }
+    }
+
+    /// With the readers' key taken from two readers up, A, B and C converge through it. C's
+    /// key then leaves A's and B's `allowed_signers`: what A writes next goes to a new key that
+    /// neither C's SSH key nor the readers' keys C holds open; A, B and D (a reader that joins
+    /// later) converge without C; once no bundle names the old keys, their makers remove them.
+    func testAReaderWhoseKeyLeavesTrustCannotReadWhatFollows() throws {
+        setenv("SQSYNC_MAX_DIRECT_RECIPIENTS", "1", 1)
+        let keys = ["A", "B", "C", "D"].map { SigningKey.generate(comment: $0) }
+        func trust(_ names: [Int]) throws -> AllowedSigners {
+            try AllowedSigners(
+                text: names.map { AllowedSigners.line(principal: ["A", "B", "C", "D"][$0], key: keys[$0].publicKey) }.joined(separator: "\n"))
+        }
+        let everyone = try trust([0, 1, 2])
+        let replicas = try self.replicas(["a", "b", "c", "d"])
+        // C only reads: once its key is not trusted, its own changes would be refused anyway.
+        for (index, replica) in replicas.prefix(2).enumerated() {
+            try replica.database.execute("INSERT INTO t VALUES ('\(index)', 'from \(replica.name)')")
+        }
+        var oldKeys: Set<String> = []
+        for _ in 0..<3 {
+            for index in 0..<3 {
+                _ = try mailbox.sync(replica: replicas[index], key: keys[index], trust: everyone)
+                for bundle in outbox(of: replicas[index]) { XCTAssertNotNil(AgeFile.readersKeyName(ofFile: bundle), bundle) }
+                oldKeys.formUnion(files(in: "sqsync/keys"))
+            }
+        }
+        for replica in replicas.prefix(3) { XCTAssertEqual(try rows(replica), ["0=from a", "1=from b"]) }
+        XCTAssertFalse(oldKeys.isEmpty)
+
+        // C's key leaves A's and B's trust; D joins, trusted by A and B. A's next bundle is
+        // for a key C's key does not open.
+        let withoutC = try trust([0, 1, 3])
+        try replicas[0].database.execute("INSERT INTO t VALUES ('3', 'after C left')")
+        _ = try mailbox.sync(replica: replicas[0], key: keys[0], trust: withoutC)
+        let fromA = try XCTUnwrap(outbox(of: replicas[0]).first)
+        let name = try XCTUnwrap(AgeFile.readersKeyName(ofFile: fromA))
+        XCTAssertFalse(oldKeys.contains(box + "/sqsync/keys/" + name))
+        XCTAssertThrowsError(try ReadersKey.open(path: box + "/sqsync/keys/" + name, name: name, with: keys[2])) {
+            XCTAssertEqual(($0 as? BundleError)?.kind, .notAddressed, "\($0)")
+        }
+        let heldByC = try MailboxState(replicas[2], mailbox: mailbox.transport.displayName).readersKeys().values.map(\.key)
+        XCTAssertFalse(heldByC.isEmpty)
+        XCTAssertThrowsError(try BundleReader(path: fromA, trust: nil, decryptingWith: keys[2], readersKeys: heldByC)) {
+            XCTAssertEqual(($0 as? BundleError)?.kind, .notAddressed, "\($0)")
+        }
+        for _ in 0..<3 {
+            for index in [1, 3, 0] {
+                let report = try mailbox.sync(replica: replicas[index], key: keys[index], trust: withoutC)
+                XCTAssertTrue(report.rejected.isEmpty && report.refused.isEmpty, "\(report.rejected) \(report.refused)")
+            }
+        }
+        XCTAssertEqual(try rows(replicas[3]), ["0=from a", "1=from b", "3=after C left"])
+        XCTAssertEqual(try rows(replicas[1]), try rows(replicas[3]))
+        _ = try mailbox.sync(replica: replicas[2], key: keys[2], trust: everyone)
+        XCTAssertEqual(try rows(replicas[2]), ["0=from a", "1=from b"], "C read what was written after its key left")
+        // The keys made for A, B and C: no bundle names them any more, so their makers removed them.
+        XCTAssertTrue(Set(files(in: "sqsync/keys")).isDisjoint(with: oldKeys), "\(files(in: "sqsync/keys"))")
+    }
+}
