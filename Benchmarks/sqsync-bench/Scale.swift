@@ -39,7 +39,8 @@ enum Scale {
         print(
             "  replicas   busy sync   catch-up sync   quiet sync   settled sync   rounds   envelope bytes/replica (sync, export)   largest bundle   mailbox")
         var results: [Measured] = []
-        for count in [10, 40, 100] {
+        let counts = ProcessInfo.processInfo.environment["SQSYNC_BENCH_SCALE"].map { $0.split(separator: ",").compactMap { Int($0) } } ?? [10, 100, 1_000]
+        for count in counts.filter({ $0 <= 100 }) {
             let measured = try measure(folder: folder + "/scale-\(count)", replicas: count)
             results.append(measured)
             print(
@@ -51,9 +52,84 @@ enum Scale {
         if let small = results.first, let large = results.last {
             print(
                 String(
-                    format: "  100 / 10 replicas: quiet sync %.2fx, settled sync %.2fx (library calls; the command a cron job runs: Quiet sync above)\n",
+                    format: "  100 / 10 replicas: quiet sync %.2fx, settled sync %.2fx (library calls; the command a cron job runs: Quiet sync above)",
                     large.quiet.mean / small.quiet.mean, large.settled.mean / small.settled.mean))
         }
+        for count in counts where count > 100 {
+        let thousand = try oneCatchUp(folder: folder + "/scale-\(count)", replicas: count)
+        print(
+            String(
+                format: "  %8d   one replica: catch-up sync %.3f s (%d bundles read), quiet %.4f s, settled %.5f s; its bundle %d B; readers' key file %d B; mailbox %.1f MB",
+                thousand.replicas, thousand.catchUp, thousand.imported, thousand.quiet, thousand.settled, thousand.bundleBytes,
+                thousand.keyFileBytes, Double(thousand.mailboxBytes) / 1e6))
+        print(
+            "  (past 100 on 2 cores: each replica leaves its bundle and acknowledgement through a folder of its own, all sharing one readers' key; the folders are merged into one mailbox, then one replica syncs there: a full round at 1,000 would take hours)\n"
+        )
+        }
+    }
+
+    struct OneCatchUp {
+        var replicas: Int
+        var catchUp = 0.0, quiet = 0.0, settled = 0.0
+        var imported = 0, bundleBytes = 0, keyFileBytes = 0, mailboxBytes = 0
+    }
+
+    /// `count` replicas each write two rows and sync once through a folder of their own (so
+    /// each leaves what it would have left in the shared mailbox had it been the first there,
+    /// encrypted to the one readers' key the first made); the folders become one mailbox; then
+    /// one replica syncs there: the catch-up sync over `count` − 1 bundles, then a sync with
+    /// nothing new, then one after the stamps settle.
+    static func oneCatchUp(folder: String, replicas count: Int) throws -> OneCatchUp {
+        let shared = folder + "/mailbox"
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        let keys = (0..<count).map { SigningKey.generate(comment: "r\($0)") }
+        let trust = try AllowedSigners(
+            text: keys.enumerated().map { AllowedSigners.line(principal: "r\($0.offset)", key: $0.element.publicKey) }
+                .joined(separator: "\n"))
+        let ids = keys.map { ReplicaIdentity.knowledgeID(for: $0.publicKey) }
+        _ = try Bench.openDatabase(folder + "/r0.db")
+        let origin = try Replica.initialize(path: folder + "/r0.db", name: "r0", knowledgeID: ids[0]).replica
+        try origin.track(["items"], allowIntegerPrimaryKey: false)
+        var measured = OneCatchUp(replicas: count)
+        let manager = FileManager.default
+        // Every clone made before any replica signs: each knows only its own key, so all name
+        // the same readers and share one key.
+        for index in 1..<count {
+            _ = try origin.clone(to: folder + "/r\(index).db", name: "r\(index)", knowledgeID: ids[index])
+        }
+        for index in 0..<count {
+            let replica = index == 0 ? origin : try Replica(path: folder + "/r\(index).db")
+            try Bench.insertAll(replica.database, keys: [UUID().uuidString, UUID().uuidString])
+            let own = folder + "/own-\(index)"
+            try manager.createDirectory(atPath: own + "/sqsync", withIntermediateDirectories: true)
+            if index > 0 { try manager.copyItem(atPath: shared + "/sqsync/keys", toPath: own + "/sqsync/keys") }
+            _ = try Mailbox(transport: DirectoryTransport(root: own)).sync(replica: replica, key: keys[index], trust: trust)
+            for part in ["outbox", "acks"] {
+                let from = own + "/sqsync/\(part)/\(ids[index])"
+                try manager.createDirectory(atPath: shared + "/sqsync/\(part)", withIntermediateDirectories: true)
+                try manager.moveItem(atPath: from, toPath: shared + "/sqsync/\(part)/\(ids[index])")
+            }
+            if index == 0 { try manager.moveItem(atPath: own + "/sqsync/keys", toPath: shared + "/sqsync/keys") }
+            try manager.removeItem(atPath: own)
+        }
+        let keyFiles = try manager.contentsOfDirectory(atPath: shared + "/sqsync/keys")
+        guard keyFiles.count == 1 else { throw BenchError("\(count) replicas made \(keyFiles.count) readers' keys, not one") }
+        measured.keyFileBytes = try manager.attributesOfItem(atPath: shared + "/sqsync/keys/" + keyFiles[0])[.size] as? Int ?? 0
+        let reader = try Replica(path: folder + "/r1.db")
+        let mailbox = Mailbox(transport: DirectoryTransport(root: shared))
+        var report: SyncReport!
+        measured.catchUp = try Bench.time { report = try mailbox.sync(replica: reader, key: keys[1], trust: trust) }
+        measured.imported = report.imported.count
+        measured.bundleBytes = report.exported?.bytes ?? 0
+        guard try reader.database.int64(#"SELECT count(*) FROM "items""#) == Int64(2 * count) else {
+            throw BenchError("the catch-up sync did not take every replica's rows")
+        }
+        usleep(200_000)
+        measured.quiet = try Bench.time { _ = try mailbox.sync(replica: reader, key: keys[1], trust: trust) }
+        usleep(200_000)
+        measured.settled = try Bench.time { _ = try mailbox.sync(replica: reader, key: keys[1], trust: trust) }
+        measured.mailboxBytes = try folderBytes(shared)
+        return measured
     }
 
     static func measure(folder: String, replicas count: Int) throws -> Measured {

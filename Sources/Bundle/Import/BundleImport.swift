@@ -230,12 +230,15 @@ extension BundleExchange {
         let ownScope = try SegmentStore.scopeText(try replica.ownScope())
         let retired = try replica.retiredPeers()
         var summary = ApplySummary()
+        // Read once and again only after a merge: most kept segments are already held, and the
+        // store keeps one per origin, so reading it per segment made each import O(replicas²).
+        var knowledge = try replica.knowledge()
         for _ in 0..<maxSegmentPasses {
             var advanced = false
             for (origin, kept) in try store.byOrigin().sorted(by: { $0.key < $1.key })
             where origin != replica.knowledgeID && retired[origin] == nil {
                 for segment in kept.sorted(by: { ($0.base, $0.last) < ($1.base, $1.last) }) {
-                    let held = try replica.knowledge()[origin]
+                    let held = knowledge[origin]
                     guard segment.base <= held, segment.last > held, try SegmentStore.scopeText(segment.scope) == ownScope
                     else { continue }
                     do {
@@ -249,7 +252,8 @@ extension BundleExchange {
                         warnings.append("\(replica.path): a kept segment of \(origin) (\(segment.base)-\(segment.last)) could not be merged again and was dropped: \(error)")
                         continue
                     }
-                    if try replica.knowledge()[origin] > held { advanced = true }
+                    knowledge = try replica.knowledge()
+                    if knowledge[origin] > held { advanced = true }
                 }
             }
             guard advanced else { break }
