@@ -1,5 +1,6 @@
 import Bundle
 import ChangeLog
+import Crypto
 import FoundationEssentials
 
 /// A mailbox's readers' keys (docs/BUNDLE_FORMAT.md, "Readers' keys"), in
@@ -7,44 +8,77 @@ import FoundationEssentials
 /// ``BundleLimits/maxDirectRecipients``, a bundle is encrypted once, to a key its readers
 /// share, and once to its writer's own SSH key, so its size stops growing with the number of
 /// readers. Each replica removes only the key files it made.
+///
+/// Whoever can write to the folder can replace or remove a key file, never read one: a writer
+/// uses a key only while the mailbox holds the very file it made or opened (else it makes
+/// another, and its bundle's name changes with it), and a reader that cannot open a bundle's
+/// key looks again whenever that file changes, never giving up on the bundle for good.
 extension Mailbox {
     static let keys = "\(folder)/keys"
-    /// Candidate key files a writer opens in one sync, so that files planted under its readers'
-    /// name cost a bounded look: past them, it makes a key of its own.
+    /// Key files a writer opens for the first time in one sync, so that files planted under
+    /// its readers' name cost a bounded look: past them, it makes a key of its own.
     static let maxKeyFilesTried = 4
 
+    /// The names of the regular files in `sqsync/keys/`, listed once per sync.
+    func listedKeyFiles() throws -> Set<String> {
+        if let listedKeys { return listedKeys }
+        let listed = Set(try transport.listFiles(in: Self.keys).filter(ReadersKey.isFileName))
+        listedKeys = listed
+        return listed
+    }
+
+    /// Copies key file `name` to `local`: its SHA-256, or nil when it cannot be read (gone,
+    /// too large, unreadable): a key file is never worth failing a sync for.
+    private func fetchKeyFile(_ name: String, to local: String) -> String? {
+        guard (try? fetch(Self.keys, name, to: local, maxBytes: ReadersKey.maxFileBytes)) == true,
+            let bytes = try? Data(contentsOf: URL(fileURLWithPath: local))
+        else { return nil }
+        return hexString(Array(SHA256.hash(data: bytes)))
+    }
+
     /// The key to encrypt a bundle for `recipients` (this replica's own key among them) to: one
-    /// already opened or in the mailbox for exactly these readers, made by one of them (the
-    /// first by name, as every writer picks), else a new one, published before any bundle
-    /// names it. A reader retired or untrusted is no longer among the recipients, so what is
-    /// written after that goes to a new key the old reader does not hold.
+    /// for exactly these readers, made by one of them, that the mailbox still holds as it was
+    /// opened (the first by name, as every writer picks), else a new one, published before any
+    /// bundle names it. A reader retired or untrusted is no longer among the recipients, so what
+    /// is written after that goes to a new key the old reader does not hold.
     func readersKey(for recipients: [SSHPublicKey], replica: Replica, key: SigningKey, scratch: ScratchDirectory) throws -> ReadersKey {
         let state = try state(replica)
-        let digest = ReadersKey.readersDigest(recipients)
+        let prefix = ReadersKey.readersDigest(recipients) + "-"
+        let exact = ReadersKey.fullReadersDigest(recipients)
         let known = try state.readersKeys()
-        let listed = try transport.listFiles(in: Self.keys).filter { ReadersKey.isFileName($0) && $0.hasPrefix(digest + "-") }.sorted()
         var tried = 0
-        for name in listed {
-            // Opened before: its readers are these (the name says so) and its maker one of them.
-            if let opened = known[name] { return opened.key }
-            guard tried < Self.maxKeyFilesTried else { break }
-            tried += 1
+        for name in try listedKeyFiles().filter({ $0.hasPrefix(prefix) }).sorted() {
+            let opened = known[name].flatMap { $0.readersDigest == exact ? $0 : nil }
+            if opened == nil {
+                guard tried < Self.maxKeyFilesTried else { continue }
+                tried += 1
+            }
             let local = scratch.path + "/readers-key"
             defer { try? FileManager.default.removeItem(atPath: local) }
-            guard try fetch(Self.keys, name, to: local, maxBytes: ReadersKey.maxFileBytes),
-                let opened = try? ReadersKey.open(path: local, name: name, with: key)
+            guard let hash = fetchKeyFile(name, to: local) else { continue }
+            if let opened {
+                // The very file it opened or made; a file replaced under that name is not used.
+                if hash == opened.fileHash { return opened.key }
+                continue
+            }
+            guard let key = try? ReadersKey.open(path: local, name: name, with: key, scratchDirectory: scratch.path),
+                let maker = key.maker, recipients.contains(maker), ReadersKey.fullReadersDigest(key.readers) == exact
             else { continue }
-            try state.rememberReadersKey(opened, madeHere: false)
-            return opened
+            try state.rememberReadersKey(key, fileHash: hash, madeHere: false)
+            return key
         }
         let local = scratch.path + "/new-readers-key"
         defer { try? FileManager.default.removeItem(atPath: local) }
-        let made = try ReadersKey.make(readers: recipients, signingKey: key, writingTo: local)
-        try state.rememberReadersKey(made, madeHere: true)
+        let made = try ReadersKey.make(readers: recipients, signingKey: key, writingTo: local, scratchDirectory: scratch.path)
+        guard let bytes = try? Data(contentsOf: URL(fileURLWithPath: local)) else {
+            throw TransportError(.io, "\(local): cannot read the readers' key just made")
+        }
+        try state.rememberReadersKey(made, fileHash: hexString(Array(SHA256.hash(data: bytes))), madeHere: true)
         try writing {
             try transport.makeDirectories(Self.keys)
             try transport.writeFile(from: local, to: "\(Self.keys)/\(made.name)")
         }
+        listedKeys?.insert(made.name)
         return made
     }
 
@@ -53,15 +87,13 @@ extension Mailbox {
         /// The bundle names none: its own stanzas decide.
         case none
         case opened(ReadersKey)
-        /// The key file opened, but not with this replica's key: the bundle is not for it.
-        case notAReader
-        /// The key file is not in the mailbox, or is not a key: the bundle waits until a file
-        /// of that name is listed (a lost file put back, a key still being copied).
-        case unavailable(name: String)
+        /// No key file of that name, a damaged one, or one not for this replica's key
+        /// (`size`: the file's size, nil when there is none): the bundle waits until it changes.
+        case unavailable(name: String, size: Int?)
     }
 
     /// The readers' key the bundle fetched to `local` (listed as `bundle`) is encrypted to:
-    /// opened once, then remembered.
+    /// opened once, then remembered. Only a name the mailbox lists as a regular file is fetched.
     func readersKey(forBundleAt local: String, named bundle: String, replica: Replica, key: SigningKey, scratch: ScratchDirectory)
         throws -> ReadersKeyLookup
     {
@@ -70,49 +102,69 @@ extension Mailbox {
         try state.noteBundleReadersKey(bundle: bundle, key: name)
         guard let name else { return .none }
         if let known = try state.readersKeys()[name] { return .opened(known.key) }
+        guard try listedKeyFiles().contains(name) else { return .unavailable(name: name, size: nil) }
+        let size = try? transport.fileSize("\(Self.keys)/\(name)")
         let keyFile = scratch.path + "/readers-key"
         defer { try? FileManager.default.removeItem(atPath: keyFile) }
-        guard try fetch(Self.keys, name, to: keyFile, maxBytes: ReadersKey.maxFileBytes) else { return .unavailable(name: name) }
-        do {
-            let opened = try ReadersKey.open(path: keyFile, name: name, with: key)
-            try state.rememberReadersKey(opened, madeHere: false)
-            return .opened(opened)
-        } catch let error as BundleError where error.kind == .notAddressed {
-            return .notAReader
-        } catch is BundleError {
-            return .unavailable(name: name)
-        }
+        guard let hash = fetchKeyFile(name, to: keyFile),
+            let opened = try? ReadersKey.open(path: keyFile, name: name, with: key, scratchDirectory: scratch.path)
+        else { return .unavailable(name: name, size: size ?? nil) }
+        try state.rememberReadersKey(opened, fileHash: hash, madeHere: false)
+        return .opened(opened)
     }
 
-    /// Bundles waiting for a readers' key that the mailbox now lists: read again.
-    func bundlesWhoseKeyCameBack(replica: Replica) throws -> Set<String> {
+    /// Bundles waiting for a readers' key whose file the mailbox now shows otherwise (it came,
+    /// went or changed size): read again.
+    func bundlesWhoseKeyChanged(replica: Replica) throws -> Set<String> {
         let state = try state(replica)
         let waiting = try state.bundlesWaitingForKeys()
         guard !waiting.isEmpty else { return [] }
         let noted = try state.bundleReadersKeys()
-        let listed = Set(try transport.listFiles(in: Self.keys))
-        return waiting.filter { noted[$0].map(listed.contains) ?? true }
+        let listed = try listedKeyFiles()
+        var sizes: [String: Int] = [:]
+        func size(_ name: String) throws -> Int {
+            if let known = sizes[name] { return known }
+            let size = listed.contains(name) ? (try transport.fileSize("\(Self.keys)/\(name)")) ?? -1 : -1
+            sizes[name] = size
+            return size
+        }
+        return Set(try waiting.filter { bundle, seen in try noted[bundle].map { try size($0) != seen } ?? true }.keys)
     }
 
-    /// Removes the key files this replica made that no bundle in the mailbox is encrypted to
-    /// any more. `needing`: the bundles someone may still read (this replica's own as kept by
-    /// this sync); `listed`: every bundle in the mailbox now. While any bundle in `needing` was
-    /// never read here (it may name any key), nothing goes.
-    func removeUnneededReadersKeys(needing bundles: [String], listed: [String], replica: Replica) throws {
+    /// Removes the key files this replica made that no bundle in the mailbox has named for two
+    /// of its syncs in a row (the second so that a bundle another writer was uploading while
+    /// the first looked is seen first), and forgets keys it opened that the mailbox no longer
+    /// holds and no bundle names. `others`: the other replicas' bundles listed now; `kept`:
+    /// this replica's own, as this sync left them. While any bundle was never read here (it may
+    /// name any key), nothing goes; a retired sender's bundle, which nobody here reads, aside.
+    func removeUnneededReadersKeys(others: [(sender: String, name: String)], kept: [String], retired: Set<String>, replica: Replica)
+        throws
+    {
         let state = try state(replica)
-        let made = try state.readersKeys().filter(\.value.madeHere)
+        let known = try state.readersKeys()
         let noted = try state.bundleReadersKeys()
-        try state.forgetBundleReadersKeys(keeping: Set(listed))
-        guard !made.isEmpty else { return }
+        try state.forgetBundleReadersKeys(keeping: Set(others.map(\.name) + kept))
+        guard !known.isEmpty else { return }
         var needed: Set<String> = []
-        for bundle in bundles {
-            guard let key = noted[bundle] else { return }
-            needed.insert(key)
+        for bundle in others + kept.map({ (sender: "", name: $0) }) {
+            if let key = noted[bundle.name] {
+                needed.insert(key)
+            } else if !retired.contains(bundle.sender) {
+                return
+            }
         }
-        let listed = Set(try transport.listFiles(in: Self.keys))
-        for name in made.keys where !needed.contains(name) {
-            if listed.contains(name) { try writing { try transport.removeFile("\(Self.keys)/\(name)") } }
-            try state.forgetReadersKey(name)
+        let listed = try listedKeyFiles()
+        for (name, entry) in known {
+            if needed.contains(name) {
+                if entry.unneeded > 0 { try state.markReadersKey(name, unneeded: false) }
+            } else if entry.madeHere && entry.unneeded == 0 {
+                try state.markReadersKey(name, unneeded: true)
+            } else if entry.madeHere {
+                if listed.contains(name) { try writing { try transport.removeFile("\(Self.keys)/\(name)") } }
+                try state.forgetReadersKey(name)
+            } else if !listed.contains(name) {
+                try state.forgetReadersKey(name)
+            }
         }
     }
 }

@@ -89,6 +89,8 @@ public final class Mailbox {
     /// The key that signed each reader's acknowledgement file this sync read: the key to
     /// encrypt to when none is pinned for that reader yet.
     var acknowledgementKeys: [String: SSHPublicKey] = [:]
+    /// The readers' key files this sync listed (``listedKeyFiles()``), once.
+    var listedKeys: Set<String>?
 
     /// Whether bundles left here are encrypted to their readers (docs/BUNDLE_FORMAT.md,
     /// "Encryption"): yes unless `sync --no-encrypt`.
@@ -202,6 +204,7 @@ public final class Mailbox {
         var report = SyncReport()
         verifiedAcknowledgements = []
         acknowledgementKeys = [:]
+        listedKeys = nil
         let me = replica.knowledgeID
         try replica.fold()
         try transport.makeDirectories("\(Self.outbox)/\(me)")
@@ -222,7 +225,7 @@ public final class Mailbox {
         }
         let seen = try state(replica).seenBundles()
         let unaddressed = try state(replica).unaddressedBundles()
-        let waiting = try state(replica).bundlesWaitingForKeys().subtracting(try bundlesWhoseKeyCameBack(replica: replica))
+        let waiting = Set(try state(replica).bundlesWaitingForKeys().keys).subtracting(try bundlesWhoseKeyChanged(replica: replica))
         let retired = try replica.retiredPeerIDs()
         let planted = try state(replica).plantedFiles()
         // Trust that depends on the time (validity windows) gives no context to compare.
@@ -243,12 +246,12 @@ public final class Mailbox {
                 var readersKeys: [ReadersKey] = []
                 switch try readersKey(forBundleAt: local, named: bundle.name, replica: replica, key: key, scratch: scratch) {
                 case .opened(let opened): readersKeys = [opened]
-                case .none, .notAReader: break
-                case .unavailable(let name):
+                case .none: break
+                case .unavailable(let name, let size):
                     report.notes.append(
-                        "\(transport.displayName)/\(Self.outbox)/\(displayText(bundle.sender))/\(displayText(bundle.name)): encrypted to the readers' key \(Self.keys)/\(name), which the mailbox does not hold (or holds damaged); read again once it does"
+                        "\(transport.displayName)/\(Self.outbox)/\(displayText(bundle.sender))/\(displayText(bundle.name)): encrypted to the readers' key \(Self.keys)/\(name), which this replica cannot open (\(size == nil ? "not in the mailbox" : "damaged, or not for this replica's key")); read again when that file changes"
                     )
-                    try state(replica).markWaitingForKey(bundle: bundle.name)
+                    try state(replica).markWaitingForKey(bundle: bundle.name, keyFileSize: size)
                     try? FileManager.default.removeItem(atPath: local)
                     continue
                 }
@@ -404,11 +407,8 @@ public final class Mailbox {
         try state(replica).rememberUploads(keep)
         report.removed += try removeBundlesEveryReaderHolds(
             bundles.filter { $0.sender != me }, readers: readers, me: me, knowledge: knowledge, seen: try state(replica).seenBundles())
-        // Bundles nobody here reads (a retired sender's, a file refused as planted) need no key.
-        let refused = try state(replica).plantedFiles()
         try removeUnneededReadersKeys(
-            needing: bundles.filter { $0.sender != me && !retired.contains($0.sender) && refused["\(Self.outbox)/\($0.sender)/\($0.name)"] == nil }
-                .map(\.name) + keep, listed: bundles.map(\.name) + keep, replica: replica)
+            others: bundles.filter { $0.sender != me }, kept: Array(keep), retired: retired, replica: replica)
         for verified in verifiedAcknowledgements {
             try state(replica).cacheAcknowledgement(replica: verified.replica, file: verified.file, text: verified.text)
         }

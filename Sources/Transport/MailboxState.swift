@@ -26,7 +26,7 @@ struct MailboxState {
     func seenBundles() throws -> [String: Knowledge] {
         var seen: [String: Knowledge] = [:]
         for row in try database.rows(MailboxSQL.seenBundles)
-        where ![Self.unaddressed, Self.waitingForKey].contains(try row.string("knowledge")) {
+        where try row.string("knowledge") != Self.unaddressed && !(try row.string("knowledge").hasPrefix(Self.waitingForKey)) {
             seen[try row.string("name")] = (try? Knowledge(parsing: try row.string("knowledge"))) ?? Knowledge()
         }
         return seen
@@ -50,18 +50,26 @@ struct MailboxState {
                 .map { try $0.string("name") })
     }
 
-    /// Bundles encrypted to a readers' key the mailbox did not hold (or held damaged) when they
-    /// were read: read again once a file of that name is listed (``Mailbox/bundlesWhoseKeyCameBack(replica:)``).
+    /// Bundles encrypted to a readers' key this replica could not open when they were read
+    /// (none under that name, a damaged file, one not for this replica's key), with the key
+    /// file's size then (-1: none): read again once the mailbox shows that name with another
+    /// size (``Mailbox/bundlesWhoseKeyChanged(replica:)``), never marked as not addressed for
+    /// good, since whoever can write to the folder can replace a key file.
     private static let waitingForKey = "?"
 
-    func markWaitingForKey(bundle name: String) throws {
-        try database.run(MailboxSQL.markSeen, .text(name), .text(Self.waitingForKey))
+    func markWaitingForKey(bundle name: String, keyFileSize: Int?) throws {
+        try database.run(MailboxSQL.markSeen, .text(name), .text(Self.waitingForKey + String(keyFileSize ?? -1)))
     }
 
-    func bundlesWaitingForKeys() throws -> Set<String> {
-        Set(
-            try database.rows(MailboxSQL.seenBundles).filter { try $0.string("knowledge") == Self.waitingForKey }
-                .map { try $0.string("name") })
+    /// Waiting bundles, with the key file size each saw.
+    func bundlesWaitingForKeys() throws -> [String: Int] {
+        var waiting: [String: Int] = [:]
+        for row in try database.rows(MailboxSQL.seenBundles) {
+            let knowledge = try row.string("knowledge")
+            guard knowledge.hasPrefix(Self.waitingForKey) else { continue }
+            waiting[try row.string("name")] = Int(knowledge.dropFirst()) ?? -1
+        }
+        return waiting
     }
 
     /// Forgets names no longer in any mailbox listing, so the list stays small.
@@ -76,8 +84,13 @@ struct MailboxState {
     /// A readers' key this replica opened (or made) in this mailbox.
     struct KnownReadersKey {
         var key: ReadersKey
+        /// ``ReadersKey/fullReadersDigest(_:)`` of its readers.
         var readersDigest: String
+        /// SHA-256 of its file as published or opened.
+        var fileHash: String
         var madeHere: Bool
+        /// This replica's syncs in a row that found no bundle naming it.
+        var unneeded: Int64
     }
 
     func readersKeys() throws -> [String: KnownReadersKey] {
@@ -85,15 +98,23 @@ struct MailboxState {
         for row in try database.rows(MailboxSQL.readersKeys, .text(mailbox)) {
             let name = try row.string("name")
             guard let key = try? ReadersKey(name: name, secret: try row.blob("secret")) else { continue }
-            known[name] = KnownReadersKey(key: key, readersDigest: try row.string("readers"), madeHere: try row.int64("made_here") != 0)
+            known[name] = KnownReadersKey(
+                key: key, readersDigest: try row.string("readers"), fileHash: try row.string("file_hash"),
+                madeHere: try row.int64("made_here") != 0, unneeded: try row.int64("unneeded"))
         }
         return known
     }
 
-    func rememberReadersKey(_ key: ReadersKey, madeHere: Bool) throws {
+    /// `key` as opened (or made): its readers are known.
+    func rememberReadersKey(_ key: ReadersKey, fileHash: String, madeHere: Bool) throws {
         try database.run(
-            MailboxSQL.rememberReadersKey, .text(mailbox), .text(key.name), .text(String(key.name.prefix(16))),
-            .blob(key.secretBytes), .integer(madeHere ? 1 : 0))
+            MailboxSQL.rememberReadersKey, .text(mailbox), .text(key.name), .text(ReadersKey.fullReadersDigest(key.readers)),
+            .blob(key.secretBytes), .text(fileHash), .integer(madeHere ? 1 : 0))
+    }
+
+    /// Counts a sync that found no bundle naming `name` (`unneeded`), or starts again.
+    func markReadersKey(_ name: String, unneeded: Bool) throws {
+        try database.run(MailboxSQL.markReadersKeyUnneeded, .integer(unneeded ? 1 : 0), .text(mailbox), .text(name))
     }
 
     func forgetReadersKey(_ name: String) throws {
@@ -273,9 +294,15 @@ struct PlantedFile: Equatable {
 
 /// The SQL of mailbox state, in one place.
 enum MailboxSQL {
-    static let readersKeys = #"SELECT "name", "readers", "secret", "made_here" FROM "_sqsync_readers_keys" WHERE "mailbox" = ?"#
+    static let readersKeys = """
+        SELECT "name", "readers", "secret", "file_hash", "made_here", "unneeded" FROM "_sqsync_readers_keys" WHERE "mailbox" = ?
+        """
     static let rememberReadersKey = """
-        INSERT OR REPLACE INTO "_sqsync_readers_keys" ("mailbox", "name", "readers", "secret", "made_here") VALUES (?, ?, ?, ?, ?)
+        INSERT OR REPLACE INTO "_sqsync_readers_keys" ("mailbox", "name", "readers", "secret", "file_hash", "made_here")
+        VALUES (?, ?, ?, ?, ?, ?)
+        """
+    static let markReadersKeyUnneeded = """
+        UPDATE "_sqsync_readers_keys" SET "unneeded" = CASE WHEN ? THEN "unneeded" + 1 ELSE 0 END WHERE "mailbox" = ? AND "name" = ?
         """
     static let forgetReadersKey = #"DELETE FROM "_sqsync_readers_keys" WHERE "mailbox" = ? AND "name" = ?"#
     static let bundleReadersKeys = #"SELECT "bundle", "key" FROM "_sqsync_bundle_readers_keys" WHERE "mailbox" = ?"#

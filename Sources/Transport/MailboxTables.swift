@@ -77,14 +77,19 @@ enum MailboxTables {
                 """
                 -- Readers' keys of a mailbox this replica opened (docs/BUNDLE_FORMAT.md, "Readers'
                 -- keys"), by file name, with their secret, so each key file is read once. "readers":
-                -- the name's first part, a digest of the readers' keys. "made_here": this replica made
-                -- it, so this replica removes its file once no bundle in the mailbox needs it.
+                -- SHA-256 of the readers' sorted keys, which a writer compares with its recipients.
+                -- "file_hash": SHA-256 of the file as published or opened: a writer uses the key only
+                -- while the mailbox still holds that very file. "made_here": this replica made it, so
+                -- this replica removes its file once no bundle needs it; "unneeded": how many of this
+                -- replica's syncs in a row found no bundle naming it (the file goes at the second).
                 CREATE TABLE IF NOT EXISTS "_sqsync_readers_keys" (
                     "mailbox" TEXT NOT NULL,
                     "name" TEXT NOT NULL,
                     "readers" TEXT NOT NULL,
                     "secret" BLOB NOT NULL,
+                    "file_hash" TEXT NOT NULL,
                     "made_here" INTEGER NOT NULL,
+                    "unneeded" INTEGER NOT NULL DEFAULT 0,
                     PRIMARY KEY ("mailbox", "name")
                 ) WITHOUT ROWID;
 

@@ -152,4 +152,51 @@ final class ReadersKeyMailboxTests: XCTestCase {
         // The keys made for A, B and C: no bundle names them any more, so their makers removed them.
         XCTAssertTrue(Set(files(in: "sqsync/keys")).isDisjoint(with: oldKeys), "\(files(in: "sqsync/keys"))")
     }
+
+    /// Whoever can write to the folder replaces the key file A's bundle names: first with an
+    /// age file for the attacker's own key, then with a FIFO. Neither stops anyone for good nor
+    /// hangs a sync: A sees the file is not the one it made and moves to a new key (its bundle
+    /// gets a new name); D, which never opened the first key, waits, then reads A's new bundle
+    /// (the second it had opened already, and reads with what it keeps).
+    func testAReplacedKeyFileMovesTheWriterToANewKey() throws {
+        setenv("SQSYNC_MAX_DIRECT_RECIPIENTS", "1", 1)
+        let keys = ["A", "B", "D"].map { SigningKey.generate(comment: $0) }
+        let attacker = SigningKey.generate(comment: "attacker")
+        let trust = try AllowedSigners(
+            text: zip(["A", "B", "D"], keys).map { AllowedSigners.line(principal: $0.0, key: $0.1.publicKey) }.joined(separator: "\n"))
+        let replicas = try self.replicas(["a", "b", "d"])
+        let (a, b, d) = (replicas[0], replicas[1], replicas[2])
+        for _ in 0..<2 {
+            _ = try mailbox.sync(replica: a, key: keys[0], trust: trust)
+            _ = try mailbox.sync(replica: b, key: keys[1], trust: trust)
+        }
+        for (round, replacement) in ["an age file for the attacker", "a FIFO"].enumerated() {
+            try a.database.execute("INSERT INTO t VALUES ('r\(round)', '\(replacement)')")
+            _ = try mailbox.sync(replica: a, key: keys[0], trust: trust)
+            let bundle = try XCTUnwrap(outbox(of: a).first)
+            let name = try XCTUnwrap(AgeFile.readersKeyName(ofFile: bundle))
+            let keyFile = box + "/sqsync/keys/" + name
+            try FileManager.default.removeItem(atPath: keyFile)
+            if round == 0 {
+                // A key file of the attacker's own, for the attacker alone, under the name.
+                _ = try ReadersKey.make(readers: [attacker.publicKey], signingKey: attacker, writingTo: keyFile)
+            } else {
+                XCTAssertEqual(mkfifo(keyFile, 0o644), 0, String(cString: strerror(errno)))
+            }
+            let waiting = try mailbox.sync(replica: d, key: keys[2], trust: trust)
+            if round == 0 {
+                XCTAssertFalse(try rows(d).contains("r\(round)=\(replacement)"))
+                XCTAssertTrue(waiting.notes.contains { $0.contains("cannot open") }, "\(waiting.notes)")
+            }
+            _ = try mailbox.sync(replica: a, key: keys[0], trust: trust)
+            let next = try XCTUnwrap(outbox(of: a).first)
+            XCTAssertNotEqual(next, bundle, "A's bundle keeps its name over a replaced key")
+            XCTAssertNotEqual(AgeFile.readersKeyName(ofFile: next), name)
+            _ = try mailbox.sync(replica: d, key: keys[2], trust: trust)
+            _ = try mailbox.sync(replica: b, key: keys[1], trust: trust)
+            let atD = try rows(d), atB = try rows(b)
+            XCTAssertTrue(atD.contains("r\(round)=\(replacement)"), "\(atD)")
+            XCTAssertTrue(atB.contains("r\(round)=\(replacement)"), "\(atB)")
+        }
+    }
 }

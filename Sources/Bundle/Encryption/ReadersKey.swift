@@ -26,6 +26,8 @@ public struct ReadersKey: Sendable {
     public let maker: SSHPublicKey?
 
     static let magicLine = "# sqsync readers' key 1"
+    /// Its own SSHSIG namespace: a key file's signature never passes for a bundle's.
+    static let signatureNamespace = "sqsync-readers-key"
     /// A key file: an age header of up to ``AgeFile/maxStanzas`` readers and a few lines per reader.
     public static let maxFileBytes = 2 * AgeFile.maxHeaderBytes
 
@@ -57,6 +59,12 @@ public struct ReadersKey: Sendable {
     /// The first part of the file name of every key for exactly these readers.
     public static func readersDigest(_ readers: [SSHPublicKey]) -> String {
         digest(ofSorted: sorted(readers))
+    }
+
+    /// All of SHA-256 over the readers' sorted lines: what a writer compares, exactly, before
+    /// it encrypts to a key (a name's 16 digits only find candidates).
+    public static func fullReadersDigest(_ readers: [SSHPublicKey]) -> String {
+        hexDigits(Array(SHA256.hash(data: Data(sorted(readers).map(\.openSSHLine).joined(separator: "\n").utf8))))
     }
 
     private static func digest(ofSorted readers: [SSHPublicKey]) -> String {
@@ -97,20 +105,22 @@ public struct ReadersKey: Sendable {
 
     /// Makes a new key for `readers` (the maker among them), signed with `signingKey`, and
     /// writes its file at `path` (a new file).
-    public static func make(readers: [SSHPublicKey], signingKey: SigningKey, writingTo path: String) throws -> ReadersKey {
+    public static func make(readers: [SSHPublicKey], signingKey: SigningKey, writingTo path: String, scratchDirectory: String? = nil)
+        throws -> ReadersKey
+    {
         guard readers.contains(signingKey.publicKey) else {
             throw BundleError(.io, "\(path): a readers' key is made by one of its readers")
         }
         let key = ReadersKey(secret: Curve25519.KeyAgreement.PrivateKey(), readers: readers, maker: signingKey.publicKey)
         let signature = try SSHSignature.sign(
             messageDigest: signedDigest(publicKey: key.publicKey, maker: signingKey.publicKey, readers: key.readers, secret: key.secretBytes),
-            namespace: BundleCodec.signatureNamespace, key: signingKey)
+            namespace: signatureNamespace, key: signingKey)
         let plain = Array(
             text(
                 publicKey: key.publicKey, maker: signingKey.publicKey, readers: key.readers, signature: Base64.encode(signature.blob),
                 secret: key.secretBytes
             ).utf8)
-        let plaintext = try HashingFileOutput(scratchFor: path, in: URL(fileURLWithPath: path).deletingLastPathComponent().path)
+        let plaintext = try HashingFileOutput(scratchFor: path, in: scratchDirectory)
         try plaintext.write(plain)
         try plaintext.flush()
         let output = try HashingFileOutput(creating: path, mode: 0o644)
@@ -128,9 +138,11 @@ public struct ReadersKey: Sendable {
     /// Opens the key file at `path`, found under `name`, with `key` (one of its readers'):
     /// refused unless it is what its name says, signed by one of its readers, and wrapped
     /// for its readers and no one else. Who made it (``maker``) is for the caller to trust.
-    public static func open(path: String, name: String, with key: SigningKey) throws -> ReadersKey {
+    /// The secret is decrypted into an unnamed scratch file in `scratchDirectory` (default: the
+    /// temporary folder), never beside the key file, which may lie in a shared folder.
+    public static func open(path: String, name: String, with key: SigningKey, scratchDirectory: String? = nil) throws -> ReadersKey {
         func damaged(_ why: String) -> BundleError { BundleError(.corrupt, "\(path): not a readers' key (\(why))") }
-        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
         guard descriptor >= 0 else { throw BundleError(.io, "\(path): cannot read: \(String(cString: strerror(errno)))") }
         defer { close(descriptor) }
         var status = stat()
@@ -138,7 +150,7 @@ public struct ReadersKey: Sendable {
         let size = Int(status.st_size)
         guard size <= maxFileBytes else { throw damaged("larger than \(maxFileBytes) bytes") }
         guard isFileName(name), AgeFile.isEncrypted(descriptor: descriptor) else { throw damaged("not an age file under a key's name") }
-        let plaintext = try HashingFileOutput(scratchFor: path, in: URL(fileURLWithPath: path).deletingLastPathComponent().path)
+        let plaintext = try HashingFileOutput(scratchFor: path, in: scratchDirectory)
         let tags = try AgeFile.decrypt(descriptor: descriptor, path: path, fileSize: size, with: key, into: plaintext)
         let bytes = try HashingFileInput(descriptor: plaintext.descriptor, path: path, range: 0..<plaintext.bytesWritten)
             .readBytes(plaintext.bytesWritten)
@@ -167,10 +179,13 @@ public struct ReadersKey: Sendable {
         guard readers.contains(maker), signature.publicKey == maker,
             signature.isValid(
                 messageDigest: signedDigest(publicKey: publicKey, maker: maker, readers: readers, secret: secretBytes),
-                namespace: BundleCodec.signatureNamespace)
+                namespace: signatureNamespace)
         else { throw BundleError(.untrusted, "\(path): a readers' key not signed by one of its readers") }
-        let readerTags = Set(readers.map { AgeFile.tag(of: $0) })
-        guard tags.count == readers.count, tags.allSatisfy({ $0.type == AgeFile.stanzaType && readerTags.contains($0.tag) }) else {
+        // One stanza per reader, tag for tag.
+        let readerTags = readers.map { AgeFile.tag(of: $0) }.sorted { $0.lexicographicallyPrecedes($1) }
+        guard tags.allSatisfy({ $0.type == AgeFile.stanzaType }),
+            tags.map(\.tag).sorted(by: { $0.lexicographicallyPrecedes($1) }) == readerTags
+        else {
             throw BundleError(.untrusted, "\(path): a readers' key wrapped for someone who is not one of its readers")
         }
         return opened
