@@ -199,4 +199,36 @@ final class ReadersKeyMailboxTests: XCTestCase {
             XCTAssertTrue(atB.contains("r\(round)=\(replacement)"), "\(atB)")
         }
     }
+
+    /// A, B and C share a readers' key; A and B retire C (its key still trusted, every reader's
+    /// key pinned): A's next bundle goes to a new key that neither C's SSH key nor the keys C
+    /// holds open, and B still reads it.
+    func testARetiredReaderCannotReadWhatFollows() throws {
+        setenv("SQSYNC_MAX_DIRECT_RECIPIENTS", "1", 1)
+        let keys = ["A", "B", "C"].map { SigningKey.generate(comment: $0) }
+        let trust = try AllowedSigners(
+            text: zip(["A", "B", "C"], keys).map { AllowedSigners.line(principal: $0.0, key: $0.1.publicKey) }.joined(separator: "\n"))
+        let replicas = try self.replicas(["a", "b", "c"])
+        var heldByC: [ReadersKey] = []
+        try replicas[0].database.execute("INSERT INTO t VALUES ('before', 'from A')")
+        try replicas[1].database.execute("INSERT INTO t VALUES ('also', 'from B')")
+        for _ in 0..<2 {
+            for index in 0..<3 {
+                _ = try mailbox.sync(replica: replicas[index], key: keys[index], trust: trust)
+                heldByC += try MailboxState(replicas[2], mailbox: mailbox.transport.displayName).readersKeys().values.map(\.key)
+            }
+        }
+        for index in [0, 1] { _ = try replicas[index].retire(peer: "c") }
+        try replicas[0].database.execute("INSERT INTO t VALUES ('after', 'C was retired')")
+        _ = try mailbox.sync(replica: replicas[0], key: keys[0], trust: trust)
+        let fromA = try XCTUnwrap(outbox(of: replicas[0]).first)
+        let name = try XCTUnwrap(AgeFile.readersKeyName(ofFile: fromA))
+        XCTAssertThrowsError(try ReadersKey.open(path: box + "/sqsync/keys/" + name, name: name, with: keys[2]))
+        XCTAssertFalse(heldByC.isEmpty)
+        XCTAssertThrowsError(try BundleReader(path: fromA, trust: nil, decryptingWith: keys[2], readersKeys: heldByC)) {
+            XCTAssertEqual(($0 as? BundleError)?.kind, .notAddressed, "\($0)")
+        }
+        _ = try mailbox.sync(replica: replicas[1], key: keys[1], trust: trust)
+        XCTAssertTrue(try rows(replicas[1]).contains("after=C was retired"))
+    }
 }
