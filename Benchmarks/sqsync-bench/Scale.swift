@@ -39,7 +39,10 @@ enum Scale {
         print(
             "  replicas   busy sync   catch-up sync   quiet sync   settled sync   rounds   envelope bytes/replica (sync, export)   largest bundle   mailbox")
         var results: [Measured] = []
-        let counts = ProcessInfo.processInfo.environment["SQSYNC_BENCH_SCALE"].map { $0.split(separator: ",").compactMap { Int($0) } } ?? [10, 100, 1_000]
+        // SQSYNC_BENCH_SCALE=10,100,300 to try other sizes.
+        let counts =
+            ProcessInfo.processInfo.environment["SQSYNC_BENCH_SCALE"].map { $0.split(separator: ",").compactMap { Int($0) } }
+            ?? [10, 100, 1_000]
         for count in counts.filter({ $0 <= 100 }) {
             let measured = try measure(folder: folder + "/scale-\(count)", replicas: count)
             results.append(measured)
@@ -56,15 +59,15 @@ enum Scale {
                     large.quiet.mean / small.quiet.mean, large.settled.mean / small.settled.mean))
         }
         for count in counts where count > 100 {
-        let thousand = try oneCatchUp(folder: folder + "/scale-\(count)", replicas: count)
-        print(
-            String(
-                format: "  %8d   one replica: catch-up sync %.3f s (%d bundles read), quiet %.4f s, settled %.5f s; its bundle %d B; readers' key file %d B; mailbox %.1f MB",
-                thousand.replicas, thousand.catchUp, thousand.imported, thousand.quiet, thousand.settled, thousand.bundleBytes,
-                thousand.keyFileBytes, Double(thousand.mailboxBytes) / 1e6))
-        print(
-            "  (past 100 on 2 cores: each replica leaves its bundle and acknowledgement through a folder of its own, all sharing one readers' key; the folders are merged into one mailbox, then one replica syncs there: a full round at 1,000 would take hours)\n"
-        )
+            let many = try oneCatchUp(folder: folder + "/scale-\(count)", replicas: count)
+            print(
+                String(
+                    format: "  %8d   one replica: catch-up sync %.3f s (%d bundles read), quiet %.4f s, settled %.5f s; its bundle %d B; readers' key file %d B; mailbox %.1f MB",
+                    many.replicas, many.catchUp, many.imported, many.quiet, many.settled, many.bundleBytes, many.keyFileBytes,
+                    Double(many.mailboxBytes) / 1e6))
+            print(
+                "  (past 100 on 2 cores: each replica leaves its bundle and acknowledgement through a folder of its own, all sharing one readers' key; the folders are merged into one mailbox, then one replica syncs there: a full round at 1,000 would take hours)\n"
+            )
         }
     }
 
@@ -82,14 +85,7 @@ enum Scale {
     static func oneCatchUp(folder: String, replicas count: Int) throws -> OneCatchUp {
         let shared = folder + "/mailbox"
         try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
-        let keys = (0..<count).map { SigningKey.generate(comment: "r\($0)") }
-        let trust = try AllowedSigners(
-            text: keys.enumerated().map { AllowedSigners.line(principal: "r\($0.offset)", key: $0.element.publicKey) }
-                .joined(separator: "\n"))
-        let ids = keys.map { ReplicaIdentity.knowledgeID(for: $0.publicKey) }
-        _ = try Bench.openDatabase(folder + "/r0.db")
-        let origin = try Replica.initialize(path: folder + "/r0.db", name: "r0", knowledgeID: ids[0]).replica
-        try origin.track(["items"], allowIntegerPrimaryKey: false)
+        let (keys, trust, ids, origin) = try firstReplica(folder: folder, replicas: count)
         var measured = OneCatchUp(replicas: count)
         let manager = FileManager.default
         // Every clone made before any replica signs: each knows only its own key, so all name
@@ -132,8 +128,10 @@ enum Scale {
         return measured
     }
 
-    static func measure(folder: String, replicas count: Int) throws -> Measured {
-        try FileManager.default.createDirectory(atPath: folder + "/mailbox", withIntermediateDirectories: true)
+    /// `count` keys, all trusted, their knowledge IDs, and the first replica (`r0.db`).
+    static func firstReplica(folder: String, replicas count: Int) throws -> (
+        keys: [SigningKey], trust: AllowedSigners, ids: [String], origin: Replica
+    ) {
         let keys = (0..<count).map { SigningKey.generate(comment: "r\($0)") }
         let trust = try AllowedSigners(
             text: keys.enumerated().map { AllowedSigners.line(principal: "r\($0.offset)", key: $0.element.publicKey) }
@@ -142,6 +140,12 @@ enum Scale {
         _ = try Bench.openDatabase(folder + "/r0.db")
         let origin = try Replica.initialize(path: folder + "/r0.db", name: "r0", knowledgeID: ids[0]).replica
         try origin.track(["items"], allowIntegerPrimaryKey: false)
+        return (keys, trust, ids, origin)
+    }
+
+    static func measure(folder: String, replicas count: Int) throws -> Measured {
+        try FileManager.default.createDirectory(atPath: folder + "/mailbox", withIntermediateDirectories: true)
+        let (keys, trust, ids, origin) = try firstReplica(folder: folder, replicas: count)
         var replicas = [origin]
         for index in 1..<count {
             replicas.append(try origin.clone(to: folder + "/r\(index).db", name: "r\(index)", knowledgeID: ids[index]))

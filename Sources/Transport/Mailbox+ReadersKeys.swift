@@ -108,7 +108,7 @@ extension Mailbox {
         defer { try? FileManager.default.removeItem(atPath: keyFile) }
         guard let hash = fetchKeyFile(name, to: keyFile),
             let opened = try? ReadersKey.open(path: keyFile, name: name, with: key, scratchDirectory: scratch.path)
-        else { return .unavailable(name: name, size: size ?? nil) }
+        else { return .unavailable(name: name, size: size) }
         try state.rememberReadersKey(opened, fileHash: hash, madeHere: false)
         return .opened(opened)
     }

@@ -8,21 +8,7 @@ import XCTest
 /// Encrypted bundles (docs/BUNDLE_FORMAT.md, "Encryption"): age files to `ssh-ed25519` keys.
 /// The conversion of an Ed25519 key to X25519 against known vectors and against swift-crypto;
 /// our files against the standard `age` tool both ways; and files altered by hand refused.
-final class EncryptionTests: XCTestCase {
-    private var directory: String!
-
-    override func setUpWithError() throws {
-        directory =
-            FileManager.default.temporaryDirectory.appendingPathComponent("sqsync-age-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
-    private func path(_ name: String) -> String { directory + "/" + name }
-
+final class EncryptionTests: AgeFileTestCase {
     private func hex(_ text: String) -> [UInt8] {
         var bytes: [UInt8] = []
         var index = text.startIndex
@@ -93,28 +79,6 @@ final class EncryptionTests: XCTestCase {
         let file = path("plain-\(count)")
         try Data(bytes).write(to: URL(fileURLWithPath: file))
         return (file, bytes)
-    }
-
-    private func encrypt(_ file: String, to keys: [SSHPublicKey], as name: String) throws -> String {
-        let descriptor = open(file, O_RDONLY)
-        defer { close(descriptor) }
-        var status = stat()
-        fstat(descriptor, &status)
-        let out = path(name)
-        let output = try HashingFileOutput(creating: out)
-        try AgeFile.encrypt(plaintext: descriptor, length: Int(status.st_size), path: file, to: keys, into: output)
-        try output.sync()
-        return out
-    }
-
-    private func decrypt(_ file: String, with key: SigningKey) throws -> [UInt8] {
-        let descriptor = open(file, O_RDONLY)
-        defer { close(descriptor) }
-        var status = stat()
-        fstat(descriptor, &status)
-        let output = try HashingFileOutput(scratchFor: file)
-        try AgeFile.decrypt(descriptor: descriptor, path: file, fileSize: Int(status.st_size), with: key, into: output)
-        return try AgeFile.readExactly(output.descriptor, 0, output.bytesWritten, path: file)
     }
 
     /// Empty, one byte, one chunk exactly, a chunk and a byte, several chunks: each comes back.
@@ -206,32 +170,6 @@ final class EncryptionTests: XCTestCase {
     }
 
     // MARK: The standard age tool
-
-    private func run(_ tool: String, _ arguments: [String]) throws -> (status: Int32, stderr: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, stderr)
-    }
-
-    /// CI installs `age` (the Makefile's package list): missing there is a failure.
-    private func requireAge() throws {
-        guard !FileManager.default.isExecutableFile(atPath: "/usr/bin/age") else { return }
-        if ProcessInfo.processInfo.environment["CI"] != nil { XCTFail("/usr/bin/age missing (apt-get install age)") }
-        throw XCTSkip("/usr/bin/age missing (apt-get install age)")
-    }
-
-    private func writeKey(_ key: SigningKey, _ name: String) throws -> String {
-        let file = path(name)
-        try key.write(privateKeyPath: file)
-        return file
-    }
 
     /// `age -d -i KEY` decrypts what we wrote for several recipients, with each one's key.
     func testAgeDecryptsOurFiles() throws {

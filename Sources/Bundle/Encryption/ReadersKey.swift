@@ -1,3 +1,4 @@
+import ChangeLog
 import Crypto
 import FoundationEssentials
 import Glibc
@@ -56,24 +57,24 @@ public struct ReadersKey: Sendable {
         Set(keys).map { ($0, $0.openSSHLine) }.sorted { $0.1 < $1.1 }.map(\.0)
     }
 
-    /// The first part of the file name of every key for exactly these readers.
+    /// The first part of the file name of every key for exactly these readers: the first 16
+    /// digits of ``fullReadersDigest(_:)``.
     public static func readersDigest(_ readers: [SSHPublicKey]) -> String {
+        String(fullReadersDigest(readers).prefix(16))
+    }
+
+    /// SHA-256 over the readers' sorted lines: what a writer compares, exactly, before it
+    /// encrypts to a key (a name's 16 digits only find candidates).
+    public static func fullReadersDigest(_ readers: [SSHPublicKey]) -> String {
         digest(ofSorted: sorted(readers))
     }
 
-    /// All of SHA-256 over the readers' sorted lines: what a writer compares, exactly, before
-    /// it encrypts to a key (a name's 16 digits only find candidates).
-    public static func fullReadersDigest(_ readers: [SSHPublicKey]) -> String {
-        hexDigits(Array(SHA256.hash(data: Data(sorted(readers).map(\.openSSHLine).joined(separator: "\n").utf8))))
-    }
-
     private static func digest(ofSorted readers: [SSHPublicKey]) -> String {
-        let text = readers.map(\.openSSHLine).joined(separator: "\n")
-        return hexDigits(Array(SHA256.hash(data: Data(text.utf8)).prefix(8)))
+        hexString(Array(SHA256.hash(data: Data(readers.map(\.openSSHLine).joined(separator: "\n").utf8))))
     }
 
     static func fileName(readers sorted: [SSHPublicKey], publicKey: [UInt8]) -> String {
-        digest(ofSorted: sorted) + "-" + hexDigits(Array(SHA256.hash(data: publicKey).prefix(8))) + ".age"
+        digest(ofSorted: sorted).prefix(16) + "-" + hexString(Array(SHA256.hash(data: publicKey).prefix(8))) + ".age"
     }
 
     /// Whether `name` has the form of a key file's name (what a mailbox listing may offer).
@@ -81,11 +82,6 @@ public struct ReadersKey: Sendable {
         let bytes = Array(name.utf8)
         guard bytes.count == 37, bytes[16] == UInt8(ascii: "-"), name.hasSuffix(".age") else { return false }
         return (bytes[0..<16] + bytes[17..<33]).allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
-    }
-
-    private static func hexDigits(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        return String(decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }, as: UTF8.self)
     }
 
     /// The signed lines and the secret's line: an age identity file (comments, then the key).
