@@ -113,13 +113,11 @@ extension Mailbox {
         return .opened(opened)
     }
 
-    /// Bundles waiting for a readers' key whose file the mailbox now shows otherwise (it came,
-    /// went or changed size): read again.
-    func bundlesWhoseKeyChanged(replica: Replica) throws -> Set<String> {
-        let state = try state(replica)
-        let waiting = try state.bundlesWaitingForKeys()
+    /// Of the bundles `waiting` for a readers' key (with the key file size each saw), those
+    /// whose file the mailbox now shows otherwise (it came, went or changed size): read again.
+    func bundlesWhoseKeyChanged(_ waiting: [String: Int], replica: Replica) throws -> Set<String> {
         guard !waiting.isEmpty else { return [] }
-        let noted = try state.bundleReadersKeys()
+        let noted = try state(replica).bundleReadersKeys()
         let listed = try listedKeyFiles()
         var sizes: [String: Int] = [:]
         func size(_ name: String) throws -> Int {

@@ -223,9 +223,9 @@ public final class Mailbox {
                 bundles.append((sender, name))
             }
         }
-        let seen = try state(replica).seenBundles()
-        let unaddressed = try state(replica).unaddressedBundles()
-        let waiting = Set(try state(replica).bundlesWaitingForKeys().keys).subtracting(try bundlesWhoseKeyChanged(replica: replica))
+        let marks = try state(replica).bundleMarks()
+        let (seen, unaddressed) = (marks.seen, marks.unaddressed)
+        let waiting = Set(marks.waiting.keys).subtracting(try bundlesWhoseKeyChanged(marks.waiting, replica: replica))
         let retired = try replica.retiredPeerIDs()
         let planted = try state(replica).plantedFiles()
         // Trust that depends on the time (validity windows) gives no context to compare.

@@ -22,15 +22,33 @@ struct MailboxState {
 
     // MARK: Bundles imported from any mailbox
 
-    /// Mailbox bundle names already imported, with the knowledge each carried.
-    func seenBundles() throws -> [String: Knowledge] {
+    /// What this replica noted of each mailbox bundle it read, in one pass over the table.
+    struct BundleMarks {
+        /// Imported, with the knowledge each carried.
         var seen: [String: Knowledge] = [:]
-        for row in try database.rows(MailboxSQL.seenBundles)
-        where try row.string("knowledge") != Self.unaddressed && !(try row.string("knowledge").hasPrefix(Self.waitingForKey)) {
-            seen[try row.string("name")] = (try? Knowledge(parsing: try row.string("knowledge"))) ?? Knowledge()
-        }
-        return seen
+        /// Encrypted to other keys only (``markUnaddressed(bundle:)``).
+        var unaddressed: Set<String> = []
+        /// Waiting for a readers' key, with the key file's size each saw (``markWaitingForKey(bundle:keyFileSize:)``).
+        var waiting: [String: Int] = [:]
     }
+
+    func bundleMarks() throws -> BundleMarks {
+        var marks = BundleMarks()
+        for row in try database.rows(MailboxSQL.seenBundles) {
+            let name = try row.string("name"), knowledge = try row.string("knowledge")
+            if knowledge == Self.unaddressed {
+                marks.unaddressed.insert(name)
+            } else if knowledge.hasPrefix(Self.waitingForKey) {
+                marks.waiting[name] = Int(knowledge.dropFirst()) ?? -1
+            } else {
+                marks.seen[name] = (try? Knowledge(parsing: knowledge)) ?? Knowledge()
+            }
+        }
+        return marks
+    }
+
+    /// Mailbox bundle names already imported, with the knowledge each carried.
+    func seenBundles() throws -> [String: Knowledge] { try bundleMarks().seen }
 
     func markSeen(bundle name: String, knowledge: Knowledge) throws {
         try database.run(MailboxSQL.markSeen, .text(name), .text(knowledge.description))
@@ -44,32 +62,15 @@ struct MailboxState {
         try database.run(MailboxSQL.markSeen, .text(name), .text(Self.unaddressed))
     }
 
-    func unaddressedBundles() throws -> Set<String> {
-        Set(
-            try database.rows(MailboxSQL.seenBundles).filter { try $0.string("knowledge") == Self.unaddressed }
-                .map { try $0.string("name") })
-    }
-
     /// Bundles encrypted to a readers' key this replica could not open when they were read
     /// (none under that name, a damaged file, one not for this replica's key), with the key
     /// file's size then (-1: none): read again once the mailbox shows that name with another
-    /// size (``Mailbox/bundlesWhoseKeyChanged(replica:)``), never marked as not addressed for
+    /// size (``Mailbox/bundlesWhoseKeyChanged(_:replica:)``), never marked as not addressed for
     /// good, since whoever can write to the folder can replace a key file.
     private static let waitingForKey = "?"
 
     func markWaitingForKey(bundle name: String, keyFileSize: Int?) throws {
         try database.run(MailboxSQL.markSeen, .text(name), .text(Self.waitingForKey + String(keyFileSize ?? -1)))
-    }
-
-    /// Waiting bundles, with the key file size each saw.
-    func bundlesWaitingForKeys() throws -> [String: Int] {
-        var waiting: [String: Int] = [:]
-        for row in try database.rows(MailboxSQL.seenBundles) {
-            let knowledge = try row.string("knowledge")
-            guard knowledge.hasPrefix(Self.waitingForKey) else { continue }
-            waiting[try row.string("name")] = Int(knowledge.dropFirst()) ?? -1
-        }
-        return waiting
     }
 
     /// Forgets names no longer in any mailbox listing, so the list stays small.
