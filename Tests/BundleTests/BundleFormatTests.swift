@@ -591,13 +591,26 @@ final class BundleFormatTests: XCTestCase {
 
         // Record flags.
         for (flag, words) in [
-            (0x40, ["unknown record type"]), (0x80, ["unknown record type"]),
+            (0x40, ["reach without the reach capability"]), (0x80, ["unknown record type"]),
             (0x20, ["counter contributions without merge policies"]),
             (0x04, ["no previous table"]),
         ] {
             try refused("record flag \(flag)", naming: words, editedRecords(records) { $0[0][0] |= UInt8(flag) })
         }
         try refused("a record without the row bit", naming: ["unknown record type"], editedRecords(records) { $0[0][0] &= ~0x01 })
+        // A reach (capability reach): at most 64 labels of at most 256 bytes, on both sides.
+        func withReach(_ labels: [String]) -> (inout HandSegment) -> Void {
+            { segment in
+                segment.capabilities.append("reach")
+                var bytes = segment.recordBytes()
+                bytes[0][0] |= 0x40
+                func varint(_ value: Int) -> [UInt8] { value < 0x80 ? [UInt8(value)] : [UInt8(value & 0x7F) | 0x80, UInt8(value >> 7)] }
+                bytes[0] += varint(labels.count) + labels.flatMap { varint($0.utf8.count) + Array($0.utf8) }
+                segment.chunks = [HandChunk(raw: bytes.flatMap { $0 }, records: records.count)]
+            }
+        }
+        try refused("a reach of 65 labels", naming: ["length 65 out of range"], withReach((0..<65).map { "l\($0)" }))
+        try refused("a label of 257 bytes", naming: ["length 257 out of range"], withReach([String(repeating: "x", count: 257)]))
         try refused(
             "column stamps with neither flag", naming: ["bad stamp flag"],
             editedRecords(records) { bytes in

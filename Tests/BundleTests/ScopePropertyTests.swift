@@ -20,6 +20,9 @@ import XCTest
 /// are taken off for one forbidden write (marked FORGED), which no honest replica may take,
 /// or for an insert over a key R3 never held; R3 itself is then not compared.
 ///
+/// No scoped replica knows a key (an entry, a ghost, a deletion) of a row that was never
+/// written with one of its labels.
+///
 /// Runs 3 seeds; `SQSYNC_PROPERTY_SEEDS=N` runs N. `SQSYNC_PROPERTY_SEED=S` replays one seed.
 final class ScopePropertyTests: XCTestCase {
     static let steps = 160
@@ -27,11 +30,14 @@ final class ScopePropertyTests: XCTestCase {
     static let scopes: [[String]?] = [nil, ["a"], ["a", "b"], ["c"], nil]
 
     func testEveryReplicaHoldsExactlyTheRowsOfItsScope() throws {
+        var keysChecked = 0
+        defer { XCTAssertGreaterThan(keysChecked, 0, "the scoped replicas held no key to check for leaks") }
         for seed in PropertyHistory.seeds(from: 0x5C0_9E00_0000) {
             let world = try ScopeWorld(seed: seed)
             defer { world.removeFiles() }
             do {
                 try world.run()
+                keysChecked += world.leakChecks
             } catch {
                 XCTFail("seed \(seed) threw \(error)\nlast steps:\n\(world.history.tail)")
             }
@@ -83,6 +89,26 @@ private final class ScopeWorld {
         thieves = seed % 2 == 1
     }
 
+    /// Every label each key was written with, anywhere: a scoped replica may know a key only
+    /// when one of them is in its scope (docs/SCOPES.md, "Reach").
+    private var labelsWritten: [String: Set<String>] = [:]
+    /// Keys inserted before every replica knew every admin statement.
+    private var beforeLabels: Set<String> = []
+    private var rulesKnownEverywhere = false
+
+    private func everyReplicaKnowsTheRules() throws -> Bool {
+        if !rulesKnownEverywhere {
+            let issued = try replicas[0].adminStatements().count
+            rulesKnownEverywhere = try replicas.allSatisfy { try $0.adminStatements().count == issued }
+        }
+        return rulesKnownEverywhere
+    }
+    /// The replicas that wrote each key: they know it whatever its labels.
+    private var writers: [String: Set<Int>] = [:]
+
+    /// How many keys the leak check looked at (a check that sees none proves nothing).
+    private(set) var leakChecks = 0
+
     /// Whether R3's key is a thief's in this run, and whether the thief wrote.
     private var thieves = false
     private var thiefWrote = false
@@ -132,6 +158,8 @@ private final class ScopeWorld {
         guard !unheld.isEmpty else { return }
         let id = history.pick(unheld)
         history.note("step \(step): R3 inserts \(id) with label c, a key it does not hold")
+        labelsWritten[id, default: []].insert("c")
+        writers[id, default: []].insert(3)
         do {
             try replicas[3].database.run("INSERT INTO items VALUES (?, 'c', ?, 'R3')", .text(id), .integer(Int64(step)))
         } catch let error as SQLiteError where error.message.contains("grants do not allow") {
@@ -151,8 +179,12 @@ private final class ScopeWorld {
         if held.isEmpty || roll == 0 {
             nextKey += 1
             sql = ("INSERT INTO items VALUES (?, ?, ?, 'FORGED')", [.text("k\(nextKey)"), .text(other), .integer(Int64(step))])
+            labelsWritten["k\(nextKey)", default: []].insert(other)
+            writers["k\(nextKey)", default: []].insert(3)
         } else if roll == 1 {
-            sql = ("UPDATE items SET label = ?, note = 'FORGED' WHERE id = ?", [.text(other), .text(history.pick(held))])
+            let id = history.pick(held)
+            sql = ("UPDATE items SET label = ?, note = 'FORGED' WHERE id = ?", [.text(other), .text(id)])
+            labelsWritten[id, default: []].insert(other)
         } else {
             let taken = try ids(at: 0).filter { !held.contains($0) }
             guard !taken.isEmpty else { return }
@@ -161,6 +193,8 @@ private final class ScopeWorld {
             // row is alive, taken where it was deleted meanwhile (an insert it may make), so
             // not marked FORGED; the replicas must agree either way.
             sql = ("INSERT INTO items VALUES (?, 'c', ?, 'thief')", [.text(id), .integer(Int64(step))])
+            labelsWritten[id, default: []].insert("c")
+            writers[id, default: []].insert(3)
         }
         history.note("step \(step): a thief at R3 runs \(sql.0) \(sql.1)")
         for operation in ["insert", "update", "delete"] {
@@ -181,6 +215,11 @@ private final class ScopeWorld {
             nextKey += 1
             let id = "k\(nextKey)"
             history.note("step \(step): R\(index) inserts \(id) with label \(label)")
+            writers[id, default: []].insert(index)
+            // Written before every replica knew the labels and scopes: it may have gone to
+            // replicas that did not know their scope yet, as to any replica without one.
+            if try !everyReplicaKnowsTheRules() { beforeLabels.insert(id) }
+            labelsWritten[id, default: []].insert(label)
             try replica.database.run("INSERT INTO items VALUES (?, ?, ?, ?)", .text(id), .text(label), .integer(Int64(step)), .text("R\(index)"))
         } else if roll < 60 {
             let id = history.pick(held)
@@ -189,6 +228,7 @@ private final class ScopeWorld {
         } else if roll < 85 {
             let id = history.pick(held)
             history.note("step \(step): R\(index) moves \(id) to \(label)")
+            labelsWritten[id, default: []].insert(label)
             try replica.database.run("UPDATE items SET label = ? WHERE id = ?", .text(label), .text(id))
         } else {
             let id = history.pick(held)
@@ -251,6 +291,20 @@ private final class ScopeWorld {
                 held == expected,
                 "seed \(history.seed): R\(index) with scope \(scope) differs\n\(differences(held, expected))")
             XCTAssertEqual(try replicas[index].doctor(), [], "seed \(history.seed): R\(index)")
+        }
+        // No scoped replica learns a key, or a deletion, of a row that never had its labels
+        // (the seed rows, and rows written where the label was not known yet, went to every
+        // replica before the labels).
+        for (index, scope) in ScopePropertyTests.scopes.enumerated() {
+            guard let scope else { continue }
+            let known = try replicas[index].database.valueRows(
+                #"SELECT sqsync_stored_key("pk") FROM "_sqsync_rows" UNION SELECT sqsync_stored_key("pk") FROM "_sqsync_reach""#
+            ).compactMap { $0[0].stringValue }.filter { !$0.hasPrefix("s") && !beforeLabels.contains($0) }
+            let leaked = known.filter {
+                (labelsWritten[$0] ?? []).isDisjoint(with: scope) && !(writers[$0] ?? []).contains(index)
+            }
+            XCTAssertEqual(leaked, [], "seed \(history.seed): R\(index) with scope \(scope) knows keys of other labels\n\(steps(naming: leaked))")
+            leakChecks += known.count
         }
     }
 }

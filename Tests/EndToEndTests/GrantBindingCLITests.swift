@@ -253,6 +253,83 @@ final class GrantBindingCLITests: XCTestCase {
         XCTAssertEqual(purge["tombstones_purged"] as? Int, 1, "\(purge)")
     }
 
+    // MARK: scoped replicas learn nothing of other regions
+
+    /// Rows written once every replica knows the scopes: a south row inserted and deleted, a
+    /// south row moved to an unscoped region and then deleted, both while north is away. hq
+    /// purges their deletions without waiting for north (whose scope never held them); then
+    /// north syncs, and neither north nor f7 holds those keys anywhere in its file, nor in
+    /// what the mailbox holds for them, and `why` there says the row was never seen. A north
+    /// row deleted meanwhile still waits for north.
+    func testScopedReplicasLearnNothingOfOtherRegions() throws {
+        let hq = dbs["hq"]!, south = dbs["south"]!
+        try h.sqlite(south, "INSERT INTO orders VALUES ('SOUTHKEY9', 'south', 'SOUTH-ONLY-9', 9);")
+        try h.sqlite(hq, "INSERT INTO orders VALUES ('SOUTHKEY8', 'south', 'SOUTH-ONLY-8', 8);")
+        let away = ["hq", "f7", "south", "hub"]
+        try rounds(names: away)
+        XCTAssertTrue(try rows("hub", "orders").contains("SOUTHKEY9|south"))
+        XCTAssertTrue(try rows("south", "orders").contains("SOUTHKEY8|south"))
+        try h.sqlite(hq, "UPDATE orders SET region = 'east' WHERE id = 'SOUTHKEY8';")
+        try rounds(names: away)
+        XCTAssertFalse(try rows("south", "orders").contains("SOUTHKEY8"), "the move reached south as a departure")
+        try h.sqlite(south, "DELETE FROM orders WHERE id = 'SOUTHKEY9';")
+        try h.sqlite(hq, "DELETE FROM orders WHERE id = 'SOUTHKEY8'; DELETE FROM orders WHERE id = 'n1';")
+        try rounds(names: away)
+
+        // north (away) may hold n1: its deletion waits for north; the south rows' do not.
+        let purge = try h.okJSON(["purge", hq])
+        XCTAssertEqual(purge["tombstones_purged"] as? Int, 2, "\(purge)")
+        XCTAssertEqual(purge["held_back_by"] as? [String], ["north"], "\(purge)")
+
+        // What the mailbox holds for north once the others wrote, decrypted with north's key
+        // (`age`) and its chunks inflated (zlib, through python3), names no south key.
+        try h.sqlite(hq, "INSERT INTO orders VALUES ('NORTHMARK', 'north', 'for north', 1);")
+        try rounds(1, names: away)
+        try requireTools(["/usr/bin/age", "/usr/bin/python3"], install: "apt-get install age python3")
+        var forNorth = ""
+        for bundle in filesBelow(stick).filter({ $0.hasSuffix(".sqsb") }) {
+            let plain = h.path("opened.sqsb")
+            guard try Harness.run("/usr/bin/age", ["-d", "-i", h.keyPath("north"), "-o", plain, stick + "/" + bundle]).status == 0
+            else { continue }
+            let inflated = try Harness.run("/usr/bin/python3", ["-c", Self.inflateChunks, plain])
+            XCTAssertEqual(inflated.status, 0, inflated.stderr)
+            forNorth += inflated.stdout
+        }
+        XCTAssertTrue(forNorth.contains("NORTHMARK"), "the bundles north reads were not read")
+        XCTAssertFalse(forNorth.contains("SOUTHKEY"), "a bundle shows north a south key")
+
+        try rounds()
+        for name in ["north", "f7"] {
+            for file in [dbs[name]!, dbs[name]! + "-wal"] where FileManager.default.fileExists(atPath: file) {
+                let bytes = try Data(contentsOf: URL(fileURLWithPath: file))
+                XCTAssertNil(bytes.range(of: Data("SOUTHKEY".utf8)), "\(name): \(file) holds a south key")
+            }
+            let why = try h.sqsync(["why", dbs[name]!, "orders", "SOUTHKEY9"])
+            XCTAssertNotEqual(why.status, 0)
+            XCTAssertTrue(why.stderr.contains("never seen here"), why.stderr)
+            let held = try rows(name, "orders")
+            XCTAssertFalse(held.contains("n1|"), "\(name) saw n1 go")
+            XCTAssertTrue(held.contains("NORTHMARK|north"), "\(name) got the north row")
+        }
+        XCTAssertEqual(try h.okJSON(["purge", hq])["held_back_by"] as? [String], [])
+        for name in ["hq", "hub", "south"] { XCTAssertFalse(try rows(name, "orders").contains("SOUTHKEY"), name) }
+        XCTAssertEqual(try rows("hq", "orders"), try rows("hub", "orders"))
+    }
+
+    /// Prints every zlib stream in the file named by argv[1], inflated, as text.
+    private static let inflateChunks = """
+        import sys, zlib
+        data = open(sys.argv[1], 'rb').read()
+        i = data.find(b'\\x78')
+        while i >= 0:
+            try:
+                d = zlib.decompressobj()
+                sys.stdout.write(d.decompress(data[i:]).decode('latin-1'))
+            except zlib.error:
+                pass
+            i = data.find(b'\\x78', i + 1)
+        """
+
     // MARK: export --for never widens a scope
 
     /// A replica never met (no key pinned) once scopes exist, a reader whose key left

@@ -24,7 +24,9 @@ enum BundleCodec {
     static let adminStatements = "admin-statements"
     /// The segment holds only the rows of some labels, which it names.
     static let scope = "scope"
-    static let knownCapabilities: Set<String> = [mergePolicies, adminStatements, scope]
+    /// Records may carry a row's reach (docs/BUNDLE_FORMAT.md, "Records").
+    static let reach = "reach"
+    static let knownCapabilities: Set<String> = [mergePolicies, adminStatements, scope, reach]
     static let endRecord: UInt8 = 0
 
     /// The first byte of a row record: bit 0 is always set, the others say what is left out.
@@ -37,7 +39,11 @@ enum BundleCodec {
         static let columnsShareRowStamp = RowFlags(rawValue: 0x10)
         /// Counter contributions follow the columns (capability merge-policies).
         static let hasCounters = RowFlags(rawValue: 0x20)
-        static let known: RowFlags = [.row, .hasRowStamp, .sameTable, .allColumnsInOrder, .columnsShareRowStamp, .hasCounters]
+        /// The row's reach follows (capability reach).
+        static let hasReach = RowFlags(rawValue: 0x40)
+        static let known: RowFlags = [
+            .row, .hasRowStamp, .sameTable, .allColumnsInOrder, .columnsShareRowStamp, .hasCounters, .hasReach,
+        ]
     }
 
     /// Change-set column indexes outside the key, in schema order: what an insert carries.

@@ -27,6 +27,8 @@ struct RecordEncoder {
         let shareRowStamp = change.rowStamp != nil && change.columns.allSatisfy { $0.stamp == change.rowStamp }
         if shareRowStamp { flags.insert(.columnsShareRowStamp) }
         if !change.counters.isEmpty { flags.insert(.hasCounters) }
+        let reach = change.reach.flatMap { $0.fits ? $0 : nil }
+        if reach != nil { flags.insert(.hasReach) }
         record.append(flags.rawValue)
         if !flags.contains(.sameTable) { BundleCodec.appendVarint(change.table, to: &record) }
         previousTable = change.table
@@ -53,6 +55,10 @@ struct RecordEncoder {
                 BundleCodec.appendVarint(counter.folded, to: &record)
                 BundleCodec.appendValue(counter.total, to: &record)
             }
+        }
+        if let reach {
+            BundleCodec.appendVarint(reach.labels.count, to: &record)
+            for label in reach.sorted { BundleCodec.appendString(label, to: &record) }
         }
     }
 
@@ -90,6 +96,9 @@ struct RecordDecoder {
         let flags = BundleCodec.RowFlags(rawValue: first)
         guard flags.contains(.row), BundleCodec.RowFlags.known.isSuperset(of: flags) else {
             throw input.corrupt("unknown record type \(first)")
+        }
+        guard header.carriesReach || !flags.contains(.hasReach) else {
+            throw input.corrupt("a reach without the reach capability")
         }
         if flags.contains(.sameTable) {
             guard tableIndex >= 0 else { throw input.corrupt("no previous table") }
@@ -143,8 +152,16 @@ struct RecordDecoder {
                 counters.append(CounterChange(column: column, total: total, folded: folded, stamp: stamp))
             }
         }
-        return RowChange(
+        var change = RowChange(
             table: tableIndex, key: key, causalLength: causalLength, rowStamp: rowStamp, columns: columns, counters: counters)
+        if flags.contains(.hasReach) {
+            var labels: [String] = []
+            for _ in 0..<(try input.readCount(limit: Reach.maxLabels)) {
+                labels.append(try input.readString(limit: Reach.maxLabelBytes))
+            }
+            change.reach = Reach(labels)
+        }
+        return change
     }
 
     private func value<Source: ByteSource>(_ input: Source, table: TableSchema, column: Int) throws -> SQLValue {

@@ -41,6 +41,7 @@ public struct SegmentHeader: Sendable, Equatable {
         var capabilities = changes.tables.contains(where: \.hasPolicies) ? [BundleCodec.mergePolicies] : []
         if !changes.adminStatements.isEmpty { capabilities.append(BundleCodec.adminStatements) }
         if changes.scope != nil { capabilities.append(BundleCodec.scope) }
+        if changes.carriesReach { capabilities.append(BundleCodec.reach) }
         BundleCodec.appendVarint(capabilities.count, to: &bytes)
         for capability in capabilities { BundleCodec.appendString(capability, to: &bytes) }
         let knowledge = changes.originKnowledge.seqs.filter { $0.value > 0 }.sorted { $0.key < $1.key }
@@ -188,6 +189,7 @@ public struct SegmentHeader: Sendable, Equatable {
             originKnowledge: Knowledge(knowledge), learned: learned, schemaVersion: schemaVersion, tables: tables)
         changes.adminStatements = adminStatements
         changes.scope = scope
+        changes.carriesReach = capabilities.contains(BundleCodec.reach)
         return SegmentHeader(changes: changes, chunks: chunks)
     }
 

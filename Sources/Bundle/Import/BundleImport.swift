@@ -199,6 +199,7 @@ extension BundleExchange {
         }
         let merged = try merger.finish()
         try replica.startNewLives(of: merger.relabelled)
+        try replica.announceDeletions(of: merger.deletedAgain)
         if merged.knowledgeAdvanced && changes.last > (claim ?? 0) {
             try replica.recordAdminClaim(of: changes.origin, last: changes.last, ids: changes.adminStatements)
         }

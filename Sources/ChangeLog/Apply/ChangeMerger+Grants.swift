@@ -24,7 +24,8 @@ extension ChangeMerger {
     ///   the new one, or delete on the row's label and insert on the new one (it replaces it);
     /// - another new life: insert on its label (the first life), or insert or update on it (a
     ///   later one: a move, or an insert after a delete); the label comes from the record;
-    /// - an update: update on the row's label here before and after it;
+    /// - an update: update on the row's label here before and after it (an update within
+    ///   a life not held here waits for that life, or lost to a later one);
     /// - a delete: delete on the row's label here.
     ///
     /// An update or delete of a row not held here is taken: nothing here to protect. A denied
@@ -85,6 +86,12 @@ extension ChangeMerger {
                 verdict = (allowed, "new life", label)
             }
         } else {
+            // An update within a life other than the one held here is judged where that life
+            // is: a later one has not arrived (the set comes again once it has, and is judged
+            // then), an earlier one lost already.
+            if let entry = try rowEntry(tid: table.tid, key: try metadataKey(change.key)), entry.cl != change.causalLength {
+                return true
+            }
             guard let current = try rowWithLabel(target: target, keyValues: change.key, expression: expression) else {
                 return try takesWithoutRow(change, in: target, stamp: latest, scoped: authorization.receiverHasScope)
             }

@@ -69,6 +69,13 @@ public final class ChangeMerger {
     /// Rows (table, key) whose label a concurrent life changed in this merge: the caller
     /// starts new lives of them once the merge is done (``Replica/startNewLives(of:)``).
     public internal(set) var relabelled: [(table: String, key: [SQLValue])] = []
+    /// Deleted rows whose deletion this replica announces again as its own, to readers the
+    /// deletion's origin did not reach (``settleReach(after:in:before:)``).
+    public internal(set) var deletedAgain: [(table: String, key: [SQLValue])] = []
+    /// Whether this replica announces what origins could not (it holds every row, and no
+    /// grant restricts it).
+    let announcesReach: Bool
+    let reaches: ReachStatements
     /// The rules the origin's changes are judged by, when its grants restrict it.
     let authorization: Authorization?
     /// True while this merge has the capture triggers off on its connection.
@@ -142,6 +149,13 @@ public final class ChangeMerger {
         holdsWhatItWasTold = try database.int64(MergeSQL.holdsWhatItWasTold) == 1
         highestClock = header.createdHLC
         statements = try Statements(database)
+        reaches = try ReachStatements(database)
+        if targets.contains(where: { $0.info.label != nil }) {
+            let rules = try replica.adminRules()
+            announcesReach = rules.scope(of: replica.knowledgeID) == nil && !rules.isRestricted(replica.knowledgeID)
+        } else {
+            announcesReach = false
+        }
         foreignKeysOn = try database.int64("PRAGMA foreign_keys") != 0
         try database.execute(MergeSQL.startApplying)
         lastLocalLogRow = try database.int64(MergeSQL.lastLogRow)
@@ -202,14 +216,19 @@ public final class ChangeMerger {
     /// call, and the table shows the rows only once ``finish()`` returned.
     public func apply(_ change: RowChange) throws {
         let target = targets[change.table]
-        if let authorization, try !isAllowed(change, in: target, by: authorization) { return }
+        if let authorization, try !isAllowed(change, in: target, by: authorization) {
+            try widenReach(byDenied: change, in: target)
+            return
+        }
         var kept = change
         if !target.dropped.isEmpty {
             kept.columns.removeAll { target.dropped.contains($0.column) }
             kept.counters.removeAll { target.dropped.contains($0.column) }
         }
         let unchangedBefore = target.counts.unchanged
+        let reach = try reachBefore(kept, in: target)
         try applyKept(kept, to: target)
+        if let reach { try settleReach(after: kept, in: target, before: reach) }
         if !kept.counters.isEmpty, try applyCounters(kept, to: target), target.counts.unchanged > unchangedBefore {
             target.counts.unchanged -= 1
             target.counts.updated += 1

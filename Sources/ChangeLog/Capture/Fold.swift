@@ -122,8 +122,10 @@ extension Replica {
             throw ChangeLogError(.notAReplica, "\(path): sqsync metadata is damaged (no replica row)")
         }
         var seq = try clock.int64("seq")
+        let seqBefore = seq
         var hlc = try clock.int64("hlc")
         var lastID: Int64 = 0
+        var bornHere: Set<ReachKey> = []
         let startLife = try database.statement(FoldSQL.startLife)
         let endLife = try database.statement(FoldSQL.endLife)
         let dropCounters = try database.statement(CounterSQL.dropCountersOfRow)
@@ -150,10 +152,11 @@ extension Replica {
                     let statement = keyValues != nil ? target?.startLifeWithChecksum ?? startLife : startLife
                     try statement.bind([tid, key, .integer(change.hlc), site, .integer(change.seq)])
                     if statement !== startLife, let keyValues { try statement.bind(keyValues, from: 6) }
+                    let length = try statement.fetchOne({ $0.int64(at: 0) })
                     // An even length back: the row was deleted at the top, and stays so.
-                    if try statement.fetchOne({ $0.int64(at: 0) }).map({ $0 % 2 == 0 }) == true {
-                        deadAtTheTop.append(change)
-                    }
+                    if length.map({ $0 % 2 == 0 }) == true { deadAtTheTop.append(change) }
+                    // A first life: the key has been nowhere but here (``extendOwnReach``).
+                    if length == 1, target?.table.label != nil { bornHere.insert(ReachKey(tid: change.tableID, key: key)) }
                 } else {
                     try endLife.bind([tid, key, .integer(change.hlc), site, .integer(change.seq)])
                     try endLife.run()
@@ -221,6 +224,8 @@ extension Replica {
         try writeBatch()
         for change in deadAtTheTop { try undoInsertAtTheTop(change, in: targets[change.tableID] ?? nil) }
         guard lastID > 0 else { return }
+        try extendOwnReach(
+            after: seqBefore, tables: targets.values.compactMap { $0?.table }.filter { $0.label != nil }, bornHere: bornHere)
         // Every row read (no writer can add one while this transaction writes): SQLite then
         // drops the table's pages at once instead of deleting row by row.
         if try database.optionalInt64(FoldSQL.lastLogRow) == lastID {
@@ -256,7 +261,8 @@ extension Replica {
 
     /// How the fold writes one table's changes.
     private struct FoldTarget {
-        let name: String
+        let table: TableInfo
+        var name: String { table.name }
         let key: [ColumnInfo]
         var keyColumns: Int { key.count }
         /// False where the table's triggers are gone (a table rebuilt): its rows may then hold
@@ -275,7 +281,7 @@ extension Replica {
         else { return nil }
         let checksummed = try hasCaptureTriggers(table)
         return FoldTarget(
-            name: table.name, key: table.primaryKey, checksummed: checksummed,
+            table: table, key: table.primaryKey, checksummed: checksummed,
             startLifeWithChecksum: checksummed ? try database.statement(FoldSQL.startLifeWithChecksum(table)) : nil,
             writeCellWithChecksum: checksummed ? try database.statement(FoldSQL.writeCellWithChecksum(table)) : nil,
             recordChecksum: checksummed ? try database.statement(RowChecksum.update(table)) : nil,

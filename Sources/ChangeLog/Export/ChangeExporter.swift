@@ -144,6 +144,17 @@ public final class ChangeExporter {
                     policies: table.columns.map(\.policy))
             })
         header.scope = scope
+        header.carriesReach = touched.contains { $0.label != nil }
+        reaches = header.carriesReach ? try ReachStatements(database) : nil
+    }
+
+    /// Reaches of labelled tables' rows, read as records need them.
+    private let reaches: ReachStatements?
+
+    /// The reach of an entry of `table` (nil: unknown, or a table without a label).
+    private func reach(of table: TableInfo, key: SQLValue) throws -> Reach? {
+        guard table.label != nil, let reaches else { return nil }
+        return try reaches.reach(tid: table.tid, key: key)
     }
 
     private static func loadBase(_ base: [Int: Int64], into database: Database) throws {
@@ -252,13 +263,17 @@ public final class ChangeExporter {
             try deleted.bind([.integer(Int64(table.tid))])
             while try deleted.step() {
                 guard isNeeded(site: deleted.int64(at: 3), seq: deleted.int64(at: 4)) else { continue }
+                // A deletion goes to readers who may hold the row: its reach meets their scope.
+                let reach = try reach(of: table, key: deleted.value(at: 0))
+                if table.label != nil && !reach.meets(scope) { continue }
                 guard let key = MetadataKey.values(deleted.value(at: 0), columns: keyCount) else {
                     throw undecodableKey(table)
                 }
-                try body(
-                    RowChange(
-                        table: tableIndex, key: key, causalLength: deleted.int64(at: 1),
-                        rowStamp: try ownStamp(hlc: deleted.int64(at: 2), seq: deleted.int64(at: 4)), columns: []))
+                var change = RowChange(
+                    table: tableIndex, key: key, causalLength: deleted.int64(at: 1),
+                    rowStamp: try ownStamp(hlc: deleted.int64(at: 2), seq: deleted.int64(at: 4)), columns: [])
+                change.reach = reach
+                try body(change)
             }
         }
     }
@@ -319,17 +334,21 @@ public final class ChangeExporter {
         guard inScope else {
             // Out of the receiver's scope: only the label's columns this replica wrote in the
             // range, so that a reader holding the row sees it leave (and one that does not
-            // keeps only its entry), as every replica merges those columns.
+            // keeps only its entry), as every replica merges those columns; and only to a
+            // reader whose scope the row's reach meets: no other may hold it.
+            let reach = try reach(of: emitter.table, key: entry.value(at: 4))
+            guard reach.meets(scope) else { return }
             let all = emitter.labelColumns.compactMap { offset -> ColumnChange? in
                 guard let stamp = cellStamps[offset] ?? rowStamp else { return nil }
                 return ColumnChange(column: offset, value: values[offset], stamp: stamp)
             }
             guard let columns = withholdOversized(all, emitter: emitter, entry: entry, rowStamp: rowStamp), !columns.isEmpty
             else { return }
-            try body(
-                RowChange(
-                    table: emitter.tableIndex, key: emitter.keyPositions.map { values[$0] }, causalLength: entry.int64(at: 0),
-                    rowStamp: rowStamp, columns: columns))
+            var change = RowChange(
+                table: emitter.tableIndex, key: emitter.keyPositions.map { values[$0] }, causalLength: entry.int64(at: 0),
+                rowStamp: rowStamp, columns: columns)
+            change.reach = reach
+            try body(change)
             return
         }
         var counters: [CounterChange] = []
@@ -361,10 +380,11 @@ public final class ChangeExporter {
         guard let columns = withholdOversized(all, emitter: emitter, entry: entry, rowStamp: rowStamp),
             rowStamp != nil || !columns.isEmpty || !counters.isEmpty
         else { return }
-        try body(
-            RowChange(
-                table: emitter.tableIndex, key: emitter.keyPositions.map { values[$0] },
-                causalLength: entry.int64(at: 0), rowStamp: rowStamp, columns: columns, counters: counters))
+        var change = RowChange(
+            table: emitter.tableIndex, key: emitter.keyPositions.map { values[$0] },
+            causalLength: entry.int64(at: 0), rowStamp: rowStamp, columns: columns, counters: counters)
+        if rowStamp != nil { change.reach = try reach(of: emitter.table, key: entry.value(at: 4)) }
+        try body(change)
     }
 }
 

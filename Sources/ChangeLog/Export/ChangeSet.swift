@@ -69,6 +69,10 @@ public struct RowChange: Sendable, Equatable {
     /// Counter contributions the receiver lacks. A counter column's value in `columns` is
     /// its base: the value without any entry.
     public var counters: [CounterChange]
+    /// The row's reach as its origin knew it (``Reach``), on a life, a departure or a
+    /// deletion of a labelled table's row; nil: not carried (unknown, where a life or a
+    /// deletion lacks it).
+    public var reach: Reach?
 
     public init(
         table: Int, key: [SQLValue], causalLength: Int64, rowStamp: Stamp?, columns: [ColumnChange],
@@ -135,6 +139,9 @@ public struct ChangeSetHeader: Sendable, Equatable {
     public var adminStatements: [[UInt8]] = []
     /// The labels the set was cut for, or nil when it holds every change of the range.
     public var scope: [String]?
+    /// Whether its records may carry reaches (``RowChange/reach``): a capability, so that a
+    /// reader without it refuses the set by name instead of misreading it.
+    public var carriesReach = false
 
     public init(
         origin: String, originName: String, base: Int64, last: Int64, createdHLC: Int64, originKnowledge: Knowledge,

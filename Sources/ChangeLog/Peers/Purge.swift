@@ -21,6 +21,7 @@ extension Replica {
     public func purge(dryRun: Bool) throws -> PurgeResult {
         try database.inTransaction(commit: !dryRun) {
             try fold()
+            try loadPeerScopes()
             try database.run(LifecycleSQL.purgeTombstones, .integer(Int64(site)))
             let purged = database.changes
             try database.execute(LifecycleSQL.dropCellsOfDeadRows)
@@ -47,13 +48,14 @@ extension Replica {
 }
 
 enum LifecycleSQL {
-    /// A deletion is purgeable once no live peer (other than this replica) lacks it. A purged
+    /// A deletion is purgeable once no live peer (other than this replica) that may hold its
+    /// row lacks it (``ReachSQL/mayHold(peer:entry:)``, after ``Replica/loadPeerScopes()``). A purged
     /// one keeps its entry, its "cells" an empty blob (no column clocks, as NULL says for a
     /// deletion waiting).
     private static let purgeable = """
         \(waiting("r")) AND NOT EXISTS (
             SELECT 1 FROM "_sqsync_sites" p
-            WHERE p."site" != ?1 AND p."retired" = 0 AND \(vouched("p"))
+            WHERE p."site" != ?1 AND p."retired" = 0 AND \(vouched("p")) AND \(ReachSQL.mayHold(peer: "p", entry: "r"))
               AND coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = p."site" AND a."site" = r."site"), 0) < r."seq")
         """
 

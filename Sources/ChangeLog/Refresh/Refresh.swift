@@ -416,6 +416,7 @@ enum RekeySQL {
           FROM "_sqsync_snapshot" s JOIN temp."_sqsync_rekey" m ON m."old" = s."pk" WHERE s."tid" = ?1
         """,
         #"DELETE FROM "_sqsync_rows" WHERE "tid" = ?1"#,
+        #"DELETE FROM "_sqsync_reach" WHERE "tid" = ?1"#,
         #"DELETE FROM "_sqsync_counters" WHERE "tid" = ?1"#,
         #"DELETE FROM "_sqsync_changes" WHERE "tid" = ?1"#,
         #"DELETE FROM "_sqsync_snapshot" WHERE "tid" = ?1"#,

@@ -37,6 +37,7 @@ extension Replica {
             let recordedFrom =
                 try database.int64(#"SELECT "changes_from" FROM "_sqsync_sites" WHERE "site" = ?"#, .integer(local))
             var lags: [ReplicaStatus.PeerLag] = []
+            try loadPeerScopes()
             for peer in try peers() where !peer.retired {
                 let acknowledged = peer.acknowledged[knowledgeID]
                 // `_sqsync_changes` answers for peers that acknowledged what it forgot.
@@ -78,8 +79,8 @@ enum StatusSQL {
     static let tombstonesWaiting = "SELECT count(*) FROM \"_sqsync_rows\" r WHERE \(LifecycleSQL.waiting("r"))"
 
     static let tombstonesNotAcknowledged = """
-        SELECT count(*) FROM "_sqsync_rows" r
-        WHERE \(LifecycleSQL.waiting("r"))
+        SELECT count(*) FROM "_sqsync_rows" r, (SELECT ?1 AS "site") p
+        WHERE \(LifecycleSQL.waiting("r")) AND \(ReachSQL.mayHold(peer: "p", entry: "r"))
           AND r."seq" > coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = ?1 AND a."site" = r."site"), 0)
         """
 }

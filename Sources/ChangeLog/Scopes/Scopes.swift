@@ -95,6 +95,24 @@ extension Replica {
         }
     }
 
+    /// Announces again, as this replica's own deletion, each row given (table, key) that is
+    /// deleted here: readers the deletion's origin did not reach may hold the row
+    /// (``ChangeMerger/deletedAgain``). The row's length stays; its deletion's stamp becomes
+    /// this replica's, which changes nothing where it arrives but the stamp.
+    public func announceDeletions(of rows: [(table: String, key: [SQLValue])]) throws {
+        guard !rows.isEmpty else { return }
+        let rules = try adminRules()
+        guard rules.scope(of: knowledgeID) == nil, !rules.isRestricted(knowledgeID) else { return }
+        let tables = Dictionary(try trackedTables(skippingMissing: true).map { ($0.name, $0) }) { first, _ in first }
+        try database.inTransaction {
+            for (name, key) in rows {
+                guard let table = tables[name], key.count == table.primaryKey.count else { continue }
+                try database.run(ScopeSQL.logDeletion(table), key)
+            }
+            try fold()
+        }
+    }
+
     /// The labels, scopes and grants every statement held here makes.
     public func adminRules() throws -> AdminRules {
         AdminRules(acts: try adminStatements().map(\.act))
@@ -414,6 +432,15 @@ enum ScopeSQL {
               FROM \(quoteIdentifier(table.name)) AS \(alias),
                    (SELECT \(TriggerSQL.Operation.delete) AS "op", 0 AS "n" UNION ALL SELECT \(TriggerSQL.Operation.insert), 1) AS o
               WHERE \(condition) ORDER BY o."n"
+            """
+    }
+
+    /// A deletion of the row whose key values are ?1…, logged as the delete trigger would,
+    /// for a row no longer in the table.
+    static func logDeletion(_ table: TableInfo) -> String {
+        let key = TriggerSQL.storedKey(table.primaryKey.indices.map { "?\($0 + 1)" })
+        return """
+            INSERT INTO "_sqsync_log" ("tid", "op", "pk") VALUES (\(table.tid), \(TriggerSQL.Operation.delete), \(key))
             """
     }
 

@@ -490,6 +490,20 @@ enum MetadataSQL {
             ) WITHOUT ROWID;
             """
         ),
+        (
+            20,
+            """
+            -- The labels a row of a labelled table has had, in any life, at any replica heard
+            -- from (Reach.swift): a JSON list. Its deletions and departures go only to readers
+            -- whose scope meets it; an entry without one goes to every reader.
+            CREATE TABLE "_sqsync_reach" (
+                "tid" INTEGER NOT NULL,
+                "pk" NOT NULL,
+                "labels" TEXT NOT NULL,
+                PRIMARY KEY ("tid", "pk")
+            ) WITHOUT ROWID;
+            """
+        ),
     ]
 
 

@@ -1,0 +1,61 @@
+import SQLiteDatabase
+
+/// Reaches (``Reach``): each record of a labelled table's row widens the row's reach here by
+/// the one its origin knew; a replica that holds every row announces, as a change of its own,
+/// what a record's origin could not have sent to every reader that may hold the row
+/// (docs/SCOPES.md, "Reach").
+extension ChangeMerger {
+    /// The row as it was before a record that may change its reach.
+    struct ReachBefore {
+        let key: SQLValue
+        let entry: (cl: Int64, stamp: LocalStamp, cells: SQLValue)?
+        /// nil: unknown.
+        let reach: Reach?
+    }
+
+    /// What the merge needs to settle the row's reach once `change` is merged; nil when the
+    /// change carries nothing that moves it (an update within a life, or a table without a
+    /// label).
+    func reachBefore(_ change: RowChange, in target: Target) throws -> ReachBefore? {
+        guard target.info.label != nil, change.rowStamp != nil || change.reach != nil else { return nil }
+        let key = try metadataKey(change.key)
+        let entry = try rowEntry(tid: target.info.tid, key: key)
+        // A key new here has been nowhere through this replica: an empty reach.
+        let reach = entry == nil ? Reach([]) : try reaches.reach(tid: target.info.tid, key: key)
+        return ReachBefore(key: key, entry: entry, reach: reach)
+    }
+
+    /// Records the row's reach after `change`, and notes the row for an announcement of this
+    /// replica's own when readers may hold it that the record's origin did not reach:
+    /// - the record changed the row here, and this replica knew labels its origin did not
+    ///   (a concurrent life, or a move the origin had not seen): readers of those labels
+    ///   must see the row's new state;
+    /// - the record did not settle the row (another life or stamp won here) and brought
+    ///   labels this replica did not know: readers of those labels hold the record's
+    ///   life and must see the state that won.
+    func settleReach(after change: RowChange, in target: Target, before: ReachBefore) throws {
+        let incoming: Reach? = change.reach
+        if announcesReach, let was = before.entry, let rowStamp = change.rowStamp.map(local),
+            let now = try rowEntry(tid: target.info.tid, key: before.key)
+        {
+            let changedHere = now.cl != was.cl || now.stamp != was.stamp || now.cells != was.cells
+            let settled = now.cl == change.causalLength && now.stamp == rowStamp
+            if (changedHere && !before.reach.isWithin(incoming)) || (!settled && !incoming.isWithin(before.reach)) {
+                if now.cl % 2 == 1 {
+                    relabelled.append((target.info.name, change.key))
+                } else {
+                    deletedAgain.append((target.info.name, change.key))
+                }
+            }
+        }
+        try reaches.record(before.reach.joined(incoming), tid: target.info.tid, key: before.key)
+    }
+
+    /// A life denied here still stands at its writer and wherever it was taken: its reach
+    /// joins the row's, so that the life this replica gives the row in answer
+    /// (``relabelled``) and whatever follows reach those readers too.
+    func widenReach(byDenied change: RowChange, in target: Target) throws {
+        guard change.rowStamp != nil, let before = try reachBefore(change, in: target), before.entry != nil else { return }
+        try reaches.record(before.reach.joined(change.reach), tid: target.info.tid, key: before.key)
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import SQLiteDatabase
+import TestSupport
+import XCTest
+
+@testable import Bundle
+@testable import ChangeLog
+
+/// Reaches (docs/SCOPES.md, "Reach") between real bundle files: hq (an admin key, every row),
+/// m (scope a, b) and s (scope b), one table labelled by its `label` column.
+final class ReachTests: XCTestCase {
+    private var directory = ""
+    private var replicas: [String: Replica] = [:]
+    private var keys: [String: SigningKey] = [:]
+    private var trust: AllowedSigners!
+
+    override func setUpWithError() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqsync-reach-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: directory + "/bundles", withIntermediateDirectories: true)
+        let hands = ["hq", "m", "s"].map { HandKey($0) }
+        for hand in hands {
+            try hand.write(to: directory + "/\(hand.name).key")
+            keys[hand.name] = try SigningKey.load(path: directory + "/\(hand.name).key")
+        }
+        trust = try AllowedSigners(
+            text: ([hands[0].adminSignersLine] + hands.dropFirst().map(\.allowedSignersLine)).joined(separator: "\n") + "\n")
+        let hq = try Replica.initialize(
+            path: directory + "/hq.db", name: "hq", knowledgeID: ReplicaIdentity.knowledgeID(for: keys["hq"]!.publicKey)
+        ).replica
+        try hq.database.execute("CREATE TABLE items (id TEXT PRIMARY KEY, label TEXT NOT NULL, v INTEGER)")
+        try hq.track(["items"], allowIntegerPrimaryKey: false)
+        replicas["hq"] = hq
+        for name in ["m", "s"] {
+            replicas[name] = try hq.clone(
+                to: directory + "/\(name).db", name: name, knowledgeID: ReplicaIdentity.knowledgeID(for: keys[name]!.publicKey))
+        }
+        for act in [
+            AdminAct.label(table: "items", expression: "label"),
+            .scope(replica: replicas["m"]!.knowledgeID, labels: ["a", "b"]),
+            .scope(replica: replicas["s"]!.knowledgeID, labels: ["b"]),
+        ] {
+            try hq.issueAdminStatement(try SignedAdminStatement.sign(act, key: keys["hq"]!).stored)
+        }
+        try everyPair()
+    }
+
+    override func tearDown() { try? FileManager.default.removeItem(atPath: directory) }
+
+    private func send(_ from: String, _ to: String) throws {
+        let sender = replicas[from]!, receiver = replicas[to]!
+        let exported = try BundleExchange.export(
+            replica: sender, since: try receiver.knowledge(), key: keys[from]!, to: directory + "/bundles", intoDirectory: true,
+            receiver: receiver.knowledgeID, scope: try sender.adminRules().scope(of: receiver.knowledgeID))
+        _ = try BundleExchange.importBundle(path: exported.path, into: receiver, trust: trust)
+    }
+
+    private func everyPair() throws {
+        for _ in 0..<2 { for from in ["hq", "m", "s"] { for to in ["hq", "m", "s"] where from != to { try send(from, to) } } }
+    }
+
+    private func ids(_ name: String) throws -> [String] {
+        try replicas[name]!.database.valueRows("SELECT id FROM items ORDER BY id").compactMap { $0[0].stringValue }
+    }
+
+    /// Keys `name` has any trace of: entries, ghosts, reaches.
+    private func keysKnown(_ name: String) throws -> Set<String> {
+        Set(
+            try replicas[name]!.database.valueRows(
+                #"SELECT sqsync_stored_key("pk") FROM "_sqsync_rows" UNION SELECT sqsync_stored_key("pk") FROM "_sqsync_reach""#
+            ).compactMap { $0[0].stringValue })
+    }
+
+    private func reach(_ name: String, _ id: String) throws -> [String]? {
+        try replicas[name]!.database.valueRows(
+            #"SELECT "labels" FROM "_sqsync_reach" WHERE sqsync_stored_key("pk") = ?"#, .text(id)
+        ).first?[0].stringValue.map { Reach.read(stored: $0)!.sorted }
+    }
+
+    /// A row of label a, moved to c and deleted at hq: its key never reaches s, whose scope
+    /// never held it; m saw it come and go. Each replica records the row's reach.
+    func testARowNeverInAScopeNeverReachesIt() throws {
+        try replicas["hq"]!.database.execute("INSERT INTO items VALUES ('x', 'a', 1)")
+        try everyPair()
+        try replicas["hq"]!.database.execute("UPDATE items SET label = 'c' WHERE id = 'x'")
+        try everyPair()
+        XCTAssertEqual(try ids("m"), [])
+        try replicas["hq"]!.database.execute("DELETE FROM items WHERE id = 'x'")
+        try everyPair()
+        XCTAssertEqual(try reach("hq", "x"), ["a", "c"])
+        XCTAssertEqual(try reach("m", "x"), ["a", "c"], "m received the departure and the deletion")
+        XCTAssertFalse(try keysKnown("s").contains("x"), "s learned a key of rows it never could hold")
+        XCTAssertEqual(try replicas["hq"]!.purge(dryRun: false).tombstones, 1)
+    }
+
+    /// hq moves a row of label a to c while m moves it to b; hq's move wins (a later clock),
+    /// but it went out before hq knew of b, so not to s, which took m's. hq, merging m's
+    /// move, announces the row again as its own new life, and s sees it leave.
+    func testConcurrentMovesReachEveryReaderThatTookEither() throws {
+        try replicas["hq"]!.database.execute("INSERT INTO items VALUES ('x', 'a', 1)")
+        try everyPair()
+        try replicas["m"]!.database.execute("UPDATE items SET label = 'b' WHERE id = 'x'")
+        try replicas["m"]!.fold()
+        // hq's move comes later by the clock (both clocks saw each other's in the exchanges).
+        usleep(20_000)
+        try replicas["hq"]!.database.execute("UPDATE items SET label = 'c' WHERE id = 'x'")
+        try replicas["hq"]!.fold()
+        try send("m", "s")
+        XCTAssertEqual(try ids("s"), ["x"])
+        try send("hq", "s")
+        XCTAssertEqual(try ids("s"), ["x"], "hq's move went out before hq knew of b")
+        try send("m", "hq")
+        XCTAssertEqual(try reach("hq", "x"), ["a", "b", "c"])
+        try send("hq", "s")
+        XCTAssertEqual(try ids("s"), [], "hq's announcement reached s")
+        try everyPair()
+        for name in ["m", "s"] { XCTAssertEqual(try ids(name), [], name) }
+        XCTAssertEqual(
+            try replicas["hq"]!.database.valueRows("SELECT label FROM items"), [[.text("c")]])
+    }
+
+    /// The same race where hq deletes the row: the deletion went to readers of a only; m's
+    /// move to b arrives at hq after it, loses (a later life ended there), and hq deletes the
+    /// row again under its own stamp for s.
+    func testADeletionRacingAMoveReachesTheMovesReaders() throws {
+        try replicas["hq"]!.database.execute("INSERT INTO items VALUES ('x', 'a', 1)")
+        try everyPair()
+        try replicas["m"]!.database.execute("UPDATE items SET label = 'b' WHERE id = 'x'")
+        try replicas["hq"]!.database.execute("UPDATE items SET label = 'c' WHERE id = 'x'")
+        try replicas["hq"]!.database.execute("DELETE FROM items WHERE id = 'x'")
+        try send("m", "s")
+        try send("hq", "s")
+        XCTAssertEqual(try ids("s"), ["x"])
+        try send("m", "hq")
+        try send("hq", "s")
+        try everyPair()
+        for name in ["hq", "m", "s"] { XCTAssertEqual(try ids(name), [], name) }
+    }
+}
