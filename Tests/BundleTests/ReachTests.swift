@@ -92,6 +92,24 @@ final class ReachTests: XCTestCase {
         XCTAssertEqual(try replicas["hq"]!.purge(dryRun: false).tombstones, 1)
     }
 
+    /// A new label statement makes every known reach of the table unknown: they named the
+    /// old label's values, and a reader of a new value may hold any row.
+    func testANewLabelMakesReachesUnknown() throws {
+        try replicas["hq"]!.database.execute("INSERT INTO items VALUES ('x', 'a', 9)")
+        try everyPair()
+        XCTAssertEqual(try reach("hq", "x"), ["a"])
+        XCTAssertEqual(try reach("m", "x"), ["a"])
+        try replicas["hq"]!.issueAdminStatement(
+            try SignedAdminStatement.sign(
+                .label(table: "items", expression: "CASE WHEN v > 5 THEN 'b' ELSE label END"), key: keys["hq"]!
+            ).stored)
+        try everyPair()
+        for name in ["hq", "m"] { XCTAssertNil(try reach(name, "x"), name) }
+        try replicas["hq"]!.database.execute("DELETE FROM items WHERE id = 'x'")
+        try everyPair()
+        for name in ["hq", "m", "s"] { XCTAssertEqual(try ids(name), [], name) }
+    }
+
     /// hq moves a row of label a to c while m moves it to b; hq's move wins (a later clock),
     /// but it went out before hq knew of b, so not to s, which took m's. hq, merging m's
     /// move, announces the row again as its own new life, and s sees it leave.

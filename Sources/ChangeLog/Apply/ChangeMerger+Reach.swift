@@ -51,6 +51,30 @@ extension ChangeMerger {
         try reaches.record(before.reach.joined(incoming), tid: target.info.tid, key: before.key)
     }
 
+    /// Adds to each touched row's known reach the label it has here now: wherever a row is
+    /// held, its reach holds its label, whichever change gave it (a life merged column by
+    /// column, an update made where the label was not known), so that what this replica
+    /// sends of it later reaches readers of that label.
+    func addCurrentLabelsToReach() throws {
+        var labelStatements: [Int: Statement] = [:]
+        for (target, keyValues) in reachTouched {
+            guard let expression = target.info.label else { continue }
+            let key = try metadataKey(keyValues)
+            guard let known = try reaches.reach(tid: target.info.tid, key: key) else { continue }
+            let tid = target.info.tid
+            if labelStatements[tid] == nil {
+                labelStatements[tid] = try database.statement(ReachSQL.labelOfRow(target.info, expression: expression))
+            }
+            let statement = labelStatements[tid]!
+            try statement.bind(keyValues)
+            guard let label = try statement.fetchOne({ $0.value(at: 0) })?.stringValue, !known.labels.contains(label) else {
+                continue
+            }
+            try reaches.record(Optional(known).joined(Reach([label])), tid: tid, key: key)
+        }
+        reachTouched.removeAll()
+    }
+
     /// A life denied here still stands at its writer and wherever it was taken: its reach
     /// joins the row's, so that the life this replica gives the row in answer
     /// (``relabelled``) and whatever follows reach those readers too.

@@ -76,6 +76,8 @@ public final class ChangeMerger {
     /// grant restricts it).
     let announcesReach: Bool
     let reaches: ReachStatements
+    /// Rows of labelled tables this merge touched, whose reach takes their label once merged.
+    var reachTouched: [(target: Target, key: [SQLValue])] = []
     /// The rules the origin's changes are judged by, when its grants restrict it.
     let authorization: Authorization?
     /// True while this merge has the capture triggers off on its connection.
@@ -227,6 +229,7 @@ public final class ChangeMerger {
         }
         let unchangedBefore = target.counts.unchanged
         let reach = try reachBefore(kept, in: target)
+        if target.info.label != nil { reachTouched.append((target, change.key)) }
         try applyKept(kept, to: target)
         if let reach { try settleReach(after: kept, in: target, before: reach) }
         if !kept.counters.isEmpty, try applyCounters(kept, to: target), target.counts.unchanged > unchangedBefore {
@@ -452,9 +455,11 @@ public final class ChangeMerger {
         let changes = try winners.map { winner in
             try winner.column.policy == .counter ? counterValue(winner.change, target: target, key: key) : winner.change
         }
-        // A concurrent life that wins a column of the label may move the row to another label.
+        // A concurrent life that wins a column of the label may move the row to another label;
+        // so may an update made where the label was not known yet (a writer that knows it
+        // starts a new life instead).
         var labelBefore: String??
-        if change.rowStamp != nil, target.info.label != nil {
+        if target.info.label != nil {
             let reads = Set(target.info.labelColumns.map(\.cid))
             if winners.contains(where: { reads.contains($0.column.cid) }) {
                 labelBefore = .some(try rowWithLabel(target: target, keyValues: change.key)?.label)
@@ -510,6 +515,7 @@ public final class ChangeMerger {
     /// every record found its life, and pushes the clock past every value seen.
     public func finish() throws -> ApplySummary {
         try flushFreshRows()
+        try addCurrentLabelsToReach()
         let before = knownBefore[originSite] ?? 0
         let covered = before >= header.base && !sawUnseenLife
         if covered && header.last > before {

@@ -34,6 +34,9 @@ public final class ChangeExporter {
     static let keyPathLimit = 50_000
     /// With a cap on values: what this export leaves out, shared with its parts.
     private let withheld: WithheldCollector?
+    /// Where the rows of labelled tables reach: it decides which departures and deletions a
+    /// scoped reader gets, and travels with them (nil: no labelled table in the range).
+    private let reaches: ReachStatements?
 
     /// Folds pending local changes, then calls `body` with an exporter inside one read
     /// transaction. Changes numbered above `base` are read; 0 reads every own change.
@@ -147,9 +150,6 @@ public final class ChangeExporter {
         header.carriesReach = touched.contains { $0.label != nil }
         reaches = header.carriesReach ? try ReachStatements(database) : nil
     }
-
-    /// Reaches of labelled tables' rows, read as records need them.
-    private let reaches: ReachStatements?
 
     /// The reach of an entry of `table` (nil: unknown, or a table without a label).
     private func reach(of table: TableInfo, key: SQLValue) throws -> Reach? {

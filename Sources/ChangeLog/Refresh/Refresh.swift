@@ -411,6 +411,11 @@ enum RekeySQL {
           FROM "_sqsync_changes" c JOIN temp."_sqsync_rekey" m ON m."old" = c."pk" WHERE c."tid" = ?1
         """,
         """
+        CREATE TEMP TABLE "_sqsync_moved_reach" AS
+          SELECT x."tid", m."new" AS "pk", x."labels"
+          FROM "_sqsync_reach" x JOIN temp."_sqsync_rekey" m ON m."old" = x."pk" WHERE x."tid" = ?1
+        """,
+        """
         CREATE TEMP TABLE "_sqsync_moved_snapshot" AS
           SELECT s."tid", s."cid", m."new" AS "pk", s."value"
           FROM "_sqsync_snapshot" s JOIN temp."_sqsync_rekey" m ON m."old" = s."pk" WHERE s."tid" = ?1
@@ -427,10 +432,12 @@ enum RekeySQL {
         INSERT OR IGNORE INTO "_sqsync_counters" SELECT * FROM temp."_sqsync_moved_counters";
         INSERT OR IGNORE INTO "_sqsync_changes" SELECT * FROM temp."_sqsync_moved_changes";
         INSERT OR IGNORE INTO "_sqsync_snapshot" SELECT * FROM temp."_sqsync_moved_snapshot";
+        INSERT OR IGNORE INTO "_sqsync_reach" SELECT * FROM temp."_sqsync_moved_reach";
         DROP TABLE temp."_sqsync_moved_rows";
         DROP TABLE temp."_sqsync_moved_counters";
         DROP TABLE temp."_sqsync_moved_changes";
         DROP TABLE temp."_sqsync_moved_snapshot";
+        DROP TABLE temp."_sqsync_moved_reach";
         DROP TABLE temp."_sqsync_rekey";
         """
 }

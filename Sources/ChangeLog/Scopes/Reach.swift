@@ -20,7 +20,8 @@ public struct Reach: Sendable, Equatable {
     public static let maxLabels = 64
     public static let maxLabelBytes = 256
 
-    /// Whether a reader of `scope` (nil: every row) may hold the row.
+    /// Whether a reader of `scope` (nil: every row) may hold the row: then it must see the
+    /// row go.
     public func meets(_ scope: [String]?) -> Bool {
         guard let scope else { return true }
         return scope.contains { labels.contains($0) }
@@ -35,7 +36,9 @@ public struct Reach: Sendable, Equatable {
     func union(_ other: Reach) -> Reach { Reach(labels.union(other.labels)) }
     func isWithin(_ other: Reach) -> Bool { labels.isSubset(of: other.labels) }
 
-    var stored: String { String(decoding: try! JSONEncoder().encode(sorted), as: UTF8.self) }
+    /// As `_sqsync_reach` stores it (a JSON list); nil if it cannot be written, which
+    /// records it as unknown.
+    var stored: String? { (try? JSONEncoder().encode(sorted)).map { String(decoding: $0, as: UTF8.self) } }
 
     static func read(stored: String) -> Reach? {
         (try? JSONDecoder().decode([String].self, from: Data(stored.utf8))).map(Reach.init)
@@ -50,7 +53,7 @@ extension Optional where Wrapped == Reach {
         return union.fits ? union : nil
     }
 
-    /// Whether every label of `self` is in `other` (unknown holds every label).
+    /// Whether every reader `self` reaches, `other` reaches too (unknown reaches every reader).
     func isWithin(_ other: Reach?) -> Bool {
         guard let other else { return true }
         guard let self else { return false }
@@ -85,8 +88,8 @@ final class ReachStatements {
     }
 
     func record(_ reach: Reach?, tid: Int, key: SQLValue) throws {
-        if let reach, reach.fits {
-            try write.bind([.integer(Int64(tid)), key, .text(reach.stored)])
+        if let reach, reach.fits, let stored = reach.stored {
+            try write.bind([.integer(Int64(tid)), key, .text(stored)])
             try write.run()
         } else {
             try forget.bind([.integer(Int64(tid)), key])

@@ -169,6 +169,9 @@ extension Replica {
                 ScopeSQL.setTableRules, label.map(SQLValue.text) ?? .null, grantsText.map(SQLValue.text) ?? .null,
                 .integer(Int64(table.tid)))
             if label != table.label {
+                // Reaches name the old label's values: every row's becomes unknown (every
+                // reader), as for rows written before any label.
+                try database.run(#"DELETE FROM "_sqsync_reach" WHERE "tid" = ?"#, .integer(Int64(table.tid)))
                 try database.execute("DROP INDEX IF EXISTS \(ScopeSQL.labelIndex(table.name))")
                 if let label {
                     do {
@@ -436,11 +439,13 @@ enum ScopeSQL {
     }
 
     /// A deletion of the row whose key values are ?1…, logged as the delete trigger would,
-    /// for a row no longer in the table.
+    /// while the row is still deleted here (a later life may have arrived meanwhile).
     static func logDeletion(_ table: TableInfo) -> String {
         let key = TriggerSQL.storedKey(table.primaryKey.indices.map { "?\($0 + 1)" })
         return """
-            INSERT INTO "_sqsync_log" ("tid", "op", "pk") VALUES (\(table.tid), \(TriggerSQL.Operation.delete), \(key))
+            INSERT INTO "_sqsync_log" ("tid", "op", "pk")
+              SELECT \(table.tid), \(TriggerSQL.Operation.delete), \(key)
+              WHERE EXISTS (SELECT 1 FROM "_sqsync_rows" WHERE "tid" = \(table.tid) AND "pk" = \(MetadataKey.sql(key)) AND "cl" % 2 = 0)
             """
     }
 

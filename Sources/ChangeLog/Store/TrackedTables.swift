@@ -243,8 +243,8 @@ extension Replica {
                 }
                 try dropTriggers(of: name)
                 for metadata in [
-                    "_sqsync_log", "_sqsync_changes", "_sqsync_snapshot", "_sqsync_rows", "_sqsync_counters", "_sqsync_columns",
-                    "_sqsync_tables",
+                    "_sqsync_log", "_sqsync_changes", "_sqsync_snapshot", "_sqsync_rows", "_sqsync_reach", "_sqsync_counters",
+                    "_sqsync_columns", "_sqsync_tables",
                 ] {
                     try database.run("DELETE FROM \(quoteIdentifier(metadata)) WHERE \"tid\" = ?", tid)
                 }
