@@ -80,19 +80,7 @@ extension Replica {
     /// Starts a new life, as this replica's own write, of each row given (table, key) that
     /// is here: after a merge that changed their labels (``ChangeMerger/relabelled``).
     public func startNewLives(of rows: [(table: String, key: [SQLValue])]) throws {
-        // Only a replica that holds every row knows the merged label for certain; one whose
-        // grants restrict it leaves it to others, whose new lives no grant can deny.
-        guard !rows.isEmpty else { return }
-        let rules = try adminRules()
-        guard rules.scope(of: knowledgeID) == nil, !rules.isRestricted(knowledgeID) else { return }
-        let tables = Dictionary(try trackedTables(skippingMissing: true).map { ($0.name, $0) }) { first, _ in first }
-        try database.inTransaction {
-            for (name, key) in rows {
-                guard let table = tables[name] else { continue }
-                try database.run(ScopeSQL.logNewLife(table), key)
-            }
-            try fold()
-        }
+        try announce(rows, ScopeSQL.logNewLife)
     }
 
     /// Announces again, as this replica's own deletion, each row given (table, key) that is
@@ -100,6 +88,13 @@ extension Replica {
     /// (``ChangeMerger/deletedAgain``). The row's length stays; its deletion's stamp becomes
     /// this replica's, which changes nothing where it arrives but the stamp.
     public func announceDeletions(of rows: [(table: String, key: [SQLValue])]) throws {
+        try announce(rows, ScopeSQL.logDeletion)
+    }
+
+    /// Logs, as this replica's own changes, what `logging` writes for each row, and folds.
+    /// Only a replica that holds every row knows a merged row's state for certain; one whose
+    /// grants restrict it leaves it to others, whose announcements no grant can deny.
+    private func announce(_ rows: [(table: String, key: [SQLValue])], _ logging: (TableInfo) -> String) throws {
         guard !rows.isEmpty else { return }
         let rules = try adminRules()
         guard rules.scope(of: knowledgeID) == nil, !rules.isRestricted(knowledgeID) else { return }
@@ -107,7 +102,7 @@ extension Replica {
         try database.inTransaction {
             for (name, key) in rows {
                 guard let table = tables[name], key.count == table.primaryKey.count else { continue }
-                try database.run(ScopeSQL.logDeletion(table), key)
+                try database.run(logging(table), key)
             }
             try fold()
         }
