@@ -93,7 +93,8 @@ final class ReachTests: XCTestCase {
     }
 
     /// A new label statement makes every known reach of the table unknown: they named the
-    /// old label's values, and a reader of a new value may hold any row.
+    /// old label's values, and a reader of a new value may hold any row. Where it is issued,
+    /// rows whose label it changes start new lives, and reach their new readers whole.
     func testANewLabelMakesReachesUnknown() throws {
         try replicas["hq"]!.database.execute("INSERT INTO items VALUES ('x', 'a', 9)")
         try everyPair()
@@ -103,8 +104,10 @@ final class ReachTests: XCTestCase {
             try SignedAdminStatement.sign(
                 .label(table: "items", expression: "CASE WHEN v > 5 THEN 'b' ELSE label END"), key: keys["hq"]!
             ).stored)
+        XCTAssertEqual(try replicas["hq"]!.startNewLives(ofRowsRelabelledFrom: "label", in: "items"), 1)
         try everyPair()
         for name in ["hq", "m"] { XCTAssertNil(try reach(name, "x"), name) }
+        XCTAssertEqual(try ids("s"), ["x"], "x is b now: s holds it")
         try replicas["hq"]!.database.execute("DELETE FROM items WHERE id = 'x'")
         try everyPair()
         for name in ["hq", "m", "s"] { XCTAssertEqual(try ids(name), [], name) }

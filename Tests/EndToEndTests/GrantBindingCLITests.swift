@@ -316,6 +316,18 @@ final class GrantBindingCLITests: XCTestCase {
         XCTAssertEqual(try rows("hq", "orders"), try rows("hub", "orders"))
     }
 
+    /// A new label expression moves s1 (qty 3) from south to north: `label`, where it runs,
+    /// starts a new life of it, so north receives it whole and south sees it go.
+    func testANewLabelExpressionResendsTheRowsItMoves() throws {
+        let hq = dbs["hq"]!
+        let relabel = try h.okJSON(["label", hq, "orders", "CASE WHEN qty >= 3 THEN 'north' ELSE region END"], key: "hq")
+        XCTAssertEqual(relabel["rows_resent"] as? Int, 1, "\(relabel)")
+        try rounds()
+        XCTAssertTrue(try rows("north", "orders").contains("s1|south|SECRET-SOUTH-ITEM|3"))
+        XCTAssertFalse(try rows("south", "orders").contains("s1|"))
+        XCTAssertEqual(try rows("hq", "orders"), try rows("hub", "orders"))
+    }
+
     /// Prints every zlib stream in the file named by argv[1], inflated, as text.
     private static let inflateChunks = """
         import sys, zlib

@@ -77,6 +77,24 @@ extension Replica {
         }
     }
 
+    /// Starts a new life, as this replica's own write, of every row of `table` here whose
+    /// label under `previous` (the table's label expression before a new one) differs from its
+    /// label now: a reader of its new label never received it, and receives it whole with the
+    /// next export, as it does a row moved to its labels. Returns the rows.
+    @discardableResult
+    public func startNewLives(ofRowsRelabelledFrom previous: String, in table: String) throws -> Int {
+        guard try !adminRules().isRestricted(knowledgeID) else { return 0 }
+        return try database.inTransaction(immediate: true) {
+            try fold()
+            guard let info = try trackedTables(skippingMissing: true).first(where: { $0.name == table }), info.label != nil
+            else { return 0 }
+            try database.execute(ScopeSQL.logNewLives(info, relabelledFrom: previous))
+            let rows = database.changes / 2
+            try fold()
+            return rows
+        }
+    }
+
     /// Starts a new life, as this replica's own write, of each row given (table, key) that
     /// is here: after a merge that changed their labels (``ChangeMerger/relabelled``).
     public func startNewLives(of rows: [(table: String, key: [SQLValue])]) throws {
@@ -389,6 +407,11 @@ enum ScopeSQL {
                 coalesce(\(label) NOT IN (SELECT "value" FROM json_each(?1)), 0)
                   AND (?2 IS NULL OR \(label) IN (SELECT "value" FROM json_each(?2)))
                 """)
+    }
+
+    /// A delete and an insert of each row whose label differs under `previous`.
+    static func logNewLives(_ table: TableInfo, relabelledFrom previous: String) -> String {
+        logNewLives(table, where: "\(labelValue(previous)) IS NOT \(labelValue(table.label ?? "NULL"))")
     }
 
     /// A delete and an insert of each row of `table` (as `_sqsync_t`) that `condition` picks,

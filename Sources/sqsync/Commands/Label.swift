@@ -38,14 +38,23 @@ extension SQSync {
                 return
             }
             try replica.checkLabel(expression, of: table)
-            try AdminCommand.issue(.label(table: table, expression: expression), replica: replica, global: global)
+            let previous = try AdminCommand.rules(of: replica).labels[table]
+            // Rows whose label the new expression changes start new lives here, so that readers
+            // of their new labels receive them whole with the next export (docs/SCOPES.md).
+            var resent = 0
+            try AdminCommand.issue(.label(table: table, expression: expression), replica: replica, global: global) {
+                if let previous, !expression.isEmpty, previous != expression {
+                    resent = try replica.startNewLives(ofRowsRelabelledFrom: previous, in: table)
+                }
+            }
             if global.json {
-                global.emitJSON(["table": table, "expression": expression])
+                global.emitJSON(["table": table, "expression": expression, "rows_resent": resent])
             } else {
                 global.say(
-                    expression.isEmpty
+                    (expression.isEmpty
                         ? "\(table) has no label now: every replica receives its rows"
                         : "\(table) is labelled by \(expression); every replica follows once the statement reaches it")
+                        + (resent > 0 ? "; \(resent) rows whose label it changes go to their readers with the next sync" : ""))
             }
         }
     }
