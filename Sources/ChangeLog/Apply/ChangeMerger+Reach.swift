@@ -56,21 +56,12 @@ extension ChangeMerger {
     /// column, an update made where the label was not known), so that what this replica
     /// sends of it later reaches readers of that label.
     func addCurrentLabelsToReach() throws {
-        var labelStatements: [Int: Statement] = [:]
         for (target, keyValues) in reachTouched {
-            guard let expression = target.info.label else { continue }
             let key = try metadataKey(keyValues)
             guard let known = try reaches.reach(tid: target.info.tid, key: key) else { continue }
-            let tid = target.info.tid
-            if labelStatements[tid] == nil {
-                labelStatements[tid] = try database.statement(ReachSQL.labelOfRow(target.info, expression: expression))
-            }
-            let statement = labelStatements[tid]!
-            try statement.bind(keyValues)
-            guard let label = try statement.fetchOne({ $0.value(at: 0) })?.stringValue, !known.labels.contains(label) else {
-                continue
-            }
-            try reaches.record(Optional(known).joined(Reach([label])), tid: tid, key: key)
+            let label = try reaches.label(ofRow: keyValues, in: target.info)
+            guard !label.isWithin(known) else { continue }
+            try reaches.record(Optional(known).joined(label), tid: target.info.tid, key: key)
         }
         reachTouched.removeAll()
     }

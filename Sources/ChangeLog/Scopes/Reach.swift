@@ -74,8 +74,12 @@ final class ReachStatements {
     private let lookup: Statement
     private let write: Statement
     private let forget: Statement
+    private let database: Database
+    /// Per labelled table, the query of one row's label (``ReachSQL/labelOfRow(_:expression:)``).
+    private var labelQueries: [Int: Statement] = [:]
 
     init(_ database: Database) throws {
+        self.database = database
         lookup = try database.statement(ReachSQL.lookup)
         write = try database.statement(ReachSQL.write)
         forget = try database.statement(ReachSQL.forget)
@@ -85,6 +89,21 @@ final class ReachStatements {
     func reach(tid: Int, key: SQLValue) throws -> Reach? {
         try lookup.bind([.integer(Int64(tid)), key])
         return try lookup.fetchOne { row in row.value(at: 0).stringValue.flatMap(Reach.read(stored:)) } ?? nil
+    }
+
+    /// The label of the row of `table` whose key values are `keyValues`, as a reach: empty
+    /// when the row is not in the table (deleted, or a ghost) or its label is NULL.
+    func label(ofRow keyValues: [SQLValue], in table: TableInfo) throws -> Reach {
+        guard let expression = table.label else { return Reach([]) }
+        let query: Statement
+        if let prepared = labelQueries[table.tid] {
+            query = prepared
+        } else {
+            query = try database.statement(ReachSQL.labelOfRow(table, expression: expression))
+            labelQueries[table.tid] = query
+        }
+        try query.bind(keyValues)
+        return try query.fetchOne({ $0.value(at: 0) })?.stringValue.map { Reach([$0]) } ?? Reach([])
     }
 
     func record(_ reach: Reach?, tid: Int, key: SQLValue) throws {
@@ -114,7 +133,8 @@ enum ReachSQL {
         WHERE c."site" = ?1 AND c."seq" > ?2 AND c."tid" = ?3
         """
 
-    /// Peers' scopes, for the purge: one row per (site, label) of a scoped peer.
+    /// Peers' scopes, for the purge and status: one row per (site, label) of a scoped peer,
+    /// and each scoped peer (whose scope may be empty).
     static let createPeerScopes = """
         CREATE TEMP TABLE IF NOT EXISTS "_sqsync_peer_scopes" ("site" INTEGER NOT NULL, "label" TEXT NOT NULL,
             PRIMARY KEY ("site", "label")) WITHOUT ROWID;
@@ -147,11 +167,9 @@ extension Replica {
     func extendOwnReach(after seq: Int64, tables: [TableInfo], bornHere: Set<ReachKey>) throws {
         guard !tables.isEmpty else { return }
         let reaches = try ReachStatements(database)
-        for table in tables {
-            guard let expression = table.label else { continue }
+        for table in tables where table.label != nil {
             let rows = try database.statement(ReachSQL.ownChanges)
             try rows.bind([.integer(Int64(site)), .integer(seq), .integer(Int64(table.tid))])
-            let label = try database.statement(ReachSQL.labelOfRow(table, expression: expression))
             while try rows.step() {
                 let key = rows.value(at: 0)
                 let before: Reach
@@ -162,12 +180,11 @@ extension Replica {
                 } else {
                     continue
                 }
-                var labels = Reach([])
+                var label = Reach([])
                 if rows.int64(at: 1) % 2 == 1, let values = MetadataKey.values(key, columns: table.primaryKey.count) {
-                    try label.bind(values)
-                    if let found = try label.fetchOne({ $0.value(at: 0) })?.stringValue { labels = Reach([found]) }
+                    label = try reaches.label(ofRow: values, in: table)
                 }
-                try reaches.record(Optional(before).joined(labels), tid: table.tid, key: key)
+                try reaches.record(Optional(before).joined(label), tid: table.tid, key: key)
             }
         }
     }
