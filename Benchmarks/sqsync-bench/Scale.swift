@@ -43,7 +43,8 @@ enum Scale {
         let counts =
             ProcessInfo.processInfo.environment["SQSYNC_BENCH_SCALE"].map { $0.split(separator: ",").compactMap { Int($0) } }
             ?? [10, 100, 1_000]
-        for count in counts.filter({ $0 <= 100 }) {
+        let fullRoundsUpTo = ProcessInfo.processInfo.environment["SQSYNC_BENCH_FULL_ROUNDS_UP_TO"].flatMap { Int($0) } ?? 100
+        for count in counts.filter({ $0 <= fullRoundsUpTo }) {
             let measured = try measure(folder: folder + "/scale-\(count)", replicas: count)
             results.append(measured)
             print(
@@ -58,73 +59,63 @@ enum Scale {
                     format: "  100 / 10 replicas: quiet sync %.2fx, settled sync %.2fx (library calls; the command a cron job runs: Quiet sync above)",
                     large.quiet.mean / small.quiet.mean, large.settled.mean / small.settled.mean))
         }
-        for count in counts where count > 100 {
-            let many = try oneCatchUp(folder: folder + "/scale-\(count)", replicas: count)
+        for count in counts where count > fullRoundsUpTo {
+            let many = try sampledRounds(folder: folder + "/scale-\(count)", replicas: count)
             print(
                 String(
-                    format: "  %8d   one replica: catch-up sync %.3f s (%d bundles read), quiet %.4f s, settled %.5f s; its bundle %d B; readers' key file %d B; mailbox %.1f MB",
-                    many.replicas, many.catchUp, many.imported, many.quiet, many.settled, many.bundleBytes, many.keyFileBytes,
-                    Double(many.mailboxBytes) / 1e6))
+                    format: "  %8d   busy sync %.3f s (mean of the round), catch-up sync %.3f s (mean of %d, at most %d files read), quiet %.4f s, settled %.5f s; largest bundle %d B; mailbox %.1f MB",
+                    many.replicas, many.busy.mean, many.catchUp.mean, many.catchUp.seconds.count, many.mostFilesRead, many.quiet.mean,
+                    many.settled.mean, many.largestBundle, Double(many.mailboxBytes) / 1e6))
+            if let small = results.first {
+                print(
+                    String(
+                        format: "  %d / %d replicas: quiet sync %.2fx, settled sync %.2fx", count, small.replicas,
+                        many.quiet.mean / small.quiet.mean, many.settled.mean / small.settled.mean))
+            }
             print(
-                "  (past 100 on 2 cores: each replica leaves its bundle and acknowledgement through a folder of its own, all sharing one readers' key; the folders are merged into one mailbox, then one replica syncs there: a full round at 1,000 would take hours)\n"
+                "  (past \(fullRoundsUpTo) on 2 cores: one full round, every replica writing 2 rows and syncing in turn, then the first \(many.catchUp.seconds.count) sync again, each having missed the syncs of all the others since its own; then each syncs twice more: nothing new, then after the folders settle)\n"
             )
         }
     }
 
-    struct OneCatchUp {
+    struct Sampled {
         var replicas: Int
-        var catchUp = 0.0, quiet = 0.0, settled = 0.0
-        var imported = 0, bundleBytes = 0, keyFileBytes = 0, mailboxBytes = 0
+        var busy = Round(), catchUp = Round(), quiet = Round(), settled = Round()
+        var mostFilesRead = 0, largestBundle = 0, mailboxBytes = 0
     }
 
-    /// `count` replicas each write two rows and sync once through a folder of their own (so
-    /// each leaves what it would have left in the shared mailbox had it been the first there,
-    /// encrypted to the one readers' key the first made); the folders become one mailbox; then
-    /// one replica syncs there: the catch-up sync over `count` − 1 bundles, then a sync with
-    /// nothing new, then one after the stamps settle.
-    static func oneCatchUp(folder: String, replicas count: Int) throws -> OneCatchUp {
-        let shared = folder + "/mailbox"
-        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+    /// A full first round at `count` replicas, then a sample of catch-up syncs: what a sync
+    /// costs in steady state, where the newest bundle carries what the others left and each
+    /// sync reads a bounded number of files, without the hours a second full round would take.
+    static func sampledRounds(folder: String, replicas count: Int, sample: Int = 20) throws -> Sampled {
+        try FileManager.default.createDirectory(atPath: folder + "/mailbox", withIntermediateDirectories: true)
         let (keys, trust, ids, origin) = try firstReplica(folder: folder, replicas: count)
-        var measured = OneCatchUp(replicas: count)
-        let manager = FileManager.default
-        // Every clone made before any replica signs: each knows only its own key, so all name
-        // the same readers and share one key.
+        var replicas = [origin]
         for index in 1..<count {
-            _ = try origin.clone(to: folder + "/r\(index).db", name: "r\(index)", knowledgeID: ids[index])
+            replicas.append(try origin.clone(to: folder + "/r\(index).db", name: "r\(index)", knowledgeID: ids[index]))
         }
-        for index in 0..<count {
-            let replica = index == 0 ? origin : try Replica(path: folder + "/r\(index).db")
+        let mailbox = Mailbox(transport: DirectoryTransport(root: folder + "/mailbox"))
+        var measured = Sampled(replicas: count)
+        for (index, replica) in replicas.enumerated() {
             try Bench.insertAll(replica.database, keys: [UUID().uuidString, UUID().uuidString])
-            let own = folder + "/own-\(index)"
-            try manager.createDirectory(atPath: own + "/sqsync", withIntermediateDirectories: true)
-            if index > 0 { try manager.copyItem(atPath: shared + "/sqsync/keys", toPath: own + "/sqsync/keys") }
-            _ = try Mailbox(transport: DirectoryTransport(root: own)).sync(replica: replica, key: keys[index], trust: trust)
-            for part in ["outbox", "acks"] {
-                let from = own + "/sqsync/\(part)/\(ids[index])"
-                try manager.createDirectory(atPath: shared + "/sqsync/\(part)", withIntermediateDirectories: true)
-                try manager.moveItem(atPath: from, toPath: shared + "/sqsync/\(part)/\(ids[index])")
+            var report: SyncReport!
+            measured.busy.seconds.append(try Bench.time { report = try mailbox.sync(replica: replica, key: keys[index], trust: trust) })
+            measured.largestBundle = max(measured.largestBundle, report.exported?.bytes ?? 0)
+        }
+        for index in 0..<min(sample, count) {
+            var report: SyncReport!
+            measured.catchUp.seconds.append(try Bench.time { report = try mailbox.sync(replica: replicas[index], key: keys[index], trust: trust) })
+            measured.mostFilesRead = max(measured.mostFilesRead, report.filesRead)
+            guard try replicas[index].database.int64(#"SELECT count(*) FROM "items""#) == Int64(2 * count) else {
+                throw BenchError("r\(index)'s catch-up sync did not take every replica's rows")
             }
-            if index == 0 { try manager.moveItem(atPath: own + "/sqsync/keys", toPath: shared + "/sqsync/keys") }
-            try manager.removeItem(atPath: own)
         }
-        let keyFiles = try manager.contentsOfDirectory(atPath: shared + "/sqsync/keys")
-        guard keyFiles.count == 1 else { throw BenchError("\(count) replicas made \(keyFiles.count) readers' keys, not one") }
-        measured.keyFileBytes = try manager.attributesOfItem(atPath: shared + "/sqsync/keys/" + keyFiles[0])[.size] as? Int ?? 0
-        let reader = try Replica(path: folder + "/r1.db")
-        let mailbox = Mailbox(transport: DirectoryTransport(root: shared))
-        var report: SyncReport!
-        measured.catchUp = try Bench.time { report = try mailbox.sync(replica: reader, key: keys[1], trust: trust) }
-        measured.imported = report.imported.count
-        measured.bundleBytes = report.exported?.bytes ?? 0
-        guard try reader.database.int64(#"SELECT count(*) FROM "items""#) == Int64(2 * count) else {
-            throw BenchError("the catch-up sync did not take every replica's rows")
-        }
+        let reader = replicas[min(sample, count) - 1], key = keys[min(sample, count) - 1]
         usleep(200_000)
-        measured.quiet = try Bench.time { _ = try mailbox.sync(replica: reader, key: keys[1], trust: trust) }
+        for _ in 0..<3 { measured.quiet.seconds.append(try Bench.time { _ = try mailbox.sync(replica: reader, key: key, trust: trust) }) }
         usleep(200_000)
-        measured.settled = try Bench.time { _ = try mailbox.sync(replica: reader, key: keys[1], trust: trust) }
-        measured.mailboxBytes = try folderBytes(shared)
+        for _ in 0..<3 { measured.settled.seconds.append(try Bench.time { _ = try mailbox.sync(replica: reader, key: key, trust: trust) }) }
+        measured.mailboxBytes = try folderBytes(folder + "/mailbox")
         return measured
     }
 

@@ -59,35 +59,62 @@ extension Mailbox {
     }
 
     /// The newest validly signed acknowledgement of every other replica that left one here,
-    /// also recorded in the replica (so `status` shows it). Newer files that are not validly
-    /// signed for that replica are ignored with a warning, and do not hide an older valid one.
+    /// as far as this sync reads: also recorded in the replica (so `status` shows it). Newer
+    /// files that are not validly signed for that replica are ignored with a warning, and do
+    /// not hide an older valid one.
+    ///
+    /// A file read by an earlier sync is taken from the replica's cache. Of the readers with a
+    /// newer file, at most ``acknowledgementsReadPerSync`` are read: those never read before
+    /// first, then those whose acknowledgement here is the oldest (it holds back what bundles
+    /// leave out). The others count with the one read before: each lists every replica, so
+    /// reading all of them would cost a sync O(replicas²) in a round where all changed. An
+    /// older acknowledgement says less than the newer one, never more, so a bundle carries a
+    /// little more and a purge waits a little longer, nothing is lost. A reader none of whose
+    /// files was read yet goes to ``unreadReaders``: it counts as holding nothing.
     func readAcknowledgements(
         excluding me: String, replica: Replica, trust: AllowedSigners, scratch: ScratchDirectory, report: inout SyncReport
     ) throws -> [String: MailboxAcknowledgement] {
         let retired = try replica.retiredPeerIDs()
         let cache = try state(replica).cachedAcknowledgements()
         var readers: [String: MailboxAcknowledgement] = [:]
+        var newer: [(reader: String, names: [String])] = []
         for reader in try transport.listDirectories(in: Self.acks) where reader != me && !retired.contains(reader) {
+            let names = Array(try transport.listFiles(in: "\(Self.acks)/\(reader)").filter({ $0.hasSuffix(".ack") }).sorted().reversed())
+            guard let newest = names.first else { continue }
+            // Read and recorded by an earlier sync: names are unique, so the listing is enough
+            // to tell whether a newer one is there. Gone since, it still says what it said.
+            if let cached = cache[reader],
+                let acknowledgement = try? MailboxAcknowledgement.alreadyVerified(
+                    cached.text, expectedReplica: reader, trust: trust, learnedAbout: me),
+                try KeyBinding.checkAcknowledgementFile(
+                    of: reader, name: acknowledgement.acknowledgement.name, signedBy: acknowledgement.key,
+                    birth: acknowledgement.acknowledgement.birth, replica: replica) == nil
+            {
+                readers[reader] = acknowledgement.acknowledgement
+                acknowledgementKeys[reader] = acknowledgement.key
+                if newest == cached.file { continue }
+                newer.append((reader, Array(names.prefix { $0 != cached.file })))
+            } else {
+                newer.append((reader, names))
+            }
+        }
+        func priority(_ reader: String) -> (Int, Int64, String) {
+            guard let known = readers[reader] else { return (0, 0, reader) }
+            return (1, known.knowledge.total, reader)
+        }
+        let order = newer.sorted { priority($0.reader) < priority($1.reader) }
+        acknowledgementsLeftUnread = order.count > Self.acknowledgementsReadPerSync
+        unreadReaders = Set(order.dropFirst(Self.acknowledgementsReadPerSync).map(\.reader).filter { readers[$0] == nil })
+        for (reader, names) in order.prefix(Self.acknowledgementsReadPerSync) {
             let folder = "\(Self.acks)/\(reader)"
-            for name in try transport.listFiles(in: folder).filter({ $0.hasSuffix(".ack") }).sorted().reversed() {
-                // Read and recorded by an earlier sync: names are unique, so the listing is enough.
-                if let cached = cache[reader], cached.file == name,
-                    let acknowledgement = try? MailboxAcknowledgement.alreadyVerified(
-                        cached.text, expectedReplica: reader, trust: trust),
-                    try KeyBinding.checkAcknowledgementFile(
-                        of: reader, name: acknowledgement.acknowledgement.name, signedBy: acknowledgement.key,
-                        birth: acknowledgement.acknowledgement.birth, replica: replica) == nil
-                {
-                    readers[reader] = acknowledgement.acknowledgement
-                    acknowledgementKeys[reader] = acknowledgement.key
-                    break
-                }
+            for name in names {
                 let local = scratch.path + "/" + name
                 defer { try? FileManager.default.removeItem(atPath: local) }
                 guard try fetch(folder, name, to: local, maxBytes: MailboxAcknowledgement.maxBytes) else { continue }
                 do {
                     let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: local)), as: UTF8.self)
-                    let verified = try MailboxAcknowledgement.verified(text, expectedReplica: reader, trust: trust)
+                    let verified = try MailboxAcknowledgement.verified(
+                        text, expectedReplica: reader, trust: trust, learnedAbout: me)
                     let acknowledgement = verified.acknowledgement
                     if let reason = try KeyBinding.checkAcknowledgementFile(
                         of: reader, name: acknowledgement.name, signedBy: verified.key, birth: acknowledgement.birth, replica: replica)
@@ -96,8 +123,7 @@ extension Mailbox {
                     }
                     readers[reader] = acknowledgement
                     acknowledgementKeys[reader] = verified.key
-                    try replica.recordAcknowledgement(
-                        of: reader, name: acknowledgement.name, knowledge: acknowledgement.knowledge)
+                    try replica.recordAcknowledgement(of: reader, name: acknowledgement.name, knowledge: acknowledgement.knowledge)
                     verifiedAcknowledgements.append((reader, name, text))
                     break
                 } catch let error as TransportError {

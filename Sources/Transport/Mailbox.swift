@@ -46,6 +46,9 @@ public struct SyncReport: Sendable {
     /// Own values left out of bundles because they are larger than a bundle may carry: the
     /// rest went, and each goes once it fits.
     public var withheld: [WithheldValue] = []
+    /// Files copied out of the mailbox (bundles, acknowledgements, readers' keys): in steady
+    /// state bounded, whatever the number of replicas (docs/PERFORMANCE.md, "A thousand replicas").
+    public var filesRead = 0
 
     /// Nothing imported, refused, exported, removed or worth a warning.
     var didNothing: Bool {
@@ -91,6 +94,15 @@ public final class Mailbox {
     var acknowledgementKeys: [String: SSHPublicKey] = [:]
     /// The readers' key files this sync listed (``listedKeyFiles()``), once.
     var listedKeys: Set<String>?
+    /// Newer acknowledgement files were left for the next sync (``readAcknowledgements``).
+    var acknowledgementsLeftUnread = false
+    /// Readers whose acknowledgement no sync here has read yet: they count as holding nothing.
+    var unreadReaders: Set<String> = []
+    /// Files this sync copied out of the mailbox (bundles, acknowledgements, readers' keys).
+    private var filesRead = 0
+
+    /// How many acknowledgement files not read before a sync reads at most (``readAcknowledgements``).
+    nonisolated(unsafe) static var acknowledgementsReadPerSync = 64
 
     /// Whether bundles left here are encrypted to their readers (docs/BUNDLE_FORMAT.md,
     /// "Encryption"): yes unless `sync --no-encrypt`.
@@ -128,7 +140,7 @@ public final class Mailbox {
             try state(replica).forgetQuietSync()
         }
         var report = try fullSync(replica: replica, key: key, trust: trust)
-        if let inputs, report.didNothing && verifiedAcknowledgements.isEmpty {
+        if let inputs, report.didNothing && verifiedAcknowledgements.isEmpty && !acknowledgementsLeftUnread {
             try state(replica).rememberQuietSync(inputs: inputs, at: now)
         }
         report.stillHeld = try BundleExchange.heldBundles(of: replica)
@@ -166,10 +178,14 @@ public final class Mailbox {
         skipped = []
         importedBeforeWriting = nil
         failedWriting = false
+        acknowledgementsLeftUnread = false
+        unreadReaders = []
+        filesRead = 0
         do {
             var report = try importAndExport(replica: replica, key: key, trust: trust)
             report.warnings += skipped
             report.oversized = skipped.count
+            report.filesRead = filesRead
             return report
         } catch let error as TransportError where importedBeforeWriting != nil && failedWriting {
             throw Self.failedAfterImporting(importedBeforeWriting ?? [], error, mailbox: transport.displayName)
@@ -297,15 +313,17 @@ public final class Mailbox {
         // acknowledgement read before.
         if knowledge != before {
             for (reader, acknowledgement) in peers {
-                try replica.recordAcknowledgement(of: reader, name: acknowledgement.name, knowledge: acknowledgement.knowledge)
+                try replica.recordAcknowledgement(
+                    of: reader, name: acknowledgement.name, knowledge: acknowledgement.knowledge, above: before)
             }
         }
         // What this replica acknowledges is what it can serve: peers send the rest whole.
         let servable = try BundleExchange.servableKnowledge(of: replica)
         try writeAcknowledgement(
             servable, holding: knowledge, learnedSince: before, of: replica, key: key, trust: trust, scratch: scratch)
-        let readers = peers.mapValues(\.knowledge)
-        let selfServing = Self.selfServing(readers: readers, outboxes: bundles, holding: knowledge)
+        var readers = peers.mapValues(\.knowledge)
+        // Each holds what no acknowledgement says: everything since its first change goes.
+        for reader in unreadReaders { readers[reader] = Knowledge() }
 
         var mine: [String] = []
         // Names this replica uploaded, to this mailbox or under another path (a stick mounted
@@ -353,13 +371,17 @@ public final class Mailbox {
         }
         if readers.isEmpty { groups["*"] = (nil, [:]) }
         var keep: Set<String> = []
+        // Set once this sync leaves (or keeps) a bundle of every row for every reader: it
+        // relays every origin, so it supersedes the others' bundles it carries all of.
+        var superseding: Knowledge?
         let uploaded = try state(replica).uploadedBundles()
         for (scopeKey, group) in groups.sorted(by: { $0.key < $1.key }) {
             let base = Knowledge.common(Array(group.readers.values))
-            // This replica offers its own changes and those it relays for replicas that do
-            // not serve themselves here.
+            // Every origin's changes are relayed, the readers' own too: one bundle read brings a
+            // reader everything its writer held, so a sync reads the few newest bundles, not
+            // one per replica (docs/PERFORMANCE.md, "A thousand replicas").
             let offersNothing = try !BundleExchange.hasChanges(
-                of: replica, since: base, except: selfServing, scope: group.scope)
+                of: replica, since: base, except: [], scope: group.scope)
             if !group.readers.isEmpty && offersNothing { continue }
             // This replica's own key too, so that it can check its own outbox.
             var recipients =
@@ -377,7 +399,7 @@ public final class Mailbox {
                 recipients = [key.publicKey]
             }
             let content = try BundleExchange.plannedContent(
-                of: replica, since: base, readers: selfServing, scope: group.scope)
+                of: replica, since: base, readers: [], scope: group.scope)
             let fingerprint = Self.fingerprint(
                 knowledge: knowledge, base: base, recipients: recipients, scope: group.scope == nil ? "" : scopeKey,
                 content: content + (readersKey.map { "|" + $0.name } ?? ""))
@@ -387,7 +409,7 @@ public final class Mailbox {
             } else {
                 let exported = try BundleExchange.export(
                     replica: replica, since: base, key: key, to: scratch.path, intoDirectory: true, nameSuffix: fingerprint,
-                    readers: selfServing, encryptTo: recipients, readersKey: readersKey, scope: group.scope)
+                    encryptTo: recipients, readersKey: readersKey, scope: group.scope)
                 let name = URL(fileURLWithPath: exported.path).lastPathComponent
                 // A file under that name this replica did not upload (a copy of one it left in
                 // another mailbox, or planted) goes first: the name says what this bundle
@@ -399,6 +421,7 @@ public final class Mailbox {
                 keep.insert(name)
                 if exported.rows >= (report.exported?.rows ?? 0) { report.exported = exported }
             }
+            if group.scope == nil && !rules.hasScopes { superseding = try BundleExchange.carriedKnowledge(of: replica, since: base) }
         }
         for name in mine where !keep.contains(name) {
             try writing { try transport.removeFile("\(Self.outbox)/\(me)/\(name)") }
@@ -406,7 +429,8 @@ public final class Mailbox {
         }
         try state(replica).rememberUploads(keep)
         report.removed += try removeBundlesEveryReaderHolds(
-            bundles.filter { $0.sender != me }, readers: readers, me: me, knowledge: knowledge, seen: try state(replica).seenBundles())
+            bundles.filter { $0.sender != me }, readers: readers, me: me, knowledge: knowledge, seen: try state(replica).seenBundles(),
+            superseding: superseding)
         try removeUnneededReadersKeys(
             others: bundles.filter { $0.sender != me }, kept: Array(keep), retired: retired, replica: replica)
         for verified in verifiedAcknowledgements {
@@ -438,6 +462,7 @@ public final class Mailbox {
         -> Bool
     {
         do {
+            filesRead += 1
             try transport.readFile("\(folder)/\(name)", to: local, maxBytes: maxBytes)
             return true
         } catch let error as TransportError where error.kind == .tooLarge {
@@ -486,23 +511,6 @@ public final class Mailbox {
         return removed
     }
 
-    /// Readers that leave their own changes here themselves, as far as their outbox here
-    /// shows: a bundle from what any reader lacks of theirs through what this replica holds.
-    /// Another (its disk lost and its bundles gone, or one that wrote nothing here yet) is
-    /// relayed, as a replica that reads elsewhere is; when nobody lacks anything of a reader,
-    /// there is nothing to relay either way.
-    static func selfServing(readers: [String: Knowledge], outboxes: [(sender: String, name: String)], holding: Knowledge) -> Set<String> {
-        Set(
-            readers.keys.filter { reader in
-                let lacked = readers.values.map { $0[reader] }.min() ?? 0
-                guard lacked < holding[reader] else { return true }
-                return outboxes.contains { bundle in
-                    guard bundle.sender == reader, let own = BundleExchange.ownChanges(ofFileName: bundle.name) else { return false }
-                    return own.first <= lacked + 1 && own.last >= holding[reader]
-                }
-            })
-    }
-
     /// Whether a file in this replica's outbox is a bundle another file with this replica's
     /// identity wrote: signed by this replica's own key under its knowledge ID, with changes
     /// beyond what it made, or with one of its own changes made otherwise (``OwnChangeCheck``).
@@ -529,17 +537,20 @@ public final class Mailbox {
         }
     }
 
-    /// Another replica's bundle can go once every reader, its sender aside, holds what it carries.
+    /// Another replica's bundle can go once every reader, its sender aside, holds what it
+    /// carries, or once this sync left a bundle for every reader that carries all of it
+    /// (`superseding`, ``BundleExchange/carriedKnowledge(of:since:)``): in steady state the
+    /// mailbox then holds the newest bundle or two, whatever the number of replicas.
     private func removeBundlesEveryReaderHolds(
         _ bundles: [(sender: String, name: String)], readers: [String: Knowledge], me: String, knowledge: Knowledge,
-        seen: [String: Knowledge]
+        seen: [String: Knowledge], superseding: Knowledge?
     ) throws -> Int {
         var removed = 0
         for bundle in bundles {
             guard let carried = seen[bundle.name] else { continue }
             var holders = readers.filter { $0.key != bundle.sender }
             holders[me] = knowledge
-            if holders.values.allSatisfy({ $0.covers(carried) }) {
+            if holders.values.allSatisfy({ $0.covers(carried) }) || superseding?.covers(carried) == true {
                 try writing { try transport.removeFile("\(Self.outbox)/\(bundle.sender)/\(bundle.name)") }
                 removed += 1
             }

@@ -60,32 +60,37 @@ struct MailboxAcknowledgement {
     /// file's name) when it is not signed by a trusted key or speaks for another replica.
     /// Returns the acknowledgement, the signer's principal and key (whose binding to the
     /// replica ``KeyBinding`` checks).
+    /// `learnedAbout`: the one replica whose ``LearningEvent`` the reader needs (its own: what
+    /// an import judges by); nil reads every event.
     static func verified(
-        _ text: String, expectedReplica: String, trust: AllowedSigners
+        _ text: String, expectedReplica: String, trust: AllowedSigners, learnedAbout: String? = nil
     ) throws -> (acknowledgement: MailboxAcknowledgement, signer: String, key: SSHPublicKey) {
-        try read(text, expectedReplica: expectedReplica, trust: trust, checkingSignature: true)
+        try read(text, expectedReplica: expectedReplica, trust: trust, checkingSignature: true, learnedAbout: learnedAbout)
     }
 
     /// Reads a file whose signature was checked when it was first read (``verified(_:expectedReplica:trust:)``),
     /// from the sync cache: the signer must still be trusted, the Ed25519 check is not repeated.
     static func alreadyVerified(
-        _ text: String, expectedReplica: String, trust: AllowedSigners
+        _ text: String, expectedReplica: String, trust: AllowedSigners, learnedAbout: String? = nil
     ) throws -> (acknowledgement: MailboxAcknowledgement, signer: String, key: SSHPublicKey) {
-        try read(text, expectedReplica: expectedReplica, trust: trust, checkingSignature: false)
+        try read(text, expectedReplica: expectedReplica, trust: trust, checkingSignature: false, learnedAbout: learnedAbout)
     }
 
     private static let armorMarker = Array("-----BEGIN SSH SIGNATURE-----".utf8)
 
-    /// Where `needle` first starts in `haystack` (a file of a few hundred bytes per replica).
+    /// Where `needle` first starts in `haystack` (a file of a hundred bytes or so per replica,
+    /// read once per reader by every sync).
     private static func firstIndex(of needle: [UInt8], in haystack: [UInt8]) -> Int? {
-        guard haystack.count >= needle.count else { return nil }
-        return (0...(haystack.count - needle.count)).first { start in
-            haystack[start] == needle[0] && haystack[start..<(start + needle.count)].elementsEqual(needle)
+        guard let lead = needle.first, haystack.count >= needle.count else { return nil }
+        return haystack.withUnsafeBufferPointer { hay in
+            needle.withUnsafeBufferPointer { pin in
+                (0...(hay.count - pin.count)).first { hay[$0] == lead && memcmp(hay.baseAddress! + $0, pin.baseAddress!, pin.count) == 0 }
+            }
         }
     }
 
     private static func read(
-        _ text: String, expectedReplica: String, trust: AllowedSigners, checkingSignature: Bool
+        _ text: String, expectedReplica: String, trust: AllowedSigners, checkingSignature: Bool, learnedAbout: String?
     ) throws -> (acknowledgement: MailboxAcknowledgement, signer: String, key: SSHPublicKey) {
         let bytes = Array(text.utf8)
         guard let armor = firstIndex(of: armorMarker, in: bytes) else {
@@ -113,12 +118,18 @@ struct MailboxAcknowledgement {
                 "signed by an untrusted key \(signature.publicKey.fingerprint)\(who); if you trust it, add this line to allowed_signers: \(AllowedSigners.suggestedLine(for: signature.publicKey, name: checkingSignature ? name : nil))"
             )
         }
+        // Byte by byte: the knowledge and learned lines list every replica.
         var fields: [String: String] = [:]
-        let lines = payload.split(separator: "\n", omittingEmptySubsequences: false)
-        guard lines.first == Substring(magic) else { throw TransportError(.io, "not an acknowledgement") }
-        for line in lines.dropFirst() {
-            guard let space = line.firstIndex(of: " ") else { continue }
-            fields[String(line[..<space])] = String(line[line.index(after: space)...])
+        var lineStart = 0
+        while lineStart < armor {
+            let lineEnd = bytes[lineStart..<armor].firstIndex(of: UInt8(ascii: "\n")) ?? armor
+            let line = bytes[lineStart..<lineEnd]
+            if lineStart == 0 {
+                guard line.elementsEqual(magic.utf8) else { throw TransportError(.io, "not an acknowledgement") }
+            } else if let space = line.firstIndex(of: UInt8(ascii: " ")) {
+                fields[String(decoding: line[..<space], as: UTF8.self)] = String(decoding: line[(space + 1)...], as: UTF8.self)
+            }
+            lineStart = lineEnd + 1
         }
         guard let replica = fields["replica"], let knowledgeText = fields["knowledge"],
             let knowledge = try? Knowledge(parsing: knowledgeText)
@@ -129,11 +140,12 @@ struct MailboxAcknowledgement {
             throw TransportError(.io, "speaks for replica \(replica), not \(expectedReplica)")
         }
         var learned: [String: LearningEvent] = [:]
-        for entry in (fields["learned"] ?? "").split(separator: ",") {
-            let parts = entry.split(separator: ":")
-            guard parts.count == 4, let previous = Int64(parts[1]), let reached = Int64(parts[2]), let own = Int64(parts[3])
-            else { throw TransportError(.io, "not an acknowledgement") }
-            learned[String(parts[0])] = LearningEvent(previous: previous, reached: reached, ownSeq: own)
+        let events = Substring(fields["learned"] ?? "").utf8.split(separator: UInt8(ascii: ","))
+        if let learnedAbout {
+            let wanted = Array((learnedAbout + ":").utf8)
+            for entry in events where entry.starts(with: wanted) { learned[learnedAbout] = try Self.learningEvent(Substring(entry)) }
+        } else {
+            for entry in events.map(Substring.init) { learned[String(entry.prefix { $0 != ":" })] = try Self.learningEvent(entry) }
         }
         var birth: [UInt8] = []
         if let hex = fields["birth"] {
@@ -151,5 +163,14 @@ struct MailboxAcknowledgement {
                 replica: replica, name: fields["name"] ?? "", knowledge: knowledge, learned: learned, birth: birth), signer,
             signature.publicKey
         )
+    }
+
+    /// One `id:previous:reached:own` entry of the `learned` line.
+    private static func learningEvent(_ entry: Substring) throws -> LearningEvent {
+        let parts = entry.split(separator: ":")
+        guard parts.count == 4, let previous = Int64(parts[1]), let reached = Int64(parts[2]), let own = Int64(parts[3]) else {
+            throw TransportError(.io, "not an acknowledgement")
+        }
+        return LearningEvent(previous: previous, reached: reached, ownSeq: own)
     }
 }

@@ -120,10 +120,16 @@ final class MailboxTamperTests: XCTestCase {
         let aBundles = bundlesIn(box).filter { $0.contains("/\(aID)/") }
         XCTAssertEqual(aBundles.count, 1, "A left its bundle: \(bundlesIn(box))")
 
+        // B's bundle relays A's changes, so B may remove A's bundle; the forged acknowledgements
+        // claim C holds everything, and had B believed them, its bundle would not carry A's
+        // changes to C either.
         _ = try tamperedSync(b, "B")
         XCTAssertTrue(
-            FileManager.default.fileExists(atPath: aBundles[0]), "C has not taken A's bundle yet: it must not be removed")
+            FileManager.default.fileExists(atPath: aBundles[0]) || bundlesIn(box).contains { $0.contains("/\(bID)/") },
+            "C has not taken A's changes yet: A's bundle must not go unless B's carries them")
         _ = try tamperedSync(c, "C")
+        let cRows = try rows(c)
+        XCTAssertTrue(cRows.contains("'a'|'from A'"), "C's first sync after A's must bring A's change: \(cRows)")
         for _ in 0..<2 {
             for replica in replicas { _ = try tamperedSync(replica.db, replica.name) }
         }

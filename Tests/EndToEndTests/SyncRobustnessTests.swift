@@ -173,8 +173,6 @@ final class SyncRobustnessTests: XCTestCase {
         sites.sort { ids[$0.name]! < ids[$1.name]! }
         let (x, r, y) = (sites[0], sites[1], sites[2])
 
-        try h.sqlite(y.db, "INSERT INTO t VALUES ('y1', 'from Y', 1);")
-        try h.syncOK(y.db, as: y.name, box, ["-q"])
         try h.sqlite(
             x.db,
             """
@@ -182,7 +180,17 @@ final class SyncRobustnessTests: XCTestCase {
             INSERT INTO t SELECT printf('x%05d', i), 'from X', i FROM c;
             """)
         try h.syncOK(x.db, as: x.name, box, ["-q"])
-        let yBefore = try XCTUnwrap(outboxes(box)[ids[y.name]!]?.first { $0.hasSuffix(".sqsb") }, "Y left no bundle")
+        // Y leaves its bundle beside X's without having read X's, as two syncs at once do (a
+        // sync that read X's would relay it and remove it): through a folder of its own, its
+        // bundle then copied into the mailbox, as a stick mounted elsewhere carries it.
+        try h.sqlite(y.db, "INSERT INTO t VALUES ('y1', 'from Y', 1);")
+        let aside = h.path("aside")
+        try FileManager.default.createDirectory(atPath: aside, withIntermediateDirectories: true)
+        try h.syncOK(y.db, as: y.name, aside, ["-q"])
+        let yBefore = try XCTUnwrap(outboxes(aside)[ids[y.name]!]?.first { $0.hasSuffix(".sqsb") }, "Y left no bundle")
+        try FileManager.default.copyItem(
+            atPath: aside + "/sqsync/outbox/\(ids[y.name]!)/\(yBefore)", toPath: box + "/sqsync/outbox/\(ids[y.name]!)/\(yBefore)")
+        XCTAssertNotNil(outboxes(box)[ids[x.name]!]?.first { $0.hasSuffix(".sqsb") }, "X's bundle is gone; the race was not set up")
         try h.sqlite(y.db, "INSERT INTO t VALUES ('y2', 'from Y', 2);")
 
         // R starts; once it is copying X's bundle it has listed the folder: hold it there.

@@ -71,6 +71,12 @@ private final class FuzzNetwork {
     /// (`SQSYNC_MAX_DIRECT_RECIPIENTS` 1), as past a few dozen readers; else in the clear.
     /// Decided by the seed's last bit, so other draws stay as they were.
     let sharesReadersKeys: Bool
+    /// Whether a mailbox every first site visits joins the topology, where one bundle
+    /// supersedes the others' (docs/BUNDLE_FORMAT.md, "What a relay keeps"); and whether a
+    /// sync reads one acknowledgement file not read before, not up to 64. Decided by the
+    /// seed's next bits, for the same reason.
+    let hasHub: Bool
+    let readsOneAcknowledgement: Bool
 
     init(seed: UInt64) throws {
         history = PropertyHistory(seed: seed)
@@ -80,6 +86,8 @@ private final class FuzzNetwork {
         let count = 4 + history.below(2)
         valueCap = history.below(2) == 0 ? 2048 : nil
         sharesReadersKeys = seed & 1 == 1
+        hasHub = seed & 2 == 2
+        readsOneAcknowledgement = seed & 4 == 4
         let first = try newReplica("s0", rows: (0..<8).map { "k\($0)" })
         sites.append(first)
         for index in 1..<count {
@@ -101,6 +109,10 @@ private final class FuzzNetwork {
             history.note("topology: a ring of \(count)")
             for index in 1..<count { try connect(index - 1, index) }
             try connect(count - 1, 0)
+        }
+        if hasHub {
+            history.note("and a mailbox all \(count) visit")
+            try connect(Array(0..<count))
         }
     }
 
@@ -127,12 +139,13 @@ private final class FuzzNetwork {
         return Site(name: name, replica: replica, key: key, mailboxes: [])
     }
 
-    private func connect(_ a: Int, _ b: Int) throws {
+    private func connect(_ a: Int, _ b: Int) throws { try connect([a, b]) }
+
+    private func connect(_ members: [Int]) throws {
         let folder = directory + "/box\(mailboxes.count)"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        mailboxes.append((folder, [a, b]))
-        sites[a].mailboxes.append(mailboxes.count - 1)
-        sites[b].mailboxes.append(mailboxes.count - 1)
+        mailboxes.append((folder, members))
+        for member in members { sites[member].mailboxes.append(mailboxes.count - 1) }
     }
 
     // MARK: Steps
@@ -146,9 +159,14 @@ private final class FuzzNetwork {
             history.note("every bundle goes to a mailbox's readers' key")
             setenv("SQSYNC_MAX_DIRECT_RECIPIENTS", "1", 1)
         }
+        if readsOneAcknowledgement {
+            history.note("a sync reads one acknowledgement file not read before")
+            Mailbox.acknowledgementsReadPerSync = 1
+        }
         defer {
             unsetenv("SQSYNC_MAX_VALUE_BYTES")
             unsetenv("SQSYNC_MAX_DIRECT_RECIPIENTS")
+            Mailbox.acknowledgementsReadPerSync = 64
         }
         for step in 0..<110 {
             let roll = history.below(100)
@@ -391,6 +409,11 @@ private final class FuzzNetwork {
             for sender in (try? FileManager.default.contentsOfDirectory(atPath: outbox)) ?? [] {
                 let files = filesBelow(outbox + "/" + sender).filter { $0.hasSuffix(".sqsb") }
                 if files.count > 2 { throw FuzzFailure("box\(box) keeps \(files.count) bundles of \(sender): \(files)") }
+            }
+            // Where many meet, the newest bundle supersedes the others'.
+            let all = filesBelow(outbox).filter { $0.hasSuffix(".sqsb") }
+            if mailboxes[box].members.count > 2 && all.count > 2 {
+                throw FuzzFailure("box\(box), visited by \(mailboxes[box].members.count), keeps \(all.count) bundles: \(all)")
             }
         }
     }

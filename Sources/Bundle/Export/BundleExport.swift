@@ -216,6 +216,24 @@ extension BundleExchange {
         return kept.sorted { $0.replica < $1.replica }
     }
 
+    /// What a bundle for every row that relays every origin carries to a receiver holding
+    /// `base`: this replica's own changes, and each other origin's as far as the segments it
+    /// relays reach from `base` without a gap. Another replica's mailbox bundle that carried no
+    /// more is superseded by it: every reader holds `base` and can take the rest from this one.
+    public static func carriedKnowledge(of replica: Replica, since base: Knowledge) throws -> Knowledge {
+        let me = replica.knowledgeID
+        var carried = base
+        carried.seqs[me] = max(base[me], try replica.knowledge()[me])
+        let relayed = try relayedSegments(
+            from: try SegmentStore(replica), pins: try KeyPins(replica), since: base,
+            leaving: try replica.retiredPeerIDs().union([me]), scope: nil, ownScope: try replica.ownScope())
+        for segment in relayed.sorted(by: { ($0.origin, $0.base) < ($1.origin, $1.base) })
+        where segment.base <= carried[segment.origin] {
+            carried.seqs[segment.origin] = max(carried[segment.origin], segment.last)
+        }
+        return carried
+    }
+
     /// True when an export since `base` would carry changes: this replica's own after it, or
     /// relayed ones of a replica other than those in `except` (which speak for themselves).
     public static func hasChanges(of replica: Replica, since base: Knowledge, except: Set<String>, scope: [String]? = nil) throws

@@ -136,12 +136,16 @@ extension Replica {
     /// its bundles: `status`, `export --for` and `purge` then see it, and a replica only
     /// heard of that way becomes a known peer (by name and knowledge ID). Acknowledgements
     /// only grow; this replica's own is ignored.
-    public func recordAcknowledgement(of knowledgeID: String, name: String, knowledge: Knowledge) throws {
+    ///
+    /// `above`: record again only what goes beyond it (what this replica held when it last
+    /// recorded the same acknowledgement, which was cut to that): a mailbox's readers each
+    /// list every replica, and a sync records them again after every import.
+    public func recordAcknowledgement(of knowledgeID: String, name: String, knowledge: Knowledge, above: Knowledge? = nil) throws {
         guard knowledgeID != self.knowledgeID else { return }
         try database.inTransaction {
             let peer = try siteNumber(for: knowledgeID, name: name.isEmpty ? nil : name)
             var seqs: [Int: Int64] = [:]
-            for (id, seq) in knowledge.seqs {
+            for (id, seq) in knowledge.seqs where seq > (above?[id] ?? 0) {
                 if let site = try siteNumberIfKnown(id) { seqs[site] = seq }
             }
             try recordAcknowledgement(peer: peer, seqs)

@@ -41,7 +41,7 @@ extension Replica {
     /// Records `replica`'s own signed word that it held `knowledge` once its own sequence
     /// number was `ownSeq`. Only what the replica signed may come here: it binds its changes.
     public func recordAdminEvidence(of replica: String, knowledge: Knowledge, ownSeq: Int64) throws {
-        guard replica != knowledgeID, !knowledge.seqs.isEmpty else { return }
+        guard replica != knowledgeID, !knowledge.seqs.isEmpty, try database.int64(AdminEvidenceSQL.anyNamed) == 1 else { return }
         let site = Int64(try siteNumber(for: replica, name: nil))
         let json = String(decoding: try JSONEncoder().encode(knowledge.seqs), as: UTF8.self)
         try database.run(AdminEvidenceSQL.recordKnown, .integer(site), .text(json), .integer(ownSeq))
@@ -57,6 +57,9 @@ extension Replica {
 
 /// The SQL of admin evidence, in one place.
 enum AdminEvidenceSQL {
+    /// Whether any statement was named yet: without one there is no evidence to record.
+    static let anyNamed = #"SELECT EXISTS (SELECT 1 FROM "_sqsync_admin_named")"#
+
     static let recordNamed = """
         INSERT INTO "_sqsync_admin_named" ("statement", "site", "first_seq") VALUES (?1, ?2, ?3)
         ON CONFLICT ("statement", "site") DO UPDATE SET "first_seq" = excluded."first_seq"

@@ -14,6 +14,10 @@ public struct Knowledge: Sendable, Equatable, CustomStringConvertible {
 
     public subscript(id: String) -> Int64 { seqs[id] ?? 0 }
 
+    /// How many changes it holds in all: of two knowledges of the same replicas, the smaller
+    /// total is the one further behind.
+    public var total: Int64 { seqs.values.reduce(0, +) }
+
     public func covers(_ other: Knowledge) -> Bool {
         other.seqs.allSatisfy { self[$0.key] >= $0.value }
     }
@@ -25,11 +29,13 @@ public struct Knowledge: Sendable, Equatable, CustomStringConvertible {
     /// The meet: what every one of the given knowledges holds.
     public static func common(_ all: [Knowledge]) -> Knowledge {
         guard let first = all.first else { return Knowledge() }
-        var meet = first.seqs
+        // In place: a mailbox's readers each list every replica.
+        let ids = Array(first.seqs.keys)
+        var least = ids.map { first.seqs[$0]! }
         for knowledge in all.dropFirst() {
-            meet = Dictionary(uniqueKeysWithValues: meet.map { ($0.key, min($0.value, knowledge[$0.key])) })
+            for index in ids.indices where least[index] > 0 { least[index] = min(least[index], knowledge[ids[index]]) }
         }
-        return Knowledge(meet)
+        return Knowledge(Dictionary(uniqueKeysWithValues: zip(ids, least)))
     }
 
     /// `id:seq,id:seq`, sorted; the form `--since` takes and `status` prints.
