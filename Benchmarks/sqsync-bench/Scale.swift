@@ -63,9 +63,9 @@ enum Scale {
             let many = try sampledRounds(folder: folder + "/scale-\(count)", replicas: count)
             print(
                 String(
-                    format: "  %8d   busy sync %.3f s (mean of the round), catch-up sync %.3f s (mean of %d, at most %d files read), quiet %.4f s, settled %.5f s; largest bundle %d B; mailbox %.1f MB",
-                    many.replicas, many.busy.mean, many.catchUp.mean, many.catchUp.seconds.count, many.mostFilesRead, many.quiet.mean,
-                    many.settled.mean, many.largestBundle, Double(many.mailboxBytes) / 1e6))
+                    format: "  %8d   catch-up sync %.3f s (mean of %d; at most %d bundles and %d files read), quiet %.4f s, settled %.5f s; largest bundle %d B; mailbox %.1f MB; first collection %.1f s (%d bundles)",
+                    many.replicas, many.catchUp.mean, many.catchUp.seconds.count, many.mostBundlesRead, many.mostFilesRead, many.quiet.mean,
+                    many.settled.mean, many.largestBundle, Double(many.mailboxBytes) / 1e6, many.first, many.firstImported))
             if let small = results.first {
                 print(
                     String(
@@ -73,7 +73,7 @@ enum Scale {
                         many.quiet.mean / small.quiet.mean, many.settled.mean / small.settled.mean))
             }
             print(
-                "  (past \(fullRoundsUpTo) on 2 cores: one full round, every replica writing 2 rows and syncing in turn, then the first \(many.catchUp.seconds.count) sync again, each having missed the syncs of all the others since its own; then each syncs twice more: nothing new, then after the folders settle)\n"
+                "  (past \(fullRoundsUpTo) on 2 cores: each replica leaves its bundle and acknowledgement through a folder of its own; the folders are merged into one mailbox, where the first replica collects them all; then \(many.catchUp.seconds.count) others sync in turn, each reading the newest bundle; then one syncs until it has read every acknowledgement (64 new ones a sync), and three times more with nothing new, then three after the folders settle)\n"
             )
         }
     }
@@ -81,41 +81,65 @@ enum Scale {
     struct Sampled {
         var replicas: Int
         var busy = Round(), catchUp = Round(), quiet = Round(), settled = Round()
-        var mostFilesRead = 0, largestBundle = 0, mailboxBytes = 0
+        var first = 0.0, firstImported = 0
+        var mostFilesRead = 0, mostBundlesRead = 0, largestBundle = 0, mailboxBytes = 0
     }
 
-    /// A full first round at `count` replicas, then a sample of catch-up syncs: what a sync
-    /// costs in steady state, where the newest bundle carries what the others left and each
-    /// sync reads a bounded number of files, without the hours a second full round would take.
+    /// `count` replicas each write two rows and sync once through a folder of their own (so
+    /// each leaves what it would have left in the shared mailbox had it been the first there);
+    /// the folders become one mailbox, and the first replica collects them all (one import per
+    /// replica, once: `first` below); its bundle then carries every replica's rows. Then
+    /// `sample` others sync in turn, each having missed the others' syncs: the catch-up sync of
+    /// steady state, which reads the newest bundle and a bounded number of acknowledgements.
+    /// A full round at 1,000 replicas, every sync importing the newest bundle of up to a
+    /// thousand origins, would take over an hour on 2 cores.
     static func sampledRounds(folder: String, replicas count: Int, sample: Int = 20) throws -> Sampled {
-        try FileManager.default.createDirectory(atPath: folder + "/mailbox", withIntermediateDirectories: true)
+        let shared = folder + "/mailbox"
+        try FileManager.default.createDirectory(atPath: shared + "/sqsync", withIntermediateDirectories: true)
         let (keys, trust, ids, origin) = try firstReplica(folder: folder, replicas: count)
         var replicas = [origin]
         for index in 1..<count {
             replicas.append(try origin.clone(to: folder + "/r\(index).db", name: "r\(index)", knowledgeID: ids[index]))
         }
-        let mailbox = Mailbox(transport: DirectoryTransport(root: folder + "/mailbox"))
+        let manager = FileManager.default
         var measured = Sampled(replicas: count)
         for (index, replica) in replicas.enumerated() {
             try Bench.insertAll(replica.database, keys: [UUID().uuidString, UUID().uuidString])
-            var report: SyncReport!
-            measured.busy.seconds.append(try Bench.time { report = try mailbox.sync(replica: replica, key: keys[index], trust: trust) })
-            measured.largestBundle = max(measured.largestBundle, report.exported?.bytes ?? 0)
+            let own = folder + "/own-\(index)"
+            try manager.createDirectory(atPath: own + "/sqsync", withIntermediateDirectories: true)
+            if index > 0 { try manager.copyItem(atPath: shared + "/sqsync/keys", toPath: own + "/sqsync/keys") }
+            measured.busy.seconds.append(
+                try Bench.time { _ = try Mailbox(transport: DirectoryTransport(root: own)).sync(replica: replica, key: keys[index], trust: trust) })
+            for part in ["outbox", "acks"] {
+                try manager.createDirectory(atPath: shared + "/sqsync/\(part)", withIntermediateDirectories: true)
+                try manager.moveItem(atPath: own + "/sqsync/\(part)/\(ids[index])", toPath: shared + "/sqsync/\(part)/\(ids[index])")
+            }
+            if index == 0 { try manager.moveItem(atPath: own + "/sqsync/keys", toPath: shared + "/sqsync/keys") }
+            try manager.removeItem(atPath: own)
         }
-        for index in 0..<min(sample, count) {
-            var report: SyncReport!
+        let mailbox = Mailbox(transport: DirectoryTransport(root: shared))
+        var report: SyncReport!
+        measured.first = try Bench.time { report = try mailbox.sync(replica: origin, key: keys[0], trust: trust) }
+        measured.firstImported = report.imported.count
+        for index in 1..<min(sample + 1, count) {
             measured.catchUp.seconds.append(try Bench.time { report = try mailbox.sync(replica: replicas[index], key: keys[index], trust: trust) })
             measured.mostFilesRead = max(measured.mostFilesRead, report.filesRead)
+            measured.mostBundlesRead = max(measured.mostBundlesRead, report.imported.count)
+            measured.largestBundle = max(measured.largestBundle, report.exported?.bytes ?? 0)
             guard try replicas[index].database.int64(#"SELECT count(*) FROM "items""#) == Int64(2 * count) else {
                 throw BenchError("r\(index)'s catch-up sync did not take every replica's rows")
             }
         }
-        let reader = replicas[min(sample, count) - 1], key = keys[min(sample, count) - 1]
+        let reader = replicas[min(sample, count - 1)], key = keys[min(sample, count - 1)]
+        // Until it has read every replica's acknowledgement (64 new ones a sync).
+        for _ in 0..<(count / 64 + 2) {
+            if try mailbox.sync(replica: reader, key: key, trust: trust).filesRead == 0 { break }
+        }
         usleep(200_000)
         for _ in 0..<3 { measured.quiet.seconds.append(try Bench.time { _ = try mailbox.sync(replica: reader, key: key, trust: trust) }) }
         usleep(200_000)
         for _ in 0..<3 { measured.settled.seconds.append(try Bench.time { _ = try mailbox.sync(replica: reader, key: key, trust: trust) }) }
-        measured.mailboxBytes = try folderBytes(folder + "/mailbox")
+        measured.mailboxBytes = try folderBytes(shared)
         return measured
     }
 

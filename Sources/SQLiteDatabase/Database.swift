@@ -264,6 +264,24 @@ public final class Database {
     public var sqliteHandle: OpaquePointer { handle }
     public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
+    /// Changes whenever what this connection reads may have changed: a row written through
+    /// it (SQLite counts them, triggers included), a commit by another connection (`PRAGMA
+    /// data_version`), or work undone by ``inTransaction(immediate:commit:_:)``. Lets a caller
+    /// keep something it derived from the tables (a replica's knowledge) while it holds.
+    public func contentStamp() throws -> ContentStamp {
+        ContentStamp(
+            written: sqlite3_total_changes64(handle), committedElsewhere: try int64("PRAGMA data_version"), undone: undone)
+    }
+
+    public struct ContentStamp: Equatable, Sendable {
+        let written: Int64
+        let committedElsewhere: Int64
+        let undone: Int
+    }
+
+    /// Transactions and savepoints rolled back, or left by an error, so far.
+    private var undone = 0
+
     /// Runs `body` in a transaction that commits when it returns and rolls back when it
     /// throws, rethrowing the first error. `IMMEDIATE` takes the write lock up front, so a
     /// concurrent writer waits on the busy timeout instead of failing half-way.
@@ -274,10 +292,14 @@ public final class Database {
             try execute("SAVEPOINT sqsync_nested")
             do {
                 let result = try body()
-                if !commit { try execute("ROLLBACK TO sqsync_nested") }
+                if !commit {
+                    undone += 1
+                    try execute("ROLLBACK TO sqsync_nested")
+                }
                 try execute("RELEASE sqsync_nested")
                 return result
             } catch {
+                undone += 1
                 try? execute("ROLLBACK TO sqsync_nested")
                 try? execute("RELEASE sqsync_nested")
                 throw error
@@ -286,9 +308,11 @@ public final class Database {
         try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
         do {
             let result = try body()
+            if !commit { undone += 1 }
             try execute(commit ? "COMMIT" : "ROLLBACK")
             return result
         } catch {
+            undone += 1
             if isInTransaction { try? execute("ROLLBACK") }
             throw error
         }

@@ -59,7 +59,7 @@ public enum KeyBinding {
         let pins = try KeyPins(replica)
         let knowledge = try replica.knowledge()
         let folded = try replica.countersFolded()
-        let stored = try pins.acknowledgementStatements()[replica.knowledgeID]
+        let stored = try pins.acknowledgementStatement(of: replica.knowledgeID)
         if let stored, stored.knowledge == knowledge, stored.countersFolded == folded, stored.isSigned(by: key.publicKey) {
             return
         }
@@ -527,6 +527,8 @@ extension AllowedSigners {
     /// This file plus the new key of every move whose old key it trusts, under the old
     /// key's entry (principal, namespaces, validity), following chains of moves.
     public func following(_ moves: [(from: SSHPublicKey, to: SSHPublicKey)]) -> AllowedSigners {
+        // Asked once per segment an import reads: with no move, nothing to follow.
+        guard !moves.isEmpty else { return self }
         var movesFrom: [SSHPublicKey: [SSHPublicKey]] = [:]
         for move in moves { movesFrom[move.from, default: []].append(move.to) }
         var entriesOf: [SSHPublicKey: [Entry]] = [:]

@@ -83,6 +83,12 @@ struct KeyPins {
         return statements
     }
 
+    /// One replica's latest statement: every sync checks its own, and each statement lists
+    /// every replica, so it is not read through ``acknowledgementStatements()``.
+    func acknowledgementStatement(of replica: String) throws -> AcknowledgementStatement? {
+        try database.row(KeyPinSQL.statement, .text(replica)).flatMap { try? AcknowledgementStatement(stored: try $0.blob("statement")) }
+    }
+
     /// Keeps a replica's statement when it is newer than the one held.
     func store(_ statement: AcknowledgementStatement) throws {
         try database.run(
@@ -110,6 +116,7 @@ enum KeyPinSQL {
         WHERE k."move" IS NOT NULL AND s."retired" = 0 ORDER BY k."site", k."after_seq"
         """
     static let statements = #"SELECT "replica", "statement" FROM "_sqsync_statements""#
+    static let statement = #"SELECT "statement" FROM "_sqsync_statements" WHERE "replica" = ?"#
     static let storeStatement = """
         INSERT INTO "_sqsync_statements" ("replica", "counter", "statement") VALUES (?, ?, ?)
         ON CONFLICT DO UPDATE SET "counter" = excluded."counter", "statement" = excluded."statement"

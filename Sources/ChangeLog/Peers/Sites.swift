@@ -26,19 +26,26 @@ extension Replica {
     /// highest sequence number of that site's changes it has applied. Local changes count
     /// once folded (``fold()``).
     public func knowledge() throws -> Knowledge {
+        let stamp = try database.contentStamp()
+        if let read = knowledgeRead, read.stamp == stamp { return read.knowledge }
         var seqs: [String: Int64] = [:]
         for row in try database.rows(SitesSQL.knowledge) {
             seqs[try row.string("knowledge_id")] = try row.int64("seq")
         }
-        return Knowledge(seqs)
+        let knowledge = Knowledge(seqs)
+        knowledgeRead = (stamp, knowledge)
+        return knowledge
     }
 
     /// Local site number → knowledge ID, for every site this replica knows.
     func siteIDs() throws -> [Int: String] {
+        let stamp = try database.contentStamp()
+        if let read = siteIDsRead, read.stamp == stamp { return read.ids }
         var ids: [Int: String] = [:]
         for row in try database.rows(#"SELECT "site", "knowledge_id" FROM "_sqsync_sites""#) {
             ids[try row.int("site")] = try row.string("knowledge_id")
         }
+        siteIDsRead = (stamp, ids)
         return ids
     }
 

@@ -6,6 +6,11 @@ import SQLiteDatabase
 /// Not Sendable on purpose: it owns one connection.
 public final class Replica {
     public let database: Database
+    /// The last ``knowledge()`` read and the database's content stamp then: an import asks
+    /// for it several times per segment, and it lists every replica.
+    var knowledgeRead: (stamp: Database.ContentStamp, knowledge: Knowledge)?
+    /// The same for ``siteIDs()``, which every segment's merge reads.
+    var siteIDsRead: (stamp: Database.ContentStamp, ids: [Int: String])?
     public let path: String
     /// This replica's row in `_sqsync_sites`.
     public internal(set) var site: Int
