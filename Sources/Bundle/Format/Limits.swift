@@ -40,7 +40,8 @@ public enum BundleLimits {
     static var maxChunkBytes: Int { chunkBytes + maxValueBytes }
 
     private static func environmentBytes(_ name: String) -> Int? {
-        guard let text = ProcessInfo.processInfo.environment[name], let value = Int(text), value > 0 else { return nil }
+        // getenv, not ProcessInfo's dictionary of the whole environment: asked per segment.
+        guard let text = getenv(name).map({ String(cString: $0) }), let value = Int(text), value > 0 else { return nil }
         return value
     }
 }

@@ -28,9 +28,11 @@ extension Replica {
     public func knowledge() throws -> Knowledge {
         let stamp = try database.contentStamp()
         if let read = knowledgeRead, read.stamp == stamp { return read.knowledge }
+        // Stepped by column index, no row built: an import reads it once per segment.
         var seqs: [String: Int64] = [:]
-        for row in try database.rows(SitesSQL.knowledge) {
-            seqs[try row.string("knowledge_id")] = try row.int64("seq")
+        let statement = try database.statement(SitesSQL.knowledge)
+        while try statement.step() {
+            if case .text(let id) = statement.value(at: 0) { seqs[id] = statement.int64(at: 1) }
         }
         let knowledge = Knowledge(seqs)
         knowledgeRead = (stamp, knowledge)
@@ -42,8 +44,9 @@ extension Replica {
         let stamp = try database.contentStamp()
         if let read = siteIDsRead, read.stamp == stamp { return read.ids }
         var ids: [Int: String] = [:]
-        for row in try database.rows(#"SELECT "site", "knowledge_id" FROM "_sqsync_sites""#) {
-            ids[try row.int("site")] = try row.string("knowledge_id")
+        let statement = try database.statement(SitesSQL.siteIDs)
+        while try statement.step() {
+            if case .text(let id) = statement.value(at: 1) { ids[Int(statement.int64(at: 0))] = id }
         }
         siteIDsRead = (stamp, ids)
         return ids
@@ -174,6 +177,7 @@ enum SitesSQL {
         """
 
     static let addSite = #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#
+    static let siteIDs = #"SELECT "site", "knowledge_id" FROM "_sqsync_sites""#
 
     /// For each peer heard from, another its key speaks for, first heard from after it was
     /// last, and heard from again since (a sibling database heard in the same sync is not).

@@ -14,7 +14,7 @@ public enum ClockBound {
 
     /// The bound in force: the environment's when it reads as a duration, else the default.
     public static var milliseconds: Int64 {
-        ProcessInfo.processInfo.environment[environmentVariable].flatMap(parse) ?? defaultMilliseconds
+        getenv(environmentVariable).map { String(cString: $0) }.flatMap(parse) ?? defaultMilliseconds
     }
 
     /// A duration as `SQSYNC_MAX_CLOCK_AHEAD` takes it, in milliseconds.
