@@ -381,7 +381,7 @@ public final class Mailbox {
             // reader everything its writer held, so a sync reads the few newest bundles, not
             // one per replica (docs/PERFORMANCE.md, "A thousand replicas").
             let offersNothing = try !BundleExchange.hasChanges(
-                of: replica, since: base, except: [], scope: group.scope)
+                of: replica, since: base, scope: group.scope)
             if !group.readers.isEmpty && offersNothing { continue }
             // This replica's own key too, so that it can check its own outbox.
             var recipients =
@@ -399,7 +399,7 @@ public final class Mailbox {
                 recipients = [key.publicKey]
             }
             let content = try BundleExchange.plannedContent(
-                of: replica, since: base, readers: [], scope: group.scope)
+                of: replica, since: base, scope: group.scope)
             let fingerprint = Self.fingerprint(
                 knowledge: knowledge, base: base, recipients: recipients, scope: group.scope == nil ? "" : scopeKey,
                 content: content + (readersKey.map { "|" + $0.name } ?? ""))
@@ -481,7 +481,7 @@ public final class Mailbox {
             local, with: "\(transport.displayName)/\(Self.outbox)/\(displayText(bundle.sender))/\(displayText(bundle.name))")
     }
 
-    /// Same knowledge, base, recipients and content (``BundleExchange/plannedContent(of:since:readers:scope:checkpoints:)``)
+    /// Same knowledge, base, recipients and content (``BundleExchange/plannedContent(of:since:scope:checkpoints:)``)
     /// give the same name, so an unchanged replica does not write the same bundle again, and a
     /// bundle whose content changed (relayed segments included) never takes an old one's name.
     static func fingerprint(

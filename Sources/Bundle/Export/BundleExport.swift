@@ -150,7 +150,7 @@ extension BundleExchange {
     /// and which kept segments it relays. A mailbox names its bundle after it, so that a
     /// bundle's name changes with what it carries, and an unchanged one is not written again.
     public static func plannedContent(
-        of replica: Replica, since base: Knowledge, readers: Set<String>, scope: [String]?, checkpoints: Bool = true
+        of replica: Replica, since base: Knowledge, scope: [String]?, checkpoints: Bool = true
     ) throws -> String {
         try BundleTables.ready(replica)
         try replica.fold()
@@ -160,7 +160,7 @@ extension BundleExchange {
             checkpoints ? try Checkpoints.ownBase(forReceiverHolding: min(base[me], last), last: last, of: replica).base : base[me]
         let retired = try replica.retiredPeerIDs()
         let relayed = try relayedSegments(
-            from: try SegmentStore(replica), pins: try KeyPins(replica), since: base, leaving: readers.union(retired).union([me]),
+            from: try SegmentStore(replica), pins: try KeyPins(replica), since: base, leaving: retired.union([me]),
             scope: scope.map { Array(Set($0)).sorted() }, ownScope: try replica.ownScope())
         return "own \(ownBase)-\(last) relays " + relayed.map { "\($0.rowid)@\($0.createdHLC)" }.joined(separator: ",")
     }
@@ -235,13 +235,11 @@ extension BundleExchange {
     }
 
     /// True when an export since `base` would carry changes: this replica's own after it, or
-    /// relayed ones of a replica other than those in `except` (which speak for themselves).
-    public static func hasChanges(of replica: Replica, since base: Knowledge, except: Set<String>, scope: [String]? = nil) throws
-        -> Bool
-    {
+    /// relayed ones.
+    public static func hasChanges(of replica: Replica, since base: Knowledge, scope: [String]? = nil) throws -> Bool {
         let knowledge = try replica.knowledge()
         if knowledge[replica.knowledgeID] > base[replica.knowledgeID] { return true }
-        let leaving = except.union(try replica.retiredPeerIDs()).union([replica.knowledgeID])
+        let leaving = try replica.retiredPeerIDs().union([replica.knowledgeID])
         return try !relayedSegments(
             from: try SegmentStore(replica), pins: try KeyPins(replica), since: base, leaving: leaving,
             scope: scope.map { Array(Set($0)).sorted() }, ownScope: try replica.ownScope()
