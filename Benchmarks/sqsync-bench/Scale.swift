@@ -21,8 +21,14 @@ enum Scale {
         var catchUp = Round()
         /// The second of two rounds after all agree: a full sync that finds nothing to do.
         var quiet = Round()
-        /// The round after: the mailbox has settled, so each sync stops at its folder stamps.
+        /// Then one replica, opened anew with a mailbox of its own each time, as a cron job
+        /// runs it: the mailbox has settled, so each sync stops at the mailbox's mark.
         var settled = Round()
+        /// The same replica synced again through the same mailbox, in one program.
+        var again = Round()
+        /// The same replica opened anew, comparing every replica's folder (as every tenth
+        /// minute, or where a writer does not mark the mailbox).
+        var compared = Round()
         var rounds = 0
         /// Rounds until every replica held every row.
         var roundsToAgree = 0
@@ -37,7 +43,7 @@ enum Scale {
     static func run(folder: String) throws {
         print("Scale: N replicas share one folder mailbox; each writes 2 rows, all sync until they agree, then twice more")
         print(
-            "  replicas   busy sync   catch-up sync   quiet sync   settled sync   rounds   envelope bytes/replica (sync, export)   largest bundle   mailbox")
+            "  replicas   busy sync   catch-up sync   quiet sync   settled sync   again       compared    rounds   envelope bytes/replica (sync, export)   largest bundle   mailbox")
         var results: [Measured] = []
         // SQSYNC_BENCH_SCALE=10,100,300 to try other sizes.
         let counts =
@@ -49,38 +55,41 @@ enum Scale {
             results.append(measured)
             print(
                 String(
-                    format: "  %8d   %7.4f s   %11.4f s   %8.4f s   %10.5f s   %6d   %24.1f, %5.1f   %10d B   %5.1f MB",
-                    count, measured.busy.mean, measured.catchUp.mean, measured.quiet.mean, measured.settled.mean, measured.roundsToAgree,
+                    format: "  %8d   %7.4f s   %11.4f s   %8.4f s   %10.5f s   %.5f s   %.5f s   %6d   %24.1f, %5.1f   %10d B   %5.1f MB",
+                    count, measured.busy.mean, measured.catchUp.mean, measured.quiet.mean, measured.settled.mean, measured.again.mean,
+                    measured.compared.mean, measured.roundsToAgree,
                     measured.envelopeBytesPerSite, measured.exportEnvelopeBytesPerSite, measured.largestBundle, Double(measured.mailboxBytes) / 1e6))
         }
         if let small = results.first, let large = results.last {
             print(
                 String(
-                    format: "  100 / 10 replicas: quiet sync %.2fx, settled sync %.2fx (library calls; the command a cron job runs: Quiet sync above)",
-                    large.quiet.mean / small.quiet.mean, large.settled.mean / small.settled.mean))
+                    format: "  100 / 10 replicas: quiet sync %.2fx, settled sync %.2fx, again %.2fx, compared %.2fx (library calls; the command a cron job runs: Quiet sync above)",
+                    large.quiet.mean / small.quiet.mean, large.settled.mean / small.settled.mean, large.again.mean / small.again.mean,
+                    large.compared.mean / small.compared.mean))
         }
         for count in counts where count > fullRoundsUpTo {
             let many = try sampledRounds(folder: folder + "/scale-\(count)", replicas: count)
             print(
                 String(
-                    format: "  %8d   catch-up sync %.3f s (mean of %d; at most %d bundles and %d files read), quiet %.4f s, settled %.5f s; largest bundle %d B; mailbox %.1f MB; first collection %.1f s (%d bundles)",
-                    many.replicas, many.catchUp.mean, many.catchUp.seconds.count, many.mostBundlesRead, many.mostFilesRead, many.quiet.mean,
-                    many.settled.mean, many.largestBundle, Double(many.mailboxBytes) / 1e6, many.first, many.firstImported))
+                    format: "  %8d   catch-up sync %.3f s (mean of %d; at most %d bundles and %d files read), settled %.5f s, again %.5f s, compared %.5f s; largest bundle %d B; mailbox %.1f MB; first collection %.1f s (%d bundles)",
+                    many.replicas, many.catchUp.mean, many.catchUp.seconds.count, many.mostBundlesRead, many.mostFilesRead,
+                    many.settled.mean, many.again.mean, many.compared.mean, many.largestBundle, Double(many.mailboxBytes) / 1e6, many.first,
+                    many.firstImported))
             if let small = results.first {
                 print(
                     String(
-                        format: "  %d / %d replicas: quiet sync %.2fx, settled sync %.2fx", count, small.replicas,
-                        many.quiet.mean / small.quiet.mean, many.settled.mean / small.settled.mean))
+                        format: "  %d / %d replicas: settled sync %.2fx, again %.2fx, compared %.2fx", count, small.replicas,
+                        many.settled.mean / small.settled.mean, many.again.mean / small.again.mean, many.compared.mean / small.compared.mean))
             }
             print(
-                "  (past \(fullRoundsUpTo) on 2 cores: each replica leaves its bundle and acknowledgement through a folder of its own; the folders are merged into one mailbox, where the first replica collects them all; then \(many.catchUp.seconds.count) others sync in turn, each reading the newest bundle; then one syncs until it has read every acknowledgement (64 new ones a sync), and three times more with nothing new, then three after the folders settle)\n"
+                "  (past \(fullRoundsUpTo) on 2 cores: each replica leaves its bundle and acknowledgement through a folder of its own; the folders are merged into one mailbox, where the first replica collects them all; then \(many.catchUp.seconds.count) others sync in turn, each reading the newest bundle; then one syncs until it has read every acknowledgement (64 new ones a sync), then three times after the mailbox settles, each opening the replica and a mailbox anew as a cron job does, three more through one mailbox in one program, and three comparing every folder)\n"
             )
         }
     }
 
     struct Sampled {
         var replicas: Int
-        var busy = Round(), catchUp = Round(), quiet = Round(), settled = Round()
+        var busy = Round(), catchUp = Round(), settled = Round(), again = Round(), compared = Round()
         var first = 0.0, firstImported = 0
         var mostFilesRead = 0, mostBundlesRead = 0, largestBundle = 0, mailboxBytes = 0
     }
@@ -135,10 +144,7 @@ enum Scale {
         for _ in 0..<(count / 64 + 2) {
             if try mailbox.sync(replica: reader, key: key, trust: trust).filesRead == 0 { break }
         }
-        usleep(200_000)
-        for _ in 0..<3 { measured.quiet.seconds.append(try Bench.time { _ = try mailbox.sync(replica: reader, key: key, trust: trust) }) }
-        usleep(200_000)
-        for _ in 0..<3 { measured.settled.seconds.append(try Bench.time { _ = try mailbox.sync(replica: reader, key: key, trust: trust) }) }
+        (measured.settled, measured.again, measured.compared) = try settledSyncs(of: reader.path, key: key, trust: trust, mailbox: shared)
         measured.mailboxBytes = try folderBytes(shared)
         return measured
     }
@@ -202,12 +208,48 @@ enum Scale {
         usleep(200_000)  // folder stamps settle, as minutes between cron runs would let them
         try round(&measured.quiet)
         usleep(200_000)
-        try round(&measured.settled)
+        (measured.settled, measured.again, measured.compared) = try settledSyncs(
+            of: replicas[0].path, key: keys[0], trust: trust, mailbox: folder + "/mailbox")
         let exported = try BundleExchange.export(
             replica: replicas[count / 2], since: Knowledge(), key: keys[count / 2], to: folder + "/export.sqsb", intoDirectory: false)
         measured.exportEnvelopeBytesPerSite =
             Double(try envelopeLength(exported.path, key: keys[count / 2])) / Double(exported.envelope.sites.count)
         return measured
+    }
+
+    /// Three syncs of the replica at `path`, each opening it and a mailbox anew (as each run of
+    /// `sqsync sync` does, less starting the process and reading the files it names); then
+    /// three through one mailbox, in one program; then three that open it anew and compare
+    /// every replica's folder, as one does every ten minutes. Each finds nothing to do.
+    static func settledSyncs(of path: String, key: SigningKey, trust: AllowedSigners, mailbox folder: String) throws -> (
+        Round, Round, Round
+    ) {
+        var settled = Round(), again = Round(), compared = Round()
+        func fresh() throws -> SyncReport {
+            try Mailbox(transport: DirectoryTransport(root: folder)).sync(replica: try Replica(path: path), key: key, trust: trust)
+        }
+        func threeQuiet(_ round: inout Round, _ sync: () throws -> SyncReport) throws {
+            for _ in 0..<3 {
+                var report: SyncReport!
+                round.seconds.append(try Bench.time { report = try sync() })
+                guard report.unchanged else { throw BenchError("\(path): a settled sync did something") }
+            }
+        }
+        // Until a sync stops at the mark: the last round's acknowledgements are read 64 a sync.
+        for attempt in 0... {
+            usleep(200_000)
+            if try fresh().unchanged { break }
+            guard attempt < 20 else { throw BenchError("\(path): no sync found nothing to do") }
+        }
+        try threeQuiet(&settled, fresh)
+        let replica = try Replica(path: path), mailbox = Mailbox(transport: DirectoryTransport(root: folder))
+        _ = try mailbox.sync(replica: replica, key: key, trust: trust)
+        try threeQuiet(&again) { try mailbox.sync(replica: replica, key: key, trust: trust) }
+        let trustedFor = Mailbox.markTrustedFor
+        Mailbox.markTrustedFor = 0
+        defer { Mailbox.markTrustedFor = trustedFor }
+        try threeQuiet(&compared, fresh)
+        return (settled, again, compared)
     }
 
     static func agree(_ replicas: [Replica]) throws -> Bool {

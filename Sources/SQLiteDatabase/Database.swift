@@ -277,6 +277,9 @@ public final class Database {
         let written: Int64
         let committedElsewhere: Int64
         let undone: Int
+
+        /// Transactions and savepoints rolled back on this connection so far.
+        public var rollbacks: Int { undone }
     }
 
     /// Transactions and savepoints rolled back, or left by an error, so far.

@@ -100,9 +100,7 @@ public final class DirectoryTransport: Transport {
         guard let stream = opened.value else { return nil }
         defer { closedir(stream) }
         guard Self.localFileSystems.contains(Int64(sqsync_file_system_type(dirfd(stream)))) else { return nil }
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        let nowNanoseconds = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+        let now = Self.nowNanoseconds()
         var stamps: [String: String] = [:]
         var settled = true
         try Self.forEachEntry(of: stream, in: folder) { name, kind in
@@ -110,16 +108,45 @@ public final class DirectoryTransport: Transport {
             var info = stat()
             guard fstatat(dirfd(stream), name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return settled = false }
             guard info.st_mode & S_IFMT == S_IFDIR else { return }
-            for time in [info.st_mtim, info.st_ctim] {
-                let margin: Int64 = time.tv_nsec == 0 ? Self.settleMargin.wholeSeconds : Self.settleMargin.fine
-                // Whoever can write to the mailbox can date a folder past 2262: unsettled, not a trap.
-                let (seconds, overflow) = Int64(time.tv_sec).multipliedReportingOverflow(by: 1_000_000_000)
-                if overflow || seconds + Int64(time.tv_nsec) > nowNanoseconds - margin { settled = false }
-            }
-            stamps[name] =
-                "\(info.st_dev):\(info.st_ino):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_ctim.tv_sec).\(info.st_ctim.tv_nsec)"
+            guard let stamp = Self.settledStamp(info, now: now) else { return settled = false }
+            stamps[name] = stamp
         }
         return settled ? stamps : nil
+    }
+
+    public func settledStamp(of directory: String) throws -> String? {
+        let folder = try resolved(directory)
+        let descriptor = open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { return errno == ENOENT ? "none" : nil }
+        defer { close(descriptor) }
+        var info = stat()
+        guard Self.localFileSystems.contains(Int64(sqsync_file_system_type(descriptor))), fstat(descriptor, &info) == 0 else { return nil }
+        return Self.settledStamp(info, now: Self.nowNanoseconds())
+    }
+
+    /// Creates and removes a file in `directory`, which gives the folder new times.
+    public func markChanged(_ directory: String) throws {
+        let marker = temporaryName(in: try resolved(directory))
+        let output = try LocalFile(path: marker, flags: O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC)
+        try output.close()
+        try POSIX.run("unlink", marker, allowing: [ENOENT], { unlink(marker) }, failed: { $0 != 0 })
+    }
+
+    private static func nowNanoseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+    }
+
+    /// A folder's stamp, nil while it changed too recently for a change made now to show.
+    private static func settledStamp(_ info: stat, now nowNanoseconds: Int64) -> String? {
+        for time in [info.st_mtim, info.st_ctim] {
+            let margin: Int64 = time.tv_nsec == 0 ? Self.settleMargin.wholeSeconds : Self.settleMargin.fine
+            // Whoever can write to the mailbox can date a folder past 2262: unsettled, not a trap.
+            let (seconds, overflow) = Int64(time.tv_sec).multipliedReportingOverflow(by: 1_000_000_000)
+            if overflow || seconds + Int64(time.tv_nsec) > nowNanoseconds - margin { return nil }
+        }
+        return "\(info.st_dev):\(info.st_ino):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_ctim.tv_sec).\(info.st_ctim.tv_nsec)"
     }
 
     /// How long ago a folder's times must be, in nanoseconds, for a change made now to get

@@ -43,8 +43,8 @@ extension Mailbox {
     /// is written after that goes to a new key the old reader does not hold.
     func readersKey(for recipients: [SSHPublicKey], replica: Replica, key: SigningKey, scratch: ScratchDirectory) throws -> ReadersKey {
         let state = try state(replica)
-        let prefix = ReadersKey.readersDigest(recipients) + "-"
         let exact = ReadersKey.fullReadersDigest(recipients)
+        let prefix = exact.prefix(16) + "-"
         let known = try state.readersKeys()
         var tried = 0
         for name in try listedKeyFiles().filter({ $0.hasPrefix(prefix) }).sorted() {
@@ -62,7 +62,7 @@ extension Mailbox {
                 continue
             }
             guard let key = try? ReadersKey.open(path: local, name: name, with: key, scratchDirectory: scratch.path),
-                let maker = key.maker, recipients.contains(maker), ReadersKey.fullReadersDigest(key.readers) == exact
+                let maker = key.maker, recipients.contains(maker), key.readersFullDigest == exact
             else { continue }
             try state.rememberReadersKey(key, fileHash: hash, madeHere: false)
             return key

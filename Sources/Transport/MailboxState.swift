@@ -109,7 +109,7 @@ struct MailboxState {
     /// `key` as opened (or made): its readers are known.
     func rememberReadersKey(_ key: ReadersKey, fileHash: String, madeHere: Bool) throws {
         try database.run(
-            MailboxSQL.rememberReadersKey, .text(mailbox), .text(key.name), .text(ReadersKey.fullReadersDigest(key.readers)),
+            MailboxSQL.rememberReadersKey, .text(mailbox), .text(key.name), .text(key.readersFullDigest),
             .blob(key.secretBytes), .text(fileHash), .integer(madeHere ? 1 : 0))
     }
 
@@ -195,20 +195,47 @@ struct MailboxState {
         try database.optionalString(MailboxSQL.syncState) ?? ""
     }
 
-    /// The inputs of the last sync through the mailbox that found nothing to do, and the
-    /// wall clock (ms since 1970) when it saved them.
-    func lastQuietSync() throws -> (inputs: String, savedAt: Int64)? {
-        try database.row(MailboxSQL.lastQuietSync, .text(mailbox)).map { (try $0.string("inputs"), try $0.int64("saved_at")) }
+    /// What the last sync through the mailbox that found nothing to do saw.
+    struct QuietSync {
+        /// A digest of every replica's folder stamps and this replica's part.
+        var inputs: String
+        /// The wall clock (ms since 1970) when it was saved.
+        var savedAt: Int64
+        /// The stamp of the mailbox's own folders (``Transport/markChanged(_:)``).
+        var mark: String?
+        /// A digest of this replica's part of `inputs`.
+        var replicaInputs: String?
+        /// The wall clock (ms) when every replica's folder was last compared.
+        var fullCheckedAt: Int64
     }
 
-    /// Records the inputs of a sync through the mailbox that found nothing to do.
-    func rememberQuietSync(inputs: String, at savedAt: Int64) throws {
-        try database.run(MailboxSQL.rememberQuietSync, .text(mailbox), .text(inputs), .integer(savedAt))
+    func lastQuietSync() throws -> QuietSync? {
+        try database.row(MailboxSQL.lastQuietSync, .text(mailbox)).map {
+            QuietSync(
+                inputs: try $0.string("inputs"), savedAt: try $0.int64("saved_at"), mark: try $0.optionalString("mark"),
+                replicaInputs: try $0.optionalString("replica_inputs"), fullCheckedAt: try $0.int64("full_checked_at"))
+        }
+    }
+
+    /// Records a sync through the mailbox that found nothing to do.
+    func rememberQuietSync(_ quiet: QuietSync) throws {
+        try database.run(
+            MailboxSQL.rememberQuietSync, .text(mailbox), .text(quiet.inputs), .integer(quiet.savedAt),
+            quiet.mark.map(SQLValue.text) ?? .null, quiet.replicaInputs.map(SQLValue.text) ?? .null, .integer(quiet.fullCheckedAt))
     }
 
     /// Forgets the last quiet sync, before a sync that may do something.
     func forgetQuietSync() throws {
         try database.run(MailboxSQL.forgetQuietSync, .text(mailbox))
+    }
+
+    /// When a folder of this mailbox last changed without its mark (ms), if ever.
+    func unmarkedChangeSeenAt() throws -> Int64? {
+        try database.optionalInt64(MailboxSQL.unmarkedSeenAt, .text(mailbox))
+    }
+
+    func noteUnmarkedChange(at time: Int64) throws {
+        try database.run(MailboxSQL.noteUnmarked, .text(mailbox), .integer(time))
     }
 
     // MARK: Planted files
@@ -337,10 +364,15 @@ enum MailboxSQL {
     static let forgetUploads = #"DELETE FROM "_sqsync_mailbox_uploads" WHERE "mailbox" = ?"#
     static let rememberUpload = #"INSERT OR IGNORE INTO "_sqsync_mailbox_uploads" ("mailbox", "file") VALUES (?, ?)"#
     static let uploadsAnywhere = #"SELECT DISTINCT "file" FROM "_sqsync_mailbox_uploads""#
-    static let lastQuietSync = #"SELECT "inputs", "saved_at" FROM "_sqsync_quiet_syncs" WHERE "mailbox" = ?"#
-    static let rememberQuietSync = """
-        INSERT OR REPLACE INTO "_sqsync_quiet_syncs" ("mailbox", "inputs", "saved_at") VALUES (?, ?, ?)
+    static let lastQuietSync = """
+        SELECT "inputs", "saved_at", "mark", "replica_inputs", "full_checked_at" FROM "_sqsync_quiet_syncs" WHERE "mailbox" = ?
         """
+    static let rememberQuietSync = """
+        INSERT OR REPLACE INTO "_sqsync_quiet_syncs" ("mailbox", "inputs", "saved_at", "mark", "replica_inputs", "full_checked_at")
+        VALUES (?, ?, ?, ?, ?, ?)
+        """
+    static let unmarkedSeenAt = #"SELECT "seen_at" FROM "_sqsync_unmarked_mailboxes" WHERE "mailbox" = ?"#
+    static let noteUnmarked = #"INSERT OR REPLACE INTO "_sqsync_unmarked_mailboxes" ("mailbox", "seen_at") VALUES (?, ?)"#
     static let forgetQuietSync = #"DELETE FROM "_sqsync_quiet_syncs" WHERE "mailbox" = ?"#
 
     /// One text for ``MailboxState/syncState()``; quote() keeps NULL apart from 'NULL'.

@@ -102,11 +102,32 @@ enum MailboxTables {
                     PRIMARY KEY ("mailbox", "bundle")
                 ) WITHOUT ROWID;
                 """),
+            .init(
+                5,
+                """
+                -- What else the last quiet sync saw: "mark", the stamp of the mailbox's own
+                -- folders, which every writer renews after each change (Transport.markChanged);
+                -- "replica_inputs", a digest of this replica's part of "inputs"; and
+                -- "full_checked_at", the wall clock (ms) when it last compared every replica's
+                -- folder. While the mark and this replica are the same, and that comparison is
+                -- recent, a sync stops after one stamp.
+                ALTER TABLE "_sqsync_quiet_syncs" ADD COLUMN "mark" TEXT;
+                ALTER TABLE "_sqsync_quiet_syncs" ADD COLUMN "replica_inputs" TEXT;
+                ALTER TABLE "_sqsync_quiet_syncs" ADD COLUMN "full_checked_at" INTEGER NOT NULL DEFAULT 0;
+
+                -- Mailboxes where a folder changed and the mark did not (a writer of an older
+                -- sqsync, or a file put there by hand), with the wall clock (ms) when last seen:
+                -- every sync compares every folder there for a while (Mailbox.unmarkedWritersRemembered).
+                CREATE TABLE IF NOT EXISTS "_sqsync_unmarked_mailboxes" (
+                    "mailbox" TEXT PRIMARY KEY,
+                    "seen_at" INTEGER NOT NULL
+                );
+                """),
         ])
 
     /// What a copy made by `clone` must not inherit: the original's mailbox history.
     static let perFileState = [
         "_sqsync_seen_bundles", "_sqsync_mailbox_acks", "_sqsync_mailbox_uploads", "_sqsync_quiet_syncs", "_sqsync_planted_files",
-        "_sqsync_readers_keys", "_sqsync_bundle_readers_keys",
+        "_sqsync_readers_keys", "_sqsync_bundle_readers_keys", "_sqsync_unmarked_mailboxes",
     ]
 }

@@ -50,10 +50,23 @@ public protocol Transport: AnyObject {
 
     /// The size in bytes of the file at `path`, or nil when nothing has that name.
     func fileSize(_ path: String) throws -> Int?
+
+    /// The stamp of the folder `directory` itself, as ``settledFolderStamps(in:)`` gives each
+    /// sub-folder's: `none` when it does not exist, nil when the medium cannot promise it.
+    func settledStamp(of directory: String) throws -> String?
+
+    /// Gives `directory` a new stamp (``settledStamp(of:)``): a writer marks the mailbox's
+    /// folder after each change below it, so that a quiet sync compares one stamp, not one
+    /// per replica (docs/PERFORMANCE.md, "A thousand replicas").
+    func markChanged(_ directory: String) throws
 }
 
 extension Transport {
     public func settledFolderStamps(in directory: String) throws -> [String: String]? { nil }
+
+    public func settledStamp(of directory: String) throws -> String? { nil }
+
+    public func markChanged(_ directory: String) throws {}
 
     /// Copies the whole file, whatever its size.
     public func readFile(_ path: String, to localPath: String) throws {

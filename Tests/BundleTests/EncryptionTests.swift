@@ -20,6 +20,36 @@ final class EncryptionTests: AgeFileTestCase {
         return bytes
     }
 
+    // MARK: Base64
+
+    /// Age's base64 reader against Foundation's: the same bytes for every canonical unpadded
+    /// text, and a refusal of padding, stray bits, a length of 1 modulo 4 and
+    /// characters outside the alphabet.
+    func testBase64ReadsWhatFoundationReadsAndRefusesTheRest() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0..<70 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let text = AgeFile.base64(bytes)
+            XCTAssertEqual(AgeFile.decodeBase64(text), bytes, "\(length) bytes")
+            if length % 3 != 0 {
+                XCTAssertNil(AgeFile.decodeBase64(text + "="), "padding")
+                // The last character with a stray low bit set reads as other bytes, never these.
+                let last = text.utf8.last!
+                let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+                let stray = alphabet[alphabet.firstIndex(of: last)! | 1]
+                if stray != last {
+                    XCTAssertNil(AgeFile.decodeBase64(String(text.dropLast()) + String(UnicodeScalar(stray))), "stray bits")
+                }
+            }
+        }
+        XCTAssertNil(AgeFile.decodeBase64("QUJD\u{e9}"))
+        XCTAssertNil(AgeFile.decodeBase64("QUJ-"))
+        XCTAssertNil(AgeFile.decodeBase64("Q"))
+        XCTAssertNil(AgeFile.decodeBase64("QUJDR"))
+        XCTAssertEqual(AgeFile.decodeBase64("QUJD"), Array("ABC".utf8))
+        XCTAssertEqual(AgeFile.decodeBase64(""), [])
+    }
+
     // MARK: Ed25519 to X25519
 
     /// libsodium's `ed25519_convert` test: the seed 421151a4… gives this X25519 key pair.

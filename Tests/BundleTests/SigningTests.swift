@@ -126,6 +126,27 @@ final class SigningTests: XCTestCase {
         XCTAssertEqual(try SSHPublicKey(wireBlob: key.publicKey.wireBlob), key.publicKey)
     }
 
+    /// Key lines are read by table: the same key and line as the blob's own encoding, fields
+    /// split by any white space; a blob whose head is not ssh-ed25519's is refused.
+    func testOpenSSHLinesReadTheSameWhicheverWay() throws {
+        for index in 0..<200 {
+            let key = SigningKey.generate(comment: "k\(index)").publicKey
+            let parsed = try SSHPublicKey(openSSHLine: key.openSSHLine + " k\(index)@host")
+            XCTAssertEqual(parsed, key)
+            XCTAssertEqual(parsed.openSSHLine, key.openSSHLine)
+            XCTAssertEqual(parsed.openSSHLine, "ssh-ed25519 " + Data(key.wireBlob).base64EncodedString())
+            let tabbed = try SSHPublicKey(openSSHLine: "\t" + key.openSSHLine.replacing(" ", with: "\t") + "\n")
+            XCTAssertEqual(tabbed.openSSHLine, key.openSSHLine)
+        }
+        // A length of 33 for the key: same first 25 characters, another blob.
+        var blob = SigningKey.generate(comment: "x").publicKey.wireBlob
+        blob[18] = 0x21
+        blob.append(0)
+        XCTAssertThrowsError(try SSHPublicKey(openSSHLine: "ssh-ed25519 " + Data(blob).base64EncodedString()))
+        blob.removeLast()
+        XCTAssertThrowsError(try SSHPublicKey(openSSHLine: "ssh-ed25519 " + Data(blob).base64EncodedString()))
+    }
+
     func testWriteCreatesPrivateKeyWith0600AndPublicKeyBeside() throws {
         let key = SigningKey.generate(comment: "alice@laptop")
         let keyPath = path("id_sqsync")

@@ -30,6 +30,9 @@ final class QuietMailboxTests: XCTestCase {
             text: AllowedSigners.line(principal: "A", key: keyA.publicKey) + "\n"
                 + AllowedSigners.line(principal: "B", key: keyB.publicKey))
         mailbox = Mailbox(transport: DirectoryTransport(root: folder + "/box"))
+        // These tests change folders by hand, as no sqsync does: every sync compares every folder
+        // (testAMarkedMailboxStopsAtItsMark sets it back).
+        Mailbox.markTrustedFor = 0
         for _ in 0..<2 {
             _ = try mailbox.sync(replica: a, key: keyA, trust: trust)
             _ = try mailbox.sync(replica: b, key: keyB, trust: trust)
@@ -41,6 +44,7 @@ final class QuietMailboxTests: XCTestCase {
     }
 
     override func tearDown() {
+        Mailbox.markTrustedFor = 600_000
         a = nil
         b = nil
         try? FileManager.default.removeItem(atPath: folder)
@@ -149,12 +153,61 @@ final class QuietMailboxTests: XCTestCase {
         for _ in 0..<2 { XCTAssertFalse(try syncB(trust: widened).unchanged) }
     }
 
+    /// While the mailbox's mark is as the last quiet sync saw it, a sync stops there without
+    /// looking at any replica's folder, and a change another sync made renews the mark. A file
+    /// put there by hand (as a writer of an older sqsync would) is seen once every folder is
+    /// compared again; from then on, every sync there compares them all.
+    func testAMarkedMailboxStopsAtItsMark() throws {
+        Mailbox.markTrustedFor = 600_000
+        // A third replica's folder, which A's and B's syncs leave as it is.
+        let outboxC = "\(folder)/box/sqsync/outbox/cccc"
+        try FileManager.default.createDirectory(atPath: outboxC, withIntermediateDirectories: true)
+        try quietB()
+        try Data("not a bundle".utf8).write(to: URL(fileURLWithPath: outboxC + "/planted.sqsb"))
+        settle()
+        XCTAssertTrue(try syncB().unchanged, "the mark is unchanged: no folder is looked at")
+
+        try a.database.execute("INSERT INTO t VALUES ('2', 'two')")
+        XCTAssertNotNil(try mailbox.sync(replica: a, key: keyA, trust: trust).exported)
+        settle()
+        let afterPeer = try syncB()
+        XCTAssertFalse(afterPeer.unchanged, "a sync's changes renew the mark")
+        XCTAssertEqual(try b.database.optionalString("SELECT v FROM t WHERE id = '2'"), "two")
+        XCTAssertEqual(afterPeer.rejected.map(\.name), ["planted.sqsb"], "a full sync reads every folder")
+        try FileManager.default.removeItem(atPath: outboxC + "/planted.sqsb")
+        try quietB()
+
+        try Data("not a bundle".utf8).write(to: URL(fileURLWithPath: outboxC + "/planted-2.sqsb"))
+        settle()
+        XCTAssertTrue(try syncB().unchanged)
+        Mailbox.markTrustedFor = 0
+        XCTAssertEqual(try syncB().rejected.map(\.name), ["planted-2.sqsb"], "every folder compared again")
+        Mailbox.markTrustedFor = 600_000
+        try FileManager.default.removeItem(atPath: outboxC + "/planted-2.sqsb")
+        try quietB()
+        try Data("not a bundle".utf8).write(to: URL(fileURLWithPath: outboxC + "/planted-3.sqsb"))
+        settle()
+        XCTAssertEqual(
+            try syncB().rejected.map(\.name), ["planted-3.sqsb"], "a mailbox changed without its mark is compared whole from then on")
+        try FileManager.default.removeItem(atPath: outboxC + "/planted-3.sqsb")
+
+        // A sync that reuses what the last quiet one read of the replica still sees a write
+        // by another connection.
+        try quietB()
+        let other = try Database(path: folder + "/b.db")
+        try other.execute("UPDATE t SET v = 'eins' WHERE id = '1'")
+        let afterOther = try syncB()
+        XCTAssertFalse(afterOther.unchanged, "a write by another connection")
+        XCTAssertNotNil(afterOther.exported)
+    }
+
     /// A clock that went back since the last quiet sync could stamp a change like an old one.
     func testAClockThatWentBackMakesItSync() throws {
         try quietB()
         let state = try MailboxState(b, mailbox: folder + "/box")
-        let digest = try XCTUnwrap(try state.lastQuietSync())
-        try state.rememberQuietSync(inputs: digest.inputs, at: digest.savedAt + 3_600_000)
+        var quiet = try XCTUnwrap(try state.lastQuietSync())
+        quiet.savedAt += 3_600_000
+        try state.rememberQuietSync(quiet)
         XCTAssertFalse(try syncB().unchanged)
         XCTAssertTrue(try syncB().unchanged)
     }

@@ -345,17 +345,20 @@ public enum AgeFile {
 
     /// Standard base64 without padding, as age writes it.
     static func base64(_ bytes: [UInt8]) -> String {
-        var text = Data(bytes).base64EncodedString()
+        var text = Base64.encode(bytes)
         while text.hasSuffix("=") { text.removeLast() }
         return text
     }
 
     /// Canonical unpadded base64 only (age refuses padding and stray bits).
     static func decodeBase64(_ text: String) -> [UInt8]? {
-        guard !text.contains("="), text.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
-        let padded = text + String(repeating: "=", count: (4 - text.count % 4) % 4)
-        guard let data = Data(base64Encoded: padded), base64(Array(data)) == text else { return nil }
-        return Array(data)
+        var text = text
+        return text.withUTF8 { decodeBase64(bytes: $0) }
+    }
+
+    /// ``decodeBase64(_:)`` of text as bytes: a header holds a stanza per reader, thousands of them.
+    static func decodeBase64<Bytes: Collection>(bytes text: Bytes) -> [UInt8]? where Bytes.Element == UInt8 {
+        Base64.decodeUnpadded(text, canonical: true)
     }
 
     /// A stanza body: base64 in lines of 64 columns, the last one shorter (empty if need be).
@@ -411,39 +414,47 @@ public enum AgeFile {
             // Every byte read so far, from the file's first: what the MAC covers is a prefix of it.
             var read: [UInt8] = []
             var position = 0
-            func line() throws -> String {
+            /// The next line's bytes, without its newline.
+            func line() throws -> Range<Int> {
                 let start = position
                 while true {
-                    if position == read.count {
-                        guard read.count < limit else {
-                            throw limit >= maxHeaderBytes ? corrupt("a header over \(maxHeaderBytes) bytes") : corrupt("the header ends too soon")
-                        }
-                        read += try input.readBytes(min(16 << 10, limit - read.count))
+                    if let newline = read[position...].firstIndex(of: 0x0a) {
+                        position = newline + 1
+                        break
                     }
-                    let byte = read[position]
-                    position += 1
-                    if byte == 0x0a { break }
-                    guard byte >= 0x20 && byte < 0x7f else { throw corrupt("a header byte out of range") }
+                    position = read.count
+                    guard read.count < limit else {
+                        throw limit >= maxHeaderBytes ? corrupt("a header over \(maxHeaderBytes) bytes") : corrupt("the header ends too soon")
+                    }
+                    read += try input.readBytes(min(16 << 10, limit - read.count))
                 }
-                return String(decoding: read[start..<(position - 1)], as: UTF8.self)
+                let range = start..<(position - 1)
+                guard read[range].allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else { throw corrupt("a header byte out of range") }
+                return range
             }
-            guard try line() == magicLine else { throw corrupt("not age-encryption.org/v1") }
+            func text(_ range: Range<Int>) -> String { String(decoding: read[range], as: UTF8.self) }
+            let arrow = Array("-> ".utf8)
+            guard text(try line()) == magicLine else { throw corrupt("not age-encryption.org/v1") }
             var current = try line()
-            while current.hasPrefix("-> ") {
+            while read[current].starts(with: arrow) {
                 guard stanzas.count < maxStanzas else { throw corrupt("more than \(maxStanzas) recipients") }
-                let arguments = current.dropFirst(3).split(separator: " ", omittingEmptySubsequences: false).map(String.init)
+                let arguments = read[(current.lowerBound + 3)..<current.upperBound].split(separator: 0x20, omittingEmptySubsequences: false)
+                    .map { String(decoding: $0, as: UTF8.self) }
                 guard !arguments.isEmpty, !arguments.contains(where: \.isEmpty) else { throw corrupt("an empty stanza argument") }
                 var body: [UInt8] = []
                 while true {
                     let bodyLine = try line()
-                    guard bodyLine.count <= 64, let bytes = decodeBase64(bodyLine) else { throw corrupt("a stanza body that is not base64") }
+                    guard bodyLine.count <= 64, let bytes = decodeBase64(bytes: read[bodyLine]) else {
+                        throw corrupt("a stanza body that is not base64")
+                    }
                     body += bytes
                     if bodyLine.count < 64 { break }
                 }
                 stanzas.append(Stanza(arguments: arguments, body: body))
                 current = try line()
             }
-            guard current.hasPrefix("--- "), let mac = decodeBase64(String(current.dropFirst(4))), mac.count == 32 else {
+            let macLine = read[current]
+            guard macLine.starts(with: Array("--- ".utf8)), let mac = decodeBase64(bytes: macLine.dropFirst(4)), mac.count == 32 else {
                 throw corrupt("no header MAC line")
             }
             guard !stanzas.isEmpty else { throw corrupt("no recipient") }
@@ -451,7 +462,7 @@ public enum AgeFile {
             length = position
             // The MAC covers the header up to and including "---", not the space after it:
             // the very bytes parsed above.
-            authenticated = Array(read.prefix(position - current.utf8.count - 1 + 3))
+            authenticated = Array(read[..<(current.lowerBound + 3)])
         }
     }
 }

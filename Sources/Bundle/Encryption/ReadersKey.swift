@@ -25,6 +25,9 @@ public struct ReadersKey: Sendable {
     public let readers: [SSHPublicKey]
     /// The key that signed the file; nil for a key known only by its name and secret.
     public let maker: SSHPublicKey?
+    /// ``fullReadersDigest(_:)`` of ``readers``, made once ("" for a key known only by its
+    /// name and secret).
+    public let readersFullDigest: String
 
     static let magicLine = "# sqsync readers' key 1"
     /// Its own SSHSIG namespace: a key file's signature never passes for a bundle's.
@@ -42,6 +45,7 @@ public struct ReadersKey: Sendable {
         self.name = name
         readers = []
         maker = nil
+        readersFullDigest = ""
     }
 
     private init(secret: Curve25519.KeyAgreement.PrivateKey, readers: [SSHPublicKey], maker: SSHPublicKey) {
@@ -49,12 +53,18 @@ public struct ReadersKey: Sendable {
         publicKey = Array(secret.publicKey.rawRepresentation)
         self.readers = Self.sorted(readers)
         self.maker = maker
-        name = Self.fileName(readers: self.readers, publicKey: publicKey)
+        readersFullDigest = Self.digest(ofSorted: self.readers)
+        name = Self.fileName(readersDigest: readersFullDigest, publicKey: publicKey)
     }
 
-    /// Each key once, in the order of their OpenSSH lines.
+    /// Each key once, in the order of their OpenSSH lines. Positions are sorted, not keys: a
+    /// mailbox has thousands of readers.
     private static func sorted(_ keys: [SSHPublicKey]) -> [SSHPublicKey] {
-        Set(keys).map { ($0, $0.openSSHLine) }.sorted { $0.1 < $1.1 }.map(\.0)
+        let order = keys.indices.sorted { keys[$0].openSSHLine < keys[$1].openSSHLine }
+        var unique: [SSHPublicKey] = []
+        unique.reserveCapacity(keys.count)
+        for position in order where unique.last != keys[position] { unique.append(keys[position]) }
+        return unique
     }
 
     /// The first part of the file name of every key for exactly these readers: the first 16
@@ -73,8 +83,8 @@ public struct ReadersKey: Sendable {
         hexString(Array(SHA256.hash(data: Data(readers.map(\.openSSHLine).joined(separator: "\n").utf8))))
     }
 
-    static func fileName(readers sorted: [SSHPublicKey], publicKey: [UInt8]) -> String {
-        digest(ofSorted: sorted).prefix(16) + "-" + hexString(Array(SHA256.hash(data: publicKey).prefix(8))) + ".age"
+    static func fileName(readersDigest: String, publicKey: [UInt8]) -> String {
+        readersDigest.prefix(16) + "-" + hexString(Array(SHA256.hash(data: publicKey).prefix(8))) + ".age"
     }
 
     /// Whether `name` has the form of a key file's name (what a mailbox listing may offer).
@@ -150,7 +160,7 @@ public struct ReadersKey: Sendable {
         let tags = try AgeFile.decrypt(descriptor: descriptor, path: path, fileSize: size, with: key, into: plaintext)
         let bytes = try HashingFileInput(descriptor: plaintext.descriptor, path: path, range: 0..<plaintext.bytesWritten)
             .readBytes(plaintext.bytesWritten)
-        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let lines = bytes.split(separator: 0x0a, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
         guard lines.count >= 6, lines[0] == magicLine, lines.last == "" else { throw damaged("unknown layout") }
         func field(_ line: String, _ label: String) -> String? {
             line.hasPrefix("# \(label): ") ? String(line.dropFirst(label.count + 4)) : nil

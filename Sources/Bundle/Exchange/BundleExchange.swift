@@ -106,7 +106,7 @@ public struct KnowledgeGap: Sendable, Equatable {
 extension BundleExchange {
     /// The ranges of other replicas' changes this replica lacks while it keeps later ones.
     public static func gaps(of replica: Replica) throws -> [KnowledgeGap] {
-        try SegmentStore(replica).gaps(knowledge: try replica.knowledge()).map {
+        try SegmentStore(replica).gaps().map {
             KnowledgeGap(origin: $0.origin, name: try replica.siteName(of: $0.origin), holdsThrough: $0.holds, missingThrough: $0.nextKept)
         }
     }

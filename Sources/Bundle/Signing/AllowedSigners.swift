@@ -1,3 +1,5 @@
+import ChangeLog
+import Crypto
 import FoundationEssentials
 import Glibc
 
@@ -19,27 +21,49 @@ public struct AllowedSigners: Sendable {
         var validBefore: Date?
     }
 
-    var entries: [Entry] = []
+    var entries: [Entry] = [] {
+        didSet {
+            fingerprint = Self.fingerprint(of: entries)
+            entriesByKey = Self.index(entries)
+        }
+    }
+    /// Positions in ``entries`` of each key's lines, in order: a mailbox's writer asks about
+    /// every reader's key.
+    private var entriesByKey: [SSHPublicKey: [Int]] = [:]
 
     public init(text: String) throws {
+        var parsed: [Entry] = []
         for (index, line) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             do {
                 if let entry = try Self.parse(line: line) {
-                    entries.append(entry)
+                    parsed.append(entry)
                 }
             } catch let error as KeyFormatError {
                 throw KeyFormatError("line \(index + 1): \(error.description)")
             }
         }
+        entries = parsed
+        fingerprint = Self.fingerprint(of: parsed)
+        entriesByKey = Self.index(parsed)
     }
 
-    /// The trusted keys as text, to tell whether trust changed between two syncs; nil when an
-    /// entry has a validity window, whose meaning changes with the time alone.
-    public var fingerprint: String? {
+    private static func index(_ entries: [Entry]) -> [SSHPublicKey: [Int]] {
+        var positions: [SSHPublicKey: [Int]] = [:]
+        for (position, entry) in entries.enumerated() { positions[entry.key, default: []].append(position) }
+        return positions
+    }
+
+    /// A digest of the trusted keys, to tell whether trust changed between two syncs; nil when an
+    /// entry has a validity window, whose meaning changes with the time alone. Made once: a
+    /// quiet sync compares it, and it lists every trusted key.
+    public private(set) var fingerprint: String?
+
+    private static func fingerprint(of entries: [Entry]) -> String? {
         guard entries.allSatisfy({ $0.validAfter == nil && $0.validBefore == nil }) else { return nil }
-        return entries.map {
+        let text = entries.map {
             "\($0.principals.joined(separator: ",")) \($0.namespaces?.joined(separator: ",") ?? "*") \($0.key.openSSHLine)"
         }.joined(separator: "\n")
+        return hexString(SHA256.hash(data: Data(text.utf8)))
     }
 
     public static func load(path: String) throws -> AllowedSigners {
@@ -59,7 +83,7 @@ public struct AllowedSigners: Sendable {
     /// in `namespace`. Honours `valid-after`/`valid-before` the way
     /// `ssh-keygen -Y verify` does, against `time`.
     public func principal(for key: SSHPublicKey, namespace: String, at time: Date = Date()) -> String? {
-        for entry in entries where entry.key == key {
+        for entry in (entriesByKey[key] ?? []).map({ entries[$0] }) {
             if let patterns = entry.namespaces, !Self.matches(namespace, patterns: patterns) { continue }
             if let after = entry.validAfter, time < after { continue }
             if let before = entry.validBefore, time > before { continue }

@@ -28,13 +28,32 @@ public struct SSHPublicKey: Hashable, Sendable, CustomStringConvertible {
 
     /// The 32-byte Ed25519 public key.
     public let rawRepresentation: [UInt8]
+    /// `ssh-ed25519 BASE64`, made once: readers' keys sort and hash thousands of these lines.
+    public let openSSHLine: String
 
     public init(rawRepresentation: [UInt8]) throws {
         guard rawRepresentation.count == 32 else {
             throw KeyFormatError("an ssh-ed25519 public key has 32 bytes, not \(rawRepresentation.count)")
         }
         self.rawRepresentation = rawRepresentation
+        openSSHLine = "\(Self.keyType) \(Base64.encode(Self.wireBlob(of: rawRepresentation)))"
     }
+
+    /// A key whose line is already known to be its canonical `openSSHLine`.
+    private init(rawRepresentation: [UInt8], canonicalLine: String) {
+        self.rawRepresentation = rawRepresentation
+        openSSHLine = canonicalLine
+    }
+
+    /// The base64 of every ssh-ed25519 key blob (51 bytes: 68 characters, no padding, no
+    /// stray bits, so one text per blob) begins with that of its fixed 19-byte head (type
+    /// name and lengths): 25 characters, the 26th shared with the key's first bits.
+    private static let canonicalHead = Array("AAAAC3NzaC1lZDI1NTE5AAAAI".utf8)
+    private static let wireHead = Array(wireBlob(of: [UInt8](repeating: 0, count: 32)).prefix(19))
+
+    public static func == (left: SSHPublicKey, right: SSHPublicKey) -> Bool { left.rawRepresentation == right.rawRepresentation }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(rawRepresentation) }
 
     /// Parses the key blob that SSHSIG and OpenSSH key files embed.
     public init(wireBlob: [UInt8]) throws {
@@ -50,31 +69,53 @@ public struct SSHPublicKey: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Parses a line of a `.pub` file or `authorized_keys` without options.
+    /// Fields are separated by ASCII white space; a readers' key lists thousands of lines.
     public init(openSSHLine: String) throws {
-        let fields = openSSHLine.split(whereSeparator: { $0 == " " || $0 == "\t" || $0.isNewline })
-        guard fields.count >= 2 else {
+        let fields = Self.firstTwoFields(of: Array(openSSHLine.utf8))
+        guard fields.count == 2 else {
             throw KeyFormatError("not an OpenSSH public key line (expected \"ssh-ed25519 BASE64 [comment]\")")
         }
-        guard fields[0] == Self.keyType else {
+        guard fields[0].elementsEqual(Self.keyType.utf8) else {
             throw KeyFormatError(
-                "key type \(printableName(Array(fields[0].utf8))) is not supported; sqsync supports only ssh-ed25519 keys"
+                "key type \(printableName(Array(fields[0]))) is not supported; sqsync supports only ssh-ed25519 keys"
             )
         }
-        guard let blob = Base64.decode(fields[1]) else {
+        // The usual line, in canonical base64: read by table, and kept as the line.
+        let text = fields[1]
+        if text.count == 68, text.starts(with: Self.canonicalHead), let blob = Base64.decodeUnpadded(text, canonical: true),
+            blob.prefix(19).elementsEqual(Self.wireHead)
+        {
+            self.init(rawRepresentation: Array(blob[19...]), canonicalLine: Self.keyType + " " + String(decoding: text, as: UTF8.self))
+            return
+        }
+        guard let blob = Base64.decode(String(decoding: fields[1], as: UTF8.self)) else {
             throw KeyFormatError("the public key is not valid base64")
         }
         try self.init(wireBlob: blob)
     }
 
-    public var wireBlob: [UInt8] {
-        var writer = SSHWriter()
-        writer.appendString(Self.keyType)
-        writer.appendString(rawRepresentation)
-        return writer.bytes
+    /// The first two runs of bytes between spaces, tabs and line breaks (fewer if there are not two).
+    private static func firstTwoFields(of line: [UInt8]) -> [ArraySlice<UInt8>] {
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0D).contains(byte) }
+        var fields: [ArraySlice<UInt8>] = []
+        var index = 0
+        while fields.count < 2 {
+            while index < line.count && isSpace(line[index]) { index += 1 }
+            guard index < line.count else { break }
+            let start = index
+            while index < line.count && !isSpace(line[index]) { index += 1 }
+            fields.append(line[start..<index])
+        }
+        return fields
     }
 
-    public var openSSHLine: String {
-        "\(Self.keyType) \(Base64.encode(wireBlob))"
+    public var wireBlob: [UInt8] { Self.wireBlob(of: rawRepresentation) }
+
+    private static func wireBlob(of rawRepresentation: [UInt8]) -> [UInt8] {
+        var writer = SSHWriter()
+        writer.appendString(keyType)
+        writer.appendString(rawRepresentation)
+        return writer.bytes
     }
 
     /// The fingerprint `ssh-keygen -l` and `ssh-keygen -Y verify` show, so users

@@ -121,13 +121,49 @@ enum Armor {
     }
 }
 
+/// Standard base64 (RFC 4648). Age's unpadded form is read by table: a header holds a
+/// stanza per reader, thousands of them in a mailbox of many readers.
 enum Base64 {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    /// The value of each character, 0xFF for bytes outside the alphabet.
+    private static let values: [UInt8] = {
+        var values = [UInt8](repeating: 0xFF, count: 256)
+        for (value, character) in alphabet.enumerated() { values[Int(character)] = UInt8(value) }
+        return values
+    }()
+
+    /// Padded, as OpenSSH writes it.
     static func encode(_ bytes: [UInt8]) -> String {
         Data(bytes).base64EncodedString()
     }
 
+    /// Padded, as OpenSSH writes it.
     static func decode<S: StringProtocol>(_ text: S) -> [UInt8]? {
         Data(base64Encoded: String(text)).map { Array($0) }
+    }
+
+    /// Text without padding; `canonical`: the bits past the last whole byte must be zero, so
+    /// that one byte string has one text (age refuses the others).
+    static func decodeUnpadded<Bytes: Collection>(_ text: Bytes, canonical: Bool) -> [UInt8]? where Bytes.Element == UInt8 {
+        // A length of 1 modulo 4 is no whole byte.
+        guard text.count % 4 != 1 else { return nil }
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(text.count * 3 / 4)
+        var accumulator: UInt32 = 0
+        var bits = 0
+        for character in text {
+            let value = values[Int(character)]
+            guard value != 0xFF else { return nil }
+            accumulator = accumulator << 6 | UInt32(value)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                decoded.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+            }
+        }
+        guard !canonical || accumulator & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
+        return decoded
     }
 }
 

@@ -173,11 +173,9 @@ struct SegmentStore {
 
     /// The origins with a kept segment that begins past what this replica holds of them, and
     /// where the first such begins: the ranges this replica lacks though it holds later ones.
-    func gaps(knowledge: Knowledge) throws -> [(origin: String, holds: Int64, nextKept: Int64)] {
-        try byOrigin().sorted { $0.key < $1.key }.compactMap { origin, segments in
-            let holds = knowledge[origin]
-            return segments.filter { $0.base > holds }.map(\.base).min().map { (origin, holds, $0) }
-        }
+    /// One query, not a row per kept segment: every sync reports them.
+    func gaps() throws -> [(origin: String, holds: Int64, nextKept: Int64)] {
+        try database.rows(StoreSQL.gaps).map { (try $0.string("origin"), try $0.int64("holds"), try $0.int64("next_kept")) }
     }
 
     /// Streams a kept segment's bytes.
@@ -213,6 +211,14 @@ enum StoreSQL {
         SELECT g."id", g."first", g."last", g."created_hlc", g."records", g."scope", length(g."bytes") AS "length"
         FROM "_sqsync_segments" g JOIN "_sqsync_sites" s ON s."site" = g."site"
         WHERE s."knowledge_id" = ? ORDER BY g."first", g."last"
+        """
+    static let gaps = """
+        SELECT s."knowledge_id" AS "origin", h."holds", min(g."first") AS "next_kept"
+        FROM "_sqsync_segments" g JOIN "_sqsync_sites" s ON s."site" = g."site"
+        JOIN (SELECT s2."site", CASE WHEN s2."site" = r."site" THEN r."seq" ELSE s2."known_seq" END AS "holds"
+              FROM "_sqsync_sites" s2, "_sqsync_replica" r) h ON h."site" = g."site"
+        WHERE g."first" > h."holds"
+        GROUP BY g."site" ORDER BY s."knowledge_id"
         """
     static let all = """
         SELECT s."knowledge_id", g."id", g."first", g."last", g."created_hlc", g."records", g."scope",

@@ -57,7 +57,9 @@ public final class ChangeMerger {
     /// The origin's local site number: every stamp of the set is its.
     private let originSite: Int
     var siteIDs: [Int: String]
-    private let knownBefore: [Int: Int64]
+    /// What this replica held of the origin's changes when the merge began: every stamp a
+    /// change set carries is its origin's, so no other site's is asked about.
+    private let originKnownBefore: Int64
     /// This replica's own sequence number when the merge began.
     private let ownSeqBefore: Int64
     /// What the origin held when it wrote the set, by local site.
@@ -134,15 +136,12 @@ public final class ChangeMerger {
         }
         // The origin is registered here if new: a plan writes nothing.
         originSite = try replica.siteNumber(for: header.origin, name: header.originName)
-        let sites = try replica.siteIDs()
-        siteIDs = sites
-        var knownBefore: [Int: Int64] = [:]
-        for (site, id) in sites { knownBefore[site] = plan.knowledgeBefore[id] }
-        self.knownBefore = knownBefore
-        ownSeqBefore = plan.knowledgeBefore[replica.knowledgeID]
+        siteIDs = try replica.siteIDs()
+        originKnownBefore = plan.originKnownBefore
+        ownSeqBefore = plan.ownSeqBefore
         var originKnows: [Int: Int64] = [:]
         // Replicas heard of only here have no stamp in the set (every stamp is the origin's).
-        let siteOf = Dictionary(uniqueKeysWithValues: sites.map { ($0.value, $0.key) })
+        let siteOf = try replica.siteNumbers()
         for (id, seq) in header.originKnowledge.seqs {
             if let site = siteOf[id] { originKnows[site] = seq }
         }
@@ -207,7 +206,10 @@ public final class ChangeMerger {
         )
     }
 
-    func knownHere(_ stamp: LocalStamp) -> Bool { (knownBefore[stamp.site] ?? 0) >= stamp.seq }
+    func knownHere(_ stamp: LocalStamp) -> Bool {
+        assert(stamp.site == originSite, "a change set carries its origin's stamps only")
+        return originKnownBefore >= stamp.seq
+    }
     func knownToSender(_ stamp: LocalStamp) -> Bool { (senderKnows[stamp.site] ?? 0) >= stamp.seq }
 
     // MARK: Applying
@@ -516,7 +518,7 @@ public final class ChangeMerger {
     public func finish() throws -> ApplySummary {
         try flushFreshRows()
         try addCurrentLabelsToReach()
-        let before = knownBefore[originSite] ?? 0
+        let before = originKnownBefore
         let covered = before >= header.base && !sawUnseenLife
         if covered && header.last > before {
             try database.run(MergeSQL.advanceKnowledge, .integer(header.last), .integer(Int64(originSite)))

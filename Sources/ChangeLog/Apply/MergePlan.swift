@@ -17,8 +17,10 @@ public struct MergePlan {
 
     public let header: ChangeSetHeader
     let tables: [TableMatch]
-    /// This replica's knowledge before the merge.
-    let knowledgeBefore: Knowledge
+    /// How far this replica held the origin's changes before the merge.
+    let originKnownBefore: Int64
+    /// This replica's own sequence number before the merge.
+    let ownSeqBefore: Int64
     /// The grants the origin's changes are judged by, when they restrict it.
     public let authorization: Authorization?
 }
@@ -49,7 +51,7 @@ extension Replica {
                 "\(path): the changes of \(displayText(header.originLabel)) after \(retiredAt) come after it was retired here; refusing them, whoever relays them"
             )
         }
-        let knowledge = try knowledge()
+        let originKnownBefore = try knownSeq(of: header.origin)
         let tables: [MergePlan.TableMatch]
         let policyMismatch: HoldReason?
         switch try MergePlan.matchTables(header, replica: self) {
@@ -58,8 +60,11 @@ extension Replica {
         }
         // Merging a column differently would diverge; a set with nothing new (one held from
         // before both replicas set the policy) changes nothing and may go.
-        if let policyMismatch, header.last > knowledge[header.origin] { return .hold(policyMismatch) }
-        return .merge(MergePlan(header: header, tables: tables, knowledgeBefore: knowledge, authorization: authorization))
+        if let policyMismatch, header.last > originKnownBefore { return .hold(policyMismatch) }
+        return .merge(
+            MergePlan(
+                header: header, tables: tables, originKnownBefore: originKnownBefore, ownSeqBefore: try knownSeq(of: knowledgeID),
+                authorization: authorization))
     }
 }
 

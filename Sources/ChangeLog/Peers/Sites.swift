@@ -39,17 +39,43 @@ extension Replica {
         return knowledge
     }
 
+    /// What this replica holds of one site's changes (its own sequence number for itself): one
+    /// entry of ``knowledge()``, read alone.
+    func knownSeq(of knowledgeID: String) throws -> Int64 {
+        try database.optionalInt64(SitesSQL.knownSeq, .text(knowledgeID)) ?? 0
+    }
+
     /// Local site number → knowledge ID, for every site this replica knows.
-    func siteIDs() throws -> [Int: String] {
+    func siteIDs() throws -> [Int: String] { try sitesRead().ids }
+
+    /// Knowledge ID → local site number, for every site this replica knows.
+    func siteNumbers() throws -> [String: Int] { try sitesRead().numbers }
+
+    /// The sites as last read, read again only when they may have changed. A site is only
+    /// ever added, never removed nor given another knowledge ID, so the sites read before are
+    /// all still there while nothing was rolled back since; the same count and the same
+    /// largest number then mean that none was added either. An import's merge asks for them
+    /// once per segment, and its own writes change the database in between.
+    private func sitesRead() throws -> SitesRead {
         let stamp = try database.contentStamp()
-        if let read = siteIDsRead, read.stamp == stamp { return read.ids }
-        var ids: [Int: String] = [:]
+        if let read = sitesReadBefore, read.stamp == stamp { return read }
+        let count = try database.int64(SitesSQL.siteCount), largest = try database.int64(SitesSQL.largestSite)
+        if var read = sitesReadBefore, read.stamp.rollbacks == stamp.rollbacks, read.count == count, read.largest == largest {
+            read.stamp = stamp
+            sitesReadBefore = read
+            return read
+        }
+        var read = SitesRead(stamp: stamp, count: count, largest: largest)
         let statement = try database.statement(SitesSQL.siteIDs)
         while try statement.step() {
-            if case .text(let id) = statement.value(at: 1) { ids[Int(statement.int64(at: 0))] = id }
+            if case .text(let id) = statement.value(at: 1) {
+                let site = Int(statement.int64(at: 0))
+                read.ids[site] = id
+                read.numbers[id] = site
+            }
         }
-        siteIDsRead = (stamp, ids)
-        return ids
+        sitesReadBefore = read
+        return read
     }
 
     /// The local number of a site, registering it when first heard of.
@@ -171,6 +197,11 @@ enum SitesSQL {
         FROM "_sqsync_sites" s, "_sqsync_replica" r
         """
 
+    static let knownSeq = """
+        SELECT CASE WHEN s."site" = r."site" THEN r."seq" ELSE s."known_seq" END
+        FROM "_sqsync_sites" s, "_sqsync_replica" r WHERE s."knowledge_id" = ?
+        """
+
     static let acknowledgements = """
         SELECT p."knowledge_id" AS "peer", s."knowledge_id" AS "site", a."seq"
         FROM "_sqsync_acks" a JOIN "_sqsync_sites" p ON p."site" = a."peer" JOIN "_sqsync_sites" s ON s."site" = a."site"
@@ -178,6 +209,8 @@ enum SitesSQL {
 
     static let addSite = #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#
     static let siteIDs = #"SELECT "site", "knowledge_id" FROM "_sqsync_sites""#
+    static let siteCount = #"SELECT count(*) FROM "_sqsync_sites""#
+    static let largestSite = #"SELECT ifnull(max("site"), 0) FROM "_sqsync_sites""#
 
     /// For each peer heard from, another its key speaks for, first heard from after it was
     /// last, and heard from again since (a sibling database heard in the same sync is not).

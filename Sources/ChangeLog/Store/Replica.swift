@@ -9,8 +9,8 @@ public final class Replica {
     /// The last ``knowledge()`` read and the database's content stamp then: an import asks
     /// for it several times per segment, and it lists every replica.
     var knowledgeRead: (stamp: Database.ContentStamp, knowledge: Knowledge)?
-    /// The same for ``siteIDs()``, which every segment's merge reads.
-    var siteIDsRead: (stamp: Database.ContentStamp, ids: [Int: String])?
+    /// The sites as ``siteIDs()`` last read them.
+    var sitesReadBefore: SitesRead?
     public let path: String
     /// This replica's row in `_sqsync_sites`.
     public internal(set) var site: Int
@@ -199,4 +199,13 @@ public final class Replica {
             try Self.apply(migration, to: database)
         }
     }
+}
+
+/// Every site a replica knows, as read at one time (``Replica/siteIDs()``).
+struct SitesRead {
+    var stamp: Database.ContentStamp
+    var count: Int64
+    var largest: Int64
+    var ids: [Int: String] = [:]
+    var numbers: [String: Int] = [:]
 }

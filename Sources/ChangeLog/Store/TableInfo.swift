@@ -11,7 +11,11 @@ public struct ColumnInfo: Sendable, Equatable {
     /// How concurrent changes to it merge; key columns are always `lww`.
     public var policy: MergePolicy = .lww
     /// The type the schema declares ("" for none), which gives the column its affinity.
-    public var declaredType: String
+    public var declaredType: String {
+        didSet { affinity = Self.affinity(of: declaredType) }
+    }
+    /// SQLite's column affinity, from the declared type: kept, since every merge asks for it.
+    public private(set) var affinity: Affinity
     public var isPrimaryKey: Bool { primaryKeyPosition > 0 }
 
     public init(cid: Int, name: String, primaryKeyPosition: Int, policy: MergePolicy = .lww, declaredType: String = "") {
@@ -20,6 +24,7 @@ public struct ColumnInfo: Sendable, Equatable {
         self.primaryKeyPosition = primaryKeyPosition
         self.policy = policy
         self.declaredType = declaredType
+        affinity = Self.affinity(of: declaredType)
     }
 
     /// SQLite's column affinity, from the declared type ("Determination Of Column Affinity").
@@ -27,7 +32,7 @@ public struct ColumnInfo: Sendable, Equatable {
     /// stores as given, ANY does too.
     public enum Affinity: Sendable { case integer, text, blob, real, numeric }
 
-    public var affinity: Affinity {
+    static func affinity(of declaredType: String) -> Affinity {
         let type = declaredType.uppercased()
         if type.contains("INT") { return .integer }
         if type.contains("CHAR") || type.contains("CLOB") || type.contains("TEXT") { return .text }
