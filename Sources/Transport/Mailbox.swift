@@ -100,6 +100,8 @@ public final class Mailbox {
     var unreadReaders: Set<String> = []
     /// Files this sync copied out of the mailbox (bundles, acknowledgements, readers' keys).
     private var filesRead = 0
+    /// The last quiet sync's replica, while this mailbox is used again on it (``stillQuiet``).
+    var quietBefore: QuietReplica?
 
     /// How many acknowledgement files not read before a sync reads at most (``readAcknowledgements``).
     nonisolated(unsafe) static var acknowledgementsReadPerSync = 64
@@ -170,106 +172,9 @@ public final class Mailbox {
         return report
     }
 
-    /// How long a sync that finds the mailbox's mark unchanged stops there, before it compares
-    /// every replica's folder again all the same: a writer of an older sqsync marks nothing.
-    nonisolated(unsafe) public static var markTrustedFor: Int64 = 600_000
-    /// Once a folder changed without the mark, how long every sync there compares every folder.
-    static let unmarkedWritersRemembered: Int64 = 30 * 86_400_000
-
-    /// Whether the mailbox's mark is as `last` saw it, `last` compared every folder recently,
-    /// and no folder here changed without the mark for a while: then nothing below it changed.
-    private func markStillSays(_ last: MailboxState.QuietSync, mark: String?, state: MailboxState, now: Int64) throws -> Bool {
-        guard let mark, last.mark == mark, now >= last.savedAt, now - last.fullCheckedAt < Self.markTrustedFor else { return false }
-        return try state.unmarkedChangeSeenAt().map { now - $0 >= Self.unmarkedWritersRemembered } ?? true
-    }
-
-    /// What a sync that found nothing to do reports: what this replica holds back, lacks and
-    /// refused before. Kept with the replica's content stamp for the next sync (``stillQuiet``).
-    private func quietReport(_ replica: Replica, key: SigningKey, trust: AllowedSigners, replicaInputs: String) throws -> SyncReport {
-        var report = SyncReport()
-        report.unchanged = true
-        report.stillHeld = try BundleExchange.heldBundles(of: replica)
-        report.gaps = try BundleExchange.gaps(of: replica)
-        report.untrusted = try untrustedSignerFiles(replica)
-        report.withheld = try replica.withheldValues(cap: BundleLimits.maxValueBytes)
-        if let trusted = trust.fingerprint {
-            quietBefore = QuietReplica(
-                replica: replica, stamp: try replica.database.contentStamp(), key: key.publicKey, trust: trusted,
-                encrypts: encrypts, replicaInputs: replicaInputs, report: report)
-        }
-        return report
-    }
-
-    /// A replica as the last sync through this mailbox that found nothing to do left it.
-    private struct QuietReplica {
-        weak var replica: Replica?
-        var stamp: Database.ContentStamp
-        var key: SSHPublicKey
-        var trust: String
-        var encrypts: Bool
-        var replicaInputs: String
-        var report: SyncReport
-    }
-
-    /// The last quiet sync's replica, while this mailbox is used again on it.
-    private var quietBefore: QuietReplica?
-
-    /// The report of a sync that has nothing to do, found without reading the replica: its
-    /// connection has written nothing, seen no other commit and undone nothing since the last
-    /// sync here found nothing to do (``Database/contentStamp()``), with the same key and trust,
-    /// and the mailbox's mark is as that sync saw it. A program that syncs the same replica
-    /// again and again (a library user, `make bench`) then costs a few stamps a sync.
-    private func stillQuiet(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport? {
-        guard let before = quietBefore, before.replica === replica, before.key == key.publicKey, let trusted = trust.fingerprint,
-            before.trust == trusted, before.encrypts == encrypts, try replica.database.contentStamp() == before.stamp
-        else { return nil }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        let state = try state(replica)
-        guard let last = try state.lastQuietSync(), last.replicaInputs == before.replicaInputs,
-            try markStillSays(last, mark: try mailboxMark(), state: state, now: now)
-        else { return nil }
-        return before.report
-    }
-
     /// This mailbox's bundles refused for a signer not trusted here, unchanged since.
-    private func untrustedSignerFiles(_ replica: Replica) throws -> [String] {
+    func untrustedSignerFiles(_ replica: Replica) throws -> [String] {
         try MailboxState.untrustedSignerFiles(of: replica).filter { $0.mailbox == transport.displayName }.map(\.reason)
-    }
-
-    /// A digest of what in this replica a sync's outcome depends on: its sync state, the
-    /// trusted keys, its key and name. Nil when trust depends on the time.
-    private func replicaSyncInputs(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> String? {
-        guard let trusted = trust.fingerprint else { return nil }
-        return sha256Hex(
-            [
-                try state(replica).syncState(), trusted, key.publicKey.openSSHLine, replica.name, replica.knowledgeID,
-                encrypts ? "encrypted" : "in the clear",
-            ].joined(separator: "\n"))
-    }
-
-    /// A digest of everything a sync's outcome depends on: the stamp of every replica's
-    /// folders and `replicaInputs`. A sync that sees the same digest as one that found nothing
-    /// to do has nothing to do either. Nil when the medium has no settled stamps.
-    private func folderInputs(replicaInputs: String) throws -> String? {
-        guard let outboxes = try transport.settledFolderStamps(in: Self.outbox),
-            let acks = try transport.settledFolderStamps(in: Self.acks)
-        else { return nil }
-        var text = ""
-        for (folder, stamps) in [(Self.outbox, outboxes), (Self.acks, acks)] {
-            for name in stamps.keys.sorted() { text += "\(folder)/\(name) \(stamps[name]!)\n" }
-        }
-        return sha256Hex(text + replicaInputs)
-    }
-
-    /// The stamps of the mailbox's own folders, which every change below them renews
-    /// (``writing(_:)``); nil while any is unsettled.
-    private func mailboxMark() throws -> String? {
-        var stamps: [String] = []
-        for folder in [Self.folder, Self.outbox, Self.acks, Self.keys] {
-            guard let stamp = try transport.settledStamp(of: folder) else { return nil }
-            stamps.append(stamp)
-        }
-        return stamps.joined(separator: " ")
     }
 
     private func fullSync(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> SyncReport {
