@@ -25,10 +25,7 @@ extension Mailbox {
     func quietReport(_ replica: Replica, key: SigningKey, trust: AllowedSigners, replicaInputs: String) throws -> SyncReport {
         var report = SyncReport()
         report.unchanged = true
-        report.stillHeld = try BundleExchange.heldBundles(of: replica)
-        report.gaps = try BundleExchange.gaps(of: replica)
-        report.untrusted = try untrustedSignerFiles(replica)
-        report.withheld = try replica.withheldValues(cap: BundleLimits.maxValueBytes)
+        try addStanding(to: &report, replica: replica)
         if let trusted = trust.fingerprint {
             quietBefore = QuietReplica(
                 replica: replica, stamp: try replica.database.contentStamp(), key: key.publicKey, trust: trusted,

@@ -165,11 +165,17 @@ public final class Mailbox {
         if let inputs, report.didNothing && verifiedAcknowledgements.isEmpty && !acknowledgementsLeftUnread {
             try state.rememberQuietSync(.init(inputs: inputs, savedAt: now, mark: mark, replicaInputs: replicaInputs, fullCheckedAt: now))
         }
+        try addStanding(to: &report, replica: replica)
+        return report
+    }
+
+    /// What every sync reports, whatever it did: the bundles this replica holds back, the
+    /// ranges it lacks, the files refused before and the values it withholds.
+    func addStanding(to report: inout SyncReport, replica: Replica) throws {
         report.stillHeld = try BundleExchange.heldBundles(of: replica)
         report.gaps = try BundleExchange.gaps(of: replica)
         report.untrusted = try untrustedSignerFiles(replica)
         report.withheld = try replica.withheldValues(cap: BundleLimits.maxValueBytes)
-        return report
     }
 
     /// This mailbox's bundles refused for a signer not trusted here, unchanged since.
