@@ -12,7 +12,7 @@ struct Bench {
     static let rows = Int(ProcessInfo.processInfo.environment["SQSYNC_BENCH_ROWS"] ?? "") ?? 100_000
     static let largeRows = Int(ProcessInfo.processInfo.environment["SQSYNC_BENCH_LARGE"] ?? "") ?? 1_000_000
     /// `SQSYNC_BENCH_ONLY=capture,bundles`: run only those sections (capture, bundles, metadata,
-    /// ssh, rclone, quiet, scale, relay, large, scopes), for profiling one of them.
+    /// ssh, rclone, quiet, readers, scale, relay, large, scopes), for profiling one of them.
     static let sections = ProcessInfo.processInfo.environment["SQSYNC_BENCH_ONLY"].map { Set($0.split(separator: ",").map(String.init)) }
     static func runs(_ section: String) -> Bool { sections?.contains(section) ?? true }
     static let schema = """
@@ -34,6 +34,7 @@ struct Bench {
         if runs("ssh") { try SSHRound.run(folder: folder, changes: 10_000) }
         if runs("rclone") { try RcloneRound.run(folder: folder, changes: 10_000) }
         if runs("quiet") { try QuietSync.run(folder: folder) }
+        if runs("scale") || runs("readers") { try Scale.readersKeyCost(folder: folder) }
         if runs("scale") { try Scale.run(folder: folder) }
         if runs("relay") { try RelayBench.run(folder: folder, keys: keys) }
         if largeRows > 0 && runs("large") { try largeImport(folder: folder) }
@@ -46,6 +47,20 @@ struct Bench {
         let start = DispatchTime.now().uptimeNanoseconds
         try body()
         return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    }
+
+    /// `body`, with `perf record` sampling only meanwhile when SQSYNC_BENCH_PERF_CONTROL names
+    /// the FIFO of `perf record -D -1 --control fifo:FIFO`: a profile of one part of a section.
+    static func profiled<T>(_ body: () throws -> T) rethrows -> T {
+        guard let control = ProcessInfo.processInfo.environment["SQSYNC_BENCH_PERF_CONTROL"] else { return try body() }
+        func send(_ command: String) {
+            guard let fifo = FileHandle(forWritingAtPath: control) else { return }
+            fifo.write(Data((command + "\n").utf8))
+            try? fifo.close()
+        }
+        send("enable")
+        defer { send("disable") }
+        return try body()
     }
 
     static func rate(_ count: Int, _ seconds: Double) -> String {

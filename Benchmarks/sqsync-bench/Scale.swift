@@ -87,6 +87,40 @@ enum Scale {
         }
     }
 
+    /// A mailbox's readers' key for 1,000 readers: what making it and a reader's first opening
+    /// of it cost (a catch-up sync opens it when it first meets it). Median of five.
+    static func readersKeyCost(folder: String, readers count: Int = 1_000) throws {
+        let keys = (0..<count).map { SigningKey.generate(comment: "r\($0)") }
+        let path = folder + "/readers-key", scratch = folder + "/readers-key-scratch"
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        var made: ReadersKey!
+        var making: [Double] = [], opening: [Double] = []
+        for _ in 0..<5 {
+            try? FileManager.default.removeItem(atPath: path)
+            making.append(
+                try Bench.time {
+                    made = try ReadersKey.make(
+                        readers: keys.map(\.publicKey), signingKey: keys[0], writingTo: path, scratchDirectory: scratch)
+                })
+        }
+        let repeats = ProcessInfo.processInfo.environment["SQSYNC_BENCH_READERS_REPEAT"].flatMap { Int($0) } ?? 5
+        for index in 0..<repeats {
+            var opened: ReadersKey!
+            opening.append(
+                try Bench.time {
+                    opened = try ReadersKey.open(path: path, name: made.name, with: keys[count - 1 - index % count], scratchDirectory: scratch)
+                })
+            guard opened.name == made.name else { throw BenchError("the readers' key opened is not the one made") }
+        }
+        let median = { (values: [Double]) in values.sorted()[values.count / 2] }
+        let bytes = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+        print(
+            String(
+                format: "Readers' key for %d readers (%d bytes): made in %.4f s, a reader's first opening %.4f s (medians of 5)", count, bytes,
+                median(making), median(opening)))
+    }
+
     struct Sampled {
         var replicas: Int
         var busy = Round(), catchUp = Round(), settled = Round(), again = Round(), compared = Round()
@@ -103,6 +137,20 @@ enum Scale {
     /// A full round at 1,000 replicas, every sync importing the newest bundle of up to a
     /// thousand origins, would take over an hour on 2 cores.
     static func sampledRounds(folder: String, replicas count: Int, sample: Int = 20) throws -> Sampled {
+        var measured = Sampled(replicas: count)
+        // Returns once every replica it opened is closed: a cron job's process has one open.
+        let reader = try collectAndCatchUp(folder: folder, replicas: count, sample: sample, into: &measured)
+        (measured.settled, measured.again, measured.compared) = try settledSyncs(
+            of: reader.path, key: reader.key, trust: reader.trust, mailbox: folder + "/mailbox")
+        measured.mailboxBytes = try folderBytes(folder + "/mailbox")
+        return measured
+    }
+
+    /// The busy syncs, the first collection and the sampled catch-ups of ``sampledRounds``;
+    /// then the last sampled replica reads every acknowledgement. Returns that replica's path.
+    static func collectAndCatchUp(folder: String, replicas count: Int, sample: Int, into measured: inout Sampled) throws -> (
+        path: String, key: SigningKey, trust: AllowedSigners
+    ) {
         let shared = folder + "/mailbox"
         try FileManager.default.createDirectory(atPath: shared + "/sqsync", withIntermediateDirectories: true)
         let (keys, trust, ids, origin) = try firstReplica(folder: folder, replicas: count)
@@ -111,7 +159,6 @@ enum Scale {
             replicas.append(try origin.clone(to: folder + "/r\(index).db", name: "r\(index)", knowledgeID: ids[index]))
         }
         let manager = FileManager.default
-        var measured = Sampled(replicas: count)
         for (index, replica) in replicas.enumerated() {
             try Bench.insertAll(replica.database, keys: [UUID().uuidString, UUID().uuidString])
             let own = folder + "/own-\(index)"
@@ -131,7 +178,8 @@ enum Scale {
         measured.first = try Bench.time { report = try mailbox.sync(replica: origin, key: keys[0], trust: trust) }
         measured.firstImported = report.imported.count
         for index in 1..<min(sample + 1, count) {
-            measured.catchUp.seconds.append(try Bench.time { report = try mailbox.sync(replica: replicas[index], key: keys[index], trust: trust) })
+            measured.catchUp.seconds.append(
+                try Bench.profiled { try Bench.time { report = try mailbox.sync(replica: replicas[index], key: keys[index], trust: trust) } })
             measured.mostFilesRead = max(measured.mostFilesRead, report.filesRead)
             measured.mostBundlesRead = max(measured.mostBundlesRead, report.imported.count)
             measured.largestBundle = max(measured.largestBundle, report.exported?.bytes ?? 0)
@@ -144,9 +192,7 @@ enum Scale {
         for _ in 0..<(count / 64 + 2) {
             if try mailbox.sync(replica: reader, key: key, trust: trust).filesRead == 0 { break }
         }
-        (measured.settled, measured.again, measured.compared) = try settledSyncs(of: reader.path, key: key, trust: trust, mailbox: shared)
-        measured.mailboxBytes = try folderBytes(shared)
-        return measured
+        return (reader.path, key, trust)
     }
 
     /// `count` keys, all trusted, their knowledge IDs, and the first replica (`r0.db`).
@@ -228,8 +274,10 @@ enum Scale {
         func fresh() throws -> SyncReport {
             try Mailbox(transport: DirectoryTransport(root: folder)).sync(replica: try Replica(path: path), key: key, trust: trust)
         }
+        // SQSYNC_BENCH_SETTLED_REPEAT=300 to profile these syncs.
+        let repeats = ProcessInfo.processInfo.environment["SQSYNC_BENCH_SETTLED_REPEAT"].flatMap { Int($0) } ?? 3
         func threeQuiet(_ round: inout Round, _ sync: () throws -> SyncReport) throws {
-            for _ in 0..<3 {
+            for _ in 0..<repeats {
                 var report: SyncReport!
                 round.seconds.append(try Bench.time { report = try sync() })
                 guard report.unchanged else { throw BenchError("\(path): a settled sync did something") }

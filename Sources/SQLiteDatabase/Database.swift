@@ -108,7 +108,11 @@ public final class Database {
     /// (SQLITE_DBCONFIG_ENABLE_TRIGGER).
     public func setTriggersEnabled(_ enabled: Bool) throws {
         try check(sqsync_enable_triggers(handle, enabled ? 1 : 0))
+        triggersEnabled = enabled
     }
+
+    /// Whether this connection's triggers are on (``setTriggersEnabled(_:)``).
+    public private(set) var triggersEnabled = true
 
     /// The one place a SQLite return code becomes a thrown ``SQLiteError`` carrying
     /// `sqlite3_errmsg`.

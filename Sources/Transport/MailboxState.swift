@@ -190,10 +190,16 @@ struct MailboxState {
     /// Everything in this replica that a mailbox sync's outcome depends on, as text: what it
     /// knows of each site and the keys pinned to them, its own clock, the bundles it holds
     /// back, key moves, acknowledgement statements and the schema. Two syncs through the
-    /// same, unchanged mailbox that see the same text do the same thing.
+    /// same, unchanged mailbox that see the same text do the same thing. The generation
+    /// those tables raise stands for them (reading them cost a line per replica).
     func syncState() throws -> String {
-        try database.optionalString(MailboxSQL.syncState) ?? ""
+        "\(try replica.generation(watching: Self.syncStateTables)) \(try database.int64(MailboxSQL.schemaVersion))"
     }
+
+    /// The tables whose rows ``syncState()`` stands for.
+    static let syncStateTables = [
+        "_sqsync_sites", "_sqsync_replica", "_sqsync_acks", "_sqsync_held", "_sqsync_statements", "_sqsync_keys", "_sqsync_segments",
+    ]
 
     /// What the last sync through the mailbox that found nothing to do saw.
     struct QuietSync {
@@ -375,23 +381,7 @@ enum MailboxSQL {
     static let noteUnmarked = #"INSERT OR REPLACE INTO "_sqsync_unmarked_mailboxes" ("mailbox", "seen_at") VALUES (?, ?)"#
     static let forgetQuietSync = #"DELETE FROM "_sqsync_quiet_syncs" WHERE "mailbox" = ?"#
 
-    /// One text for ``MailboxState/syncState()``; quote() keeps NULL apart from 'NULL'.
-    static let syncState = """
-        SELECT ifnull((SELECT group_concat("line", char(10)) FROM (
-                   SELECT quote("site") || ' ' || quote("knowledge_id") || ' ' || quote("name") || ' '
-                       || quote("known_seq") || ' ' || quote("forgotten_seq") || ' ' || quote("retired") || ' '
-                       || quote("signing_key") || ' ' || quote("schema_version") || ' '
-                       || quote("counters_folded") || ' ' || quote("counters_folded_at") || ' ' || quote("retired_seq") AS "line"
-                   FROM "_sqsync_sites" ORDER BY "site")), '')
-            || char(10) || (SELECT quote("site") || ' ' || quote("seq") FROM "_sqsync_replica")
-            || char(10) || (SELECT count(*) FROM "_sqsync_held")
-            || char(10) || (SELECT count(*) || ' ' || total("counter") FROM "_sqsync_statements")
-            || char(10) || ifnull((SELECT group_concat("line", char(10)) FROM (
-                   SELECT quote("key") || ' ' || "site" || ' ' || "after_seq" || ' ' || quote("until_seq") AS "line"
-                   FROM "_sqsync_keys" ORDER BY "key")), '')
-            || char(10) || (SELECT count(*) || ' ' || ifnull(max("id"), 0) FROM "_sqsync_segments")
-            || char(10) || (SELECT "schema_version" FROM pragma_schema_version())
-        """
+    static let schemaVersion = "PRAGMA schema_version"
 }
 
 /// The SHA-256 of `text` in hex: the digests a mailbox keeps to tell what it saw before.

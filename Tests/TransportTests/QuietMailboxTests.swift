@@ -201,6 +201,23 @@ final class QuietMailboxTests: XCTestCase {
         XCTAssertNotNil(afterOther.exported)
     }
 
+    /// The replica's own state (what it knows of each site, key pins, held bundles, statements)
+    /// is compared by the generation its tables' triggers raise: a change to it made by hand
+    /// makes the next sync run, and so does one made while a trigger was missing (the sync
+    /// puts the trigger back, raising the generation, before it compares).
+    func testAChangeToTheReplicasStateMakesItSyncEvenWithATriggerDropped() throws {
+        try quietB()
+        let rename = #"UPDATE "_sqsync_sites" SET "name" = ? WHERE "knowledge_id" = ?"#
+        try b.database.run(rename, .text("A by hand"), .text(a.knowledgeID))
+        XCTAssertFalse(try syncB().unchanged, "a site's row changed")
+        XCTAssertTrue(try syncB().unchanged)
+        try b.database.execute(#"DROP TRIGGER "_sqsync_generation__sqsync_sites_update""#)
+        try quietB()
+        try b.database.run(rename, .text("A again"), .text(a.knowledgeID))
+        XCTAssertFalse(try syncB().unchanged, "a site's row changed, its trigger put back")
+        XCTAssertTrue(try syncB().unchanged)
+    }
+
     /// A clock that went back since the last quiet sync could stamp a change like an old one.
     func testAClockThatWentBackMakesItSync() throws {
         try quietB()

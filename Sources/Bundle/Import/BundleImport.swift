@@ -69,13 +69,15 @@ extension BundleExchange {
                     if !envelope.segments.isEmpty { try replica.fold() }
                     // Admit and merge each segment.
                     let knownBefore = try replica.knowledge()
-                    result.summary = try mergeSegments(
-                        admittedBy: admission, learning: learning, warnings: &result.warnings, progress: progress)
-                    // What this replica kept before and could not count may count now that it
-                    // holds more.
-                    if try replica.knowledge() != knownBefore {
-                        result.summary.add(
-                            try mergeKeptSegments(admittedBy: admission, learning: learning, warnings: &result.warnings))
+                    try replica.mergingWithTriggersOff {
+                        result.summary = try mergeSegments(
+                            admittedBy: admission, learning: learning, warnings: &result.warnings, progress: progress)
+                        // What this replica kept before and could not count may count now that it
+                        // holds more.
+                        if try replica.knowledge() != knownBefore {
+                            result.summary.add(
+                                try mergeKeptSegments(admittedBy: admission, learning: learning, warnings: &result.warnings))
+                        }
                     }
                     try replica.checkNotOlder(thanPurgedBy: envelope.senderReport, path: path)
                     // What others hold counts as far as this replica can check it: now, after the merge.

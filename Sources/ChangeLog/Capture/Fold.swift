@@ -43,12 +43,16 @@ extension Replica {
     /// records up to where: an export or status for a peer that knows less reads the
     /// entries themselves instead. With no live peer, nothing needs keeping but the window
     /// of own changes for `export --since` (``sinceWindow``).
+    /// What it reads (acknowledgements, sites, this replica's own number) unchanged since the
+    /// last pass, the pass would change nothing: skipped (``generation(watching:)``).
     func forgetAcknowledgedChanges() throws {
+        guard try generation(watching: Self.horizonInputs) != (try database.int64(GenerationSQL.horizonAt)) else { return }
         try database.run(FoldSQL.advanceChangeHorizon, .integer(Int64(site)))
         try database.run(FoldSQL.forgetAllChangesWithoutPeers, .integer(Int64(site)))
         for row in try database.rows(#"SELECT "site", "changes_from" FROM "_sqsync_sites" WHERE "changes_from" > 0"#) {
             try database.run(FoldSQL.forgetChanges, try row.value("site"), try row.value("changes_from"))
         }
+        try database.run(GenerationSQL.recordHorizon)
     }
 
     /// One logged change with the clock and number the fold gave it, waiting in a batch.

@@ -504,6 +504,19 @@ enum MetadataSQL {
             ) WITHOUT ROWID;
             """
         ),
+        (
+            21,
+            """
+            -- A number every change to sqsync's own state tables raises, through triggers each
+            -- reader of it checks are in place (Generation.swift); and the number the last
+            -- pass over the acknowledgements ran at, so that a fold with nothing new skips it.
+            CREATE TABLE "_sqsync_generation" (
+                "n" INTEGER NOT NULL,
+                "horizon_at" INTEGER NOT NULL
+            );
+            INSERT INTO "_sqsync_generation" ("n", "horizon_at") VALUES (1, 0);
+            """
+        ),
     ]
 
 
