@@ -11,6 +11,7 @@ enum Scale {
     struct Round {
         var seconds: [Double] = []
         var mean: Double { seconds.reduce(0, +) / Double(max(1, seconds.count)) }
+        var median: Double { seconds.isEmpty ? 0 : seconds.sorted()[seconds.count / 2] }
     }
 
     struct Measured {
@@ -30,6 +31,8 @@ enum Scale {
         /// minute, or where a writer does not mark the mailbox).
         var compared = Round()
         var rounds = 0
+        /// The replica the settled syncs above ran on, to run them again beside a larger scale's.
+        var settledSource: SettledSource?
         /// Rounds until every replica held every row.
         var roundsToAgree = 0
         /// The largest envelope a replica left mid-way through the first round, per replica it names.
@@ -68,7 +71,7 @@ enum Scale {
                     large.compared.mean / small.compared.mean))
         }
         for count in counts where count > fullRoundsUpTo {
-            let many = try sampledRounds(folder: folder + "/scale-\(count)", replicas: count)
+            let many = try sampledRounds(folder: folder + "/scale-\(count)", replicas: count, baseline: results.first?.settledSource)
             print(
                 String(
                     format: "  %8d   catch-up sync %.3f s (mean of %d; at most %d bundles and %d files read), settled %.5f s, again %.5f s, compared %.5f s; largest bundle %d B; mailbox %.1f MB; first collection %.1f s (%d bundles)",
@@ -78,8 +81,12 @@ enum Scale {
             if let small = results.first {
                 print(
                     String(
-                        format: "  %d / %d replicas: settled sync %.2fx, again %.2fx, compared %.2fx", count, small.replicas,
-                        many.settled.mean / small.settled.mean, many.again.mean / small.again.mean, many.compared.mean / small.compared.mean))
+                        format:
+                            "  %d / %d replicas, medians of %d taken in turns: settled sync %.5f / %.5f s = %.2fx, again %.5f / %.5f s = %.2fx, compared %.5f / %.5f s = %.2fx",
+                        count, small.replicas, many.settled.seconds.count, many.settled.median, many.baselineSettled.median,
+                        many.settled.median / many.baselineSettled.median, many.again.median, many.baselineAgain.median,
+                        many.again.median / many.baselineAgain.median, many.compared.median, many.baselineCompared.median,
+                        many.compared.median / many.baselineCompared.median))
             }
             print(
                 "  (past \(fullRoundsUpTo) on 2 cores: each replica leaves its bundle and acknowledgement through a folder of its own; the folders are merged into one mailbox, where the first replica collects them all; then \(many.catchUp.seconds.count) others sync in turn, each reading the newest bundle; then one syncs until it has read every acknowledgement (64 new ones a sync), then three times after the mailbox settles, each opening the replica and a mailbox anew as a cron job does, three more through one mailbox in one program, and three comparing every folder)\n"
@@ -124,6 +131,8 @@ enum Scale {
     struct Sampled {
         var replicas: Int
         var busy = Round(), catchUp = Round(), settled = Round(), again = Round(), compared = Round()
+        /// The smallest scale's settled syncs, taken in turns with these.
+        var baselineSettled = Round(), baselineAgain = Round(), baselineCompared = Round()
         var first = 0.0, firstImported = 0
         var mostFilesRead = 0, mostBundlesRead = 0, largestBundle = 0, mailboxBytes = 0
     }
@@ -136,12 +145,25 @@ enum Scale {
     /// steady state, which reads the newest bundle and a bounded number of acknowledgements.
     /// A full round at 1,000 replicas, every sync importing the newest bundle of up to a
     /// thousand origins, would take over an hour on 2 cores.
-    static func sampledRounds(folder: String, replicas count: Int, sample: Int = 20) throws -> Sampled {
+    static func sampledRounds(folder: String, replicas count: Int, sample: Int = 20, baseline: SettledSource?) throws -> Sampled {
         var measured = Sampled(replicas: count)
         // Returns once every replica it opened is closed: a cron job's process has one open.
         let reader = try collectAndCatchUp(folder: folder, replicas: count, sample: sample, into: &measured)
-        (measured.settled, measured.again, measured.compared) = try settledSyncs(
-            of: reader.path, key: reader.key, trust: reader.trust, mailbox: folder + "/mailbox")
+        let source = SettledSource(path: reader.path, key: reader.key, trust: reader.trust, mailbox: folder + "/mailbox")
+        // Taken in turns with the smallest scale's, so that the host's drift over minutes does
+        // not move the ratio between them.
+        for _ in 0..<3 {
+            if let baseline {
+                let (settled, again, compared) = try settledSyncs(baseline)
+                measured.baselineSettled.seconds += settled.seconds
+                measured.baselineAgain.seconds += again.seconds
+                measured.baselineCompared.seconds += compared.seconds
+            }
+            let (settled, again, compared) = try settledSyncs(source, profiled: true)
+            measured.settled.seconds += settled.seconds
+            measured.again.seconds += again.seconds
+            measured.compared.seconds += compared.seconds
+        }
         measured.mailboxBytes = try folderBytes(folder + "/mailbox")
         return measured
     }
@@ -254,8 +276,8 @@ enum Scale {
         usleep(200_000)  // folder stamps settle, as minutes between cron runs would let them
         try round(&measured.quiet)
         usleep(200_000)
-        (measured.settled, measured.again, measured.compared) = try settledSyncs(
-            of: replicas[0].path, key: keys[0], trust: trust, mailbox: folder + "/mailbox")
+        measured.settledSource = SettledSource(path: replicas[0].path, key: keys[0], trust: trust, mailbox: folder + "/mailbox")
+        (measured.settled, measured.again, measured.compared) = try settledSyncs(measured.settledSource!)
         let exported = try BundleExchange.export(
             replica: replicas[count / 2], since: Knowledge(), key: keys[count / 2], to: folder + "/export.sqsb", intoDirectory: false)
         measured.exportEnvelopeBytesPerSite =
@@ -267,9 +289,13 @@ enum Scale {
     /// `sqsync sync` does, less starting the process and reading the files it names); then
     /// three through one mailbox, in one program; then three that open it anew and compare
     /// every replica's folder, as one does every ten minutes. Each finds nothing to do.
-    static func settledSyncs(of path: String, key: SigningKey, trust: AllowedSigners, mailbox folder: String) throws -> (
-        Round, Round, Round
-    ) {
+    /// A replica whose mailbox has settled, with what its syncs need.
+    struct SettledSource {
+        var path: String, key: SigningKey, trust: AllowedSigners, mailbox: String
+    }
+
+    static func settledSyncs(_ source: SettledSource, profiled: Bool = false) throws -> (Round, Round, Round) {
+        let (path, key, trust, folder) = (source.path, source.key, source.trust, source.mailbox)
         var settled = Round(), again = Round(), compared = Round()
         func fresh() throws -> SyncReport {
             try Mailbox(transport: DirectoryTransport(root: folder)).sync(replica: try Replica(path: path), key: key, trust: trust)
@@ -289,7 +315,7 @@ enum Scale {
             if try fresh().unchanged { break }
             guard attempt < 20 else { throw BenchError("\(path): no sync found nothing to do") }
         }
-        try threeQuiet(&settled, fresh)
+        if profiled { try Bench.profiled { try threeQuiet(&settled, fresh) } } else { try threeQuiet(&settled, fresh) }
         let replica = try Replica(path: path), mailbox = Mailbox(transport: DirectoryTransport(root: folder))
         _ = try mailbox.sync(replica: replica, key: key, trust: trust)
         try threeQuiet(&again) { try mailbox.sync(replica: replica, key: key, trust: trust) }

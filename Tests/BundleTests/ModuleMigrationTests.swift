@@ -34,7 +34,10 @@ final class ModuleMigrationTests: XCTestCase {
         XCTAssertEqual(
             try replica.database.valueRows(#"SELECT "version" FROM "_sqsync_migrations" WHERE "version" > 1000 ORDER BY 1"#)
                 .compactMap { $0[0].int64Value },
-            [1001, 1002, 1003, 1004, 1005])
+            [1001, 1002, 1003, 1004, 1005, 1006])
+        // Key moves are read through their own index, not a row per replica, for every segment admitted.
+        let plan = try replica.database.valueRows("EXPLAIN QUERY PLAN " + KeyPinSQL.moves).compactMap { $0[3].stringValue }
+        XCTAssertTrue(plan.contains { $0.contains("_sqsync_keys_moves") }, "\(plan)")
     }
 
     /// A replica an sqsync of metadata version 12 left: moves in `_sqsync_key_moves`, a pinned
