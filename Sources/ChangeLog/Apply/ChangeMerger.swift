@@ -82,8 +82,11 @@ public final class ChangeMerger {
     var reachTouched: [(target: Target, key: [SQLValue])] = []
     /// The rules the origin's changes are judged by, when its grants restrict it.
     let authorization: Authorization?
-    /// True while this merge has the capture triggers off on its connection.
+    /// True while the capture triggers are off on this merge's connection (turned off by this
+    /// merge, or by the run of merges it is part of): what it writes then fires nothing.
     private(set) var triggersOff = false
+    /// Whether this merge turned them off, and so turns them on again.
+    private var turnedTriggersOff = false
     /// `PRAGMA foreign_keys` when the merge began: its actions (ON UPDATE CASCADE) run even
     /// with triggers off. `sqsync import` turns it off.
     let foreignKeysOn: Bool
@@ -166,8 +169,9 @@ public final class ChangeMerger {
         // Left as they are when a run of merges turned them off (``Replica/mergingWithTriggersOff(_:)``).
         if database.triggersEnabled, try database.int64(MergeSQL.appTriggers) == 0 {
             try database.setTriggersEnabled(false)
-            triggersOff = true
+            turnedTriggersOff = true
         }
+        triggersOff = !database.triggersEnabled
     }
 
     /// Plans and prepares a merge of one change set alone, folding pending local changes
@@ -182,7 +186,7 @@ public final class ChangeMerger {
     }
 
     deinit {
-        if triggersOff { try? database.setTriggersEnabled(true) }
+        if turnedTriggersOff { try? database.setTriggersEnabled(true) }
     }
 
     // MARK: Stamps
@@ -536,10 +540,11 @@ public final class ChangeMerger {
         try replica.observeClock(highestClock)
         try database.execute(MergeSQL.stopApplying)
         try database.run(MergeSQL.forgetImportLogRows, .integer(lastLocalLogRow))
-        if triggersOff {
+        if turnedTriggersOff {
             try database.setTriggersEnabled(true)
-            triggersOff = false
+            turnedTriggersOff = false
         }
+        triggersOff = false
         // The generation's triggers were off with the others.
         try database.execute(GenerationSQL.raise)
         return summary
