@@ -111,7 +111,8 @@ public final class Database {
         triggersEnabled = enabled
     }
 
-    /// Whether this connection's triggers are on (``setTriggersEnabled(_:)``).
+    /// Whether this connection's triggers are on (``setTriggersEnabled(_:)``): a merge inside
+    /// a run of merges that turned them off leaves them so, and knows what fires.
     public private(set) var triggersEnabled = true
 
     /// The one place a SQLite return code becomes a thrown ``SQLiteError`` carrying

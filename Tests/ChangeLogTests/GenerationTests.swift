@@ -57,7 +57,15 @@ final class GenerationTests: XCTestCase {
         try database.execute(#"CREATE TABLE "_sqsync_later" ("x")"#)
         let created = try replica.generation(watching: watched)
         try database.execute(#"INSERT INTO "_sqsync_later" VALUES (1)"#)
-        XCTAssertGreaterThan(try replica.generation(watching: watched), created)
+        let inserted = try replica.generation(watching: watched)
+        XCTAssertGreaterThan(inserted, created)
+
+        // A table renamed aside takes its triggers, names and all; the new one gets its own.
+        try database.execute(#"ALTER TABLE "_sqsync_later" RENAME TO "_sqsync_later_old"; CREATE TABLE "_sqsync_later" ("x")"#)
+        let rebuilt = try replica.generation(watching: watched)
+        XCTAssertGreaterThan(rebuilt, inserted)
+        try database.execute(#"INSERT INTO "_sqsync_later" VALUES (2)"#)
+        XCTAssertGreaterThan(try replica.generation(watching: watched), rebuilt, "the new table's trigger")
     }
 
     /// A merge runs with this connection's triggers off, the generation's among them: it is

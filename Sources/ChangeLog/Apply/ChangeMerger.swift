@@ -167,6 +167,9 @@ public final class ChangeMerger {
         // triggers must fire; then the log rows they append are removed in finish(). Last,
         // so that nothing can throw between here and the deinit that turns them back on.
         // Left as they are when a run of merges turned them off (``Replica/mergingWithTriggersOff(_:)``).
+        // Raised first: the generation's triggers are off with the others, and whatever
+        // commits this merge's writes, even without finish(), commits the raise.
+        try database.execute(GenerationSQL.raise)
         if database.triggersEnabled, try database.int64(MergeSQL.appTriggers) == 0 {
             try database.setTriggersEnabled(false)
             turnedTriggersOff = true
@@ -556,14 +559,24 @@ extension Replica {
     /// once for all of them, where no app trigger must fire: each ``ChangeMerger`` then leaves
     /// them as they are. Turning them off and on makes SQLite prepare every statement again
     /// at its next step, which cost a catch-up of a thousand segments a third of its time.
-    /// Whatever `body` wrote, the generation is raised after (its triggers were off too).
+    /// The generation's triggers are off too: it is raised before `body`, in one transaction
+    /// with it (a savepoint inside the caller's), so whatever commits what `body` wrote
+    /// commits the raise; and again after, for what reads it inside the transaction.
     public func mergingWithTriggersOff<T>(_ body: () throws -> T) throws -> T {
         guard database.triggersEnabled, try database.int64(MergeSQL.appTriggers) == 0 else { return try body() }
-        try database.setTriggersEnabled(false)
-        defer {
-            try? database.setTriggersEnabled(true)
-            try? database.execute(GenerationSQL.raise)
+        return try database.inTransaction {
+            try database.execute(GenerationSQL.raise)
+            try database.setTriggersEnabled(false)
+            let result: T
+            do {
+                result = try body()
+            } catch {
+                try? database.setTriggersEnabled(true)
+                throw error
+            }
+            try database.setTriggersEnabled(true)
+            try database.execute(GenerationSQL.raise)
+            return result
         }
-        return try body()
     }
 }
