@@ -32,7 +32,7 @@ enum RcloneRound {
         let target = try RcloneTarget(url: "rclone:benchs3:bench/mailbox")
         var ready = false
         for _ in 0..<150 where !ready {
-            ready = (try? RcloneTransport(target: target, timeoutSeconds: 2)) != nil
+            ready = (try? RcloneTransport(target: target, timeoutSeconds: 2, listing: Mailbox.folder)) != nil
             if !ready { usleep(200_000) }
         }
         guard ready else { throw BenchError("moto_server did not answer on port \(port)") }
@@ -51,7 +51,7 @@ enum RcloneRound {
             try FileManager.default.createDirectory(atPath: folder + "/\(medium)-mailbox", withIntermediateDirectories: true)
             func transport() throws -> Transport {
                 medium == "folder"
-                    ? DirectoryTransport(root: folder + "/\(medium)-mailbox") : try RcloneTransport(target: target)
+                    ? DirectoryTransport(root: folder + "/\(medium)-mailbox") : try RcloneTransport(target: target, listing: Mailbox.folder)
             }
             // Each sync makes its transport, as each `sqsync sync` does.
             let send = try Bench.time { _ = try Mailbox(transport: try transport()).sync(replica: source, key: key, trust: trust) }

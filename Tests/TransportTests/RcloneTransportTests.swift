@@ -22,7 +22,7 @@ final class RcloneTransportTests: XCTestCase {
     }
 
     private func transport() throws -> RcloneTransport {
-        try RcloneTransport(target: RcloneTarget(url: "rclone::local:\(root)"), timeoutSeconds: 5)
+        try RcloneTransport(target: RcloneTarget(url: "rclone::local:\(root)"), timeoutSeconds: 5, listing: Mailbox.folder)
     }
 
     private func contract() throws -> TransportContract {

@@ -197,17 +197,3 @@ public struct ReadersKey: Sendable {
         return opened
     }
 }
-
-extension ReadersKey {
-    /// The readers' key a bundle still in a mailbox folder is encrypted to, from that
-    /// mailbox's `sqsync/keys/` (the bundle is `…/sqsync/outbox/<replica>/<file>`), opened with
-    /// `key`; empty when it names none or `key` cannot open it. So `import` and `inspect` read
-    /// a mailbox's bundle where it lies, as a sync would.
-    public static func besideBundle(at path: String, with key: SigningKey?) -> [ReadersKey] {
-        guard let key, let name = AgeFile.readersKeyName(ofFile: path) else { return [] }
-        let outbox = URL(fileURLWithPath: path).deletingLastPathComponent().deletingLastPathComponent()
-        let keyFile = outbox.deletingLastPathComponent().appendingPathComponent("keys").appendingPathComponent(name).path
-        guard let opened = try? open(path: keyFile, name: name, with: key) else { return [] }
-        return [opened]
-    }
-}

@@ -3,6 +3,7 @@ import Bundle
 import ChangeLog
 import FoundationEssentials
 import Glibc
+import Transport
 
 extension SQSync {
     struct Import: ParsableCommand {
@@ -80,7 +81,7 @@ extension SQSync {
                 return .imported(
                     try BundleExchange.importBundle(
                         path: file, into: replica, trust: trust, decryptingWith: key,
-                        readersKeys: ReadersKey.besideBundle(at: file, with: key), dryRun: dryRun,
+                        readersKeys: Mailbox.readersKeys(besideBundleAt: file, with: key), dryRun: dryRun,
                         progress: global.progress("importing \(file)")))
             } catch let error as BundleError {
                 return failure(file, error)

@@ -3,6 +3,7 @@ import Bundle
 import ChangeLog
 import FoundationEssentials
 import Glibc
+import Transport
 
 extension SQSync {
     struct Inspect: ParsableCommand {
@@ -28,7 +29,7 @@ extension SQSync {
                 let key = FileManager.default.fileExists(atPath: global.keyPath) ? try global.signingKey() : nil
                 recipientText = describe(try AgeFile.recipients(ofFile: file), key: key)
                 reader = try BundleReader(
-                    path: file, trust: nil, decryptingWith: key, readersKeys: ReadersKey.besideBundle(at: file, with: key))
+                    path: file, trust: nil, decryptingWith: key, readersKeys: Mailbox.readersKeys(besideBundleAt: file, with: key))
             } catch let error as BundleError where error.kind == .notAddressed {
                 // Encrypted for others: who it is for (by a header nothing has authenticated,
                 // since only a recipient can) is all there is to show.

@@ -59,7 +59,8 @@ extension SQSync {
                 }
                 transport = sftp
             } else if RcloneTarget.isRcloneURL(target) {
-                transport = try RcloneTransport(target: try RcloneTarget(url: target), timeoutSeconds: timeout)
+                transport = try RcloneTransport(
+                    target: try RcloneTarget(url: target), timeoutSeconds: timeout, listing: Mailbox.folder)
             } else {
                 guard isFolder(target) == true else {
                     throw Failure.raise("\(target): no such directory (a sync target is a folder, ssh://host/path or rclone:REMOTE:PATH)")

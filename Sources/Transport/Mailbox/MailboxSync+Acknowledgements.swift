@@ -5,22 +5,19 @@ import Glibc
 
 /// The acknowledgement files of a mailbox (`sqsync/acks/<knowledge-id>/…`): what each replica
 /// says it holds, signed, which decides what the others leave for it and when a bundle may go.
-extension Mailbox {
-    /// Leaves this replica's signed acknowledgement of `knowledge` and removes every other
+extension MailboxSync {
+    /// Leaves this replica's signed acknowledgement of `servable` and removes every other
     /// file in its folder (only it writes there, so anything else is stale or planted). What
-    /// this sync's imports taught it (from `before` to `held`) updates the learning events its
-    /// previous acknowledgement reported.
-    func writeAcknowledgement(
-        _ knowledge: Knowledge, holding held: Knowledge, learnedSince before: Knowledge, of replica: Replica, key: SigningKey,
-        trust: AllowedSigners, scratch: ScratchDirectory
-    ) throws {
-        let me = replica.knowledgeID, replicaName = replica.name
-        let folder = "\(Self.acks)/\(me)"
+    /// this sync's imports taught it (from ``before`` to ``knowledge``) updates the learning
+    /// events its previous acknowledgement reported.
+    func writeAcknowledgement(_ servable: Knowledge) throws {
+        let replicaName = replica.name
+        let folder = "\(Mailbox.acks)/\(me)"
         let old = try transport.listFiles(in: folder)
         var earlier: [String: LearningEvent] = [:]
         var unchanged: MailboxAcknowledgement?
         if let previous = old.filter({ $0.hasSuffix(".ack") }).max() {
-            if let cached = try state(replica).cachedAcknowledgements()[me],
+            if let cached = try state.cachedAcknowledgements()[me],
                 cached.file == previous,
                 let acknowledgement = try? MailboxAcknowledgement.alreadyVerified(cached.text, expectedReplica: me, trust: trust)
             {
@@ -38,9 +35,9 @@ extension Mailbox {
                 try? FileManager.default.removeItem(atPath: local)
             }
         }
-        let learned = LearningEvent.after(earlier, before: before, after: held, ownSeq: before[me], me: me)
+        let learned = LearningEvent.after(earlier, before: before, after: knowledge, ownSeq: before[me], me: me)
         // A quiet sync leaves the file it wrote last time: same knowledge, same name, same news.
-        if let unchanged, unchanged.knowledge == knowledge, unchanged.learned == learned, unchanged.name == replicaName,
+        if let unchanged, unchanged.knowledge == servable, unchanged.learned == learned, unchanged.name == replicaName,
             let previous = old.filter({ $0.hasSuffix(".ack") }).max()
         {
             for stale in old where stale != previous { try writing { try transport.removeFile("\(folder)/\(stale)") } }
@@ -50,7 +47,7 @@ extension Mailbox {
         let name = "\(stamp)_\(hexString(UInt32.random(in: 0...UInt32.max), width: 8)).ack"
         let local = scratch.path + "/" + name
         let text = try MailboxAcknowledgement(
-            replica: me, name: replicaName, knowledge: knowledge, learned: learned, birth: try KeyBinding.birth(of: replica)
+            replica: me, name: replicaName, knowledge: servable, learned: learned, birth: try KeyBinding.birth(of: replica)
         ).signedText(key: key)
         try Data(text.utf8).write(to: URL(fileURLWithPath: local))
         try writing { try transport.writeFile(from: local, to: "\(folder)/\(name)") }
@@ -64,22 +61,20 @@ extension Mailbox {
     /// not hide an older valid one.
     ///
     /// A file read by an earlier sync is taken from the replica's cache. Of the readers with a
-    /// newer file, at most ``acknowledgementsReadPerSync`` are read: those never read before
+    /// newer file, at most ``Mailbox/acknowledgementsReadPerSync`` are read: those never read before
     /// first, then those whose acknowledgement here is the oldest (it holds back what bundles
     /// leave out). The others count with the one read before: each lists every replica, so
     /// reading all of them would cost a sync O(replicas²) in a round where all changed. An
     /// older acknowledgement says less than the newer one, never more, so a bundle carries a
     /// little more and a purge waits a little longer, nothing is lost. A reader none of whose
     /// files was read yet goes to ``unreadReaders``: it counts as holding nothing.
-    func readAcknowledgements(
-        excluding me: String, replica: Replica, trust: AllowedSigners, scratch: ScratchDirectory, report: inout SyncReport
-    ) throws -> [String: MailboxAcknowledgement] {
+    func readAcknowledgements() throws -> [String: MailboxAcknowledgement] {
         let retired = try replica.retiredPeerIDs()
-        let cache = try state(replica).cachedAcknowledgements()
+        let cache = try state.cachedAcknowledgements()
         var readers: [String: MailboxAcknowledgement] = [:]
         var newer: [(reader: String, names: [String])] = []
-        for reader in try transport.listDirectories(in: Self.acks) where reader != me && !retired.contains(reader) {
-            let names = Array(try transport.listFiles(in: "\(Self.acks)/\(reader)").filter({ $0.hasSuffix(".ack") }).sorted().reversed())
+        for reader in try transport.listDirectories(in: Mailbox.acks) where reader != me && !retired.contains(reader) {
+            let names = Array(try transport.listFiles(in: "\(Mailbox.acks)/\(reader)").filter({ $0.hasSuffix(".ack") }).sorted().reversed())
             guard let newest = names.first else { continue }
             // Read and recorded by an earlier sync: names are unique, so the listing is enough
             // to tell whether a newer one is there. Gone since, it still says what it said.
@@ -103,10 +98,10 @@ extension Mailbox {
             return (1, known.knowledge.total, reader)
         }
         let order = newer.sorted { priority($0.reader) < priority($1.reader) }
-        acknowledgementsLeftUnread = order.count > Self.acknowledgementsReadPerSync
-        unreadReaders = Set(order.dropFirst(Self.acknowledgementsReadPerSync).map(\.reader).filter { readers[$0] == nil })
-        for (reader, names) in order.prefix(Self.acknowledgementsReadPerSync) {
-            let folder = "\(Self.acks)/\(reader)"
+        acknowledgementsLeftUnread = order.count > Mailbox.acknowledgementsReadPerSync
+        unreadReaders = Set(order.dropFirst(Mailbox.acknowledgementsReadPerSync).map(\.reader).filter { readers[$0] == nil })
+        for (reader, names) in order.prefix(Mailbox.acknowledgementsReadPerSync) {
+            let folder = "\(Mailbox.acks)/\(reader)"
             for name in names {
                 let local = scratch.path + "/" + name
                 defer { try? FileManager.default.removeItem(atPath: local) }

@@ -12,11 +12,17 @@ public protocol Transport: AnyObject {
     /// How messages name this medium, e.g. `/media/usb` or `ssh://hq:22/srv/sqsync`.
     var displayName: String { get }
 
-    /// Names (not paths) of the regular files in `directory`; an empty list if it does not exist.
-    func listFiles(in directory: String) throws -> [String]
+    /// Who is uploading: temporary names are `.tmp-<uploadOwner>-<random>` (`.tmp-<random>`
+    /// while empty), so a writer can recognise, and remove, what its own killed uploads left.
+    var uploadOwner: String { get set }
 
-    /// Names of the sub-folders of `directory`; an empty list if it does not exist.
-    func listDirectories(in directory: String) throws -> [String]
+    /// What `directory` holds: its regular files, its sub-folders and the unfinished uploads
+    /// (`.tmp-…` files, anyone's) in it, each by name; empty if it does not exist. Symbolic
+    /// links and other special files are never listed.
+    func list(_ directory: String) throws -> FolderListing
+
+    /// The size in bytes of the file at `path`, or nil when nothing has that name.
+    func fileSize(_ path: String) throws -> Int?
 
     /// Copies the whole file at `path` to the local file `localPath` (created or replaced).
     /// A file larger than `maxBytes` is refused (``TransportError/Kind/tooLarge``) before
@@ -33,23 +39,41 @@ public protocol Transport: AnyObject {
 
     /// Creates `path` and any missing parents; an existing folder is not an error.
     func makeDirectories(_ path: String) throws
+}
 
-    /// Who is uploading: temporary names are `.tmp-<uploadOwner>-<random>` (`.tmp-<random>`
-    /// while empty), so a writer can recognise, and remove, what its own killed uploads left.
-    var uploadOwner: String { get set }
+/// One folder's entries, by name, sorted (``Transport/list(_:)``).
+public struct FolderListing: Sendable, Equatable {
+    public var files: [String] = []
+    public var folders: [String] = []
+    /// Unfinished uploads: files named `.tmp-…`, never taken as published files.
+    public var unfinished: [String] = []
 
-    /// Names of the unfinished uploads (`.tmp-…` files, anyone's) in `directory`.
-    func temporaryFiles(in directory: String) throws -> [String]
+    public init() {}
 
+    /// Sorts a regular file into ``files`` or ``unfinished`` by its name.
+    public mutating func addFile(_ name: String) {
+        if name.hasPrefix(temporaryPrefix) { unfinished.append(name) } else { files.append(name) }
+    }
+
+    /// The same entries in name order, as every transport lists them.
+    public func sorted() -> FolderListing {
+        var listing = self
+        listing.files.sort()
+        listing.folders.sort()
+        listing.unfinished.sort()
+        return listing
+    }
+}
+
+/// A medium whose folders carry stamps this machine's clock can compare (a local folder or
+/// stick): a quiet sync compares a stamp or two instead of listing every replica's folders.
+/// Media without them (SFTP, object stores) simply list.
+public protocol StampedFolders: Transport {
     /// A stamp for each sub-folder of `directory`, by name: a folder whose stamp is the same
     /// at two times held the same entries at both. Nil when this medium cannot promise that:
-    /// its clock is not this machine's (SFTP, network file systems), `directory` is missing,
+    /// its clock is not this machine's (network file systems), `directory` is missing,
     /// or a folder changed so recently that a change made now could get the same stamp.
-    /// A quiet sync compares stamps instead of listing every replica's folders.
     func settledFolderStamps(in directory: String) throws -> [String: String]?
-
-    /// The size in bytes of the file at `path`, or nil when nothing has that name.
-    func fileSize(_ path: String) throws -> Int?
 
     /// The stamp of the folder `directory` itself, as ``settledFolderStamps(in:)`` gives each
     /// sub-folder's: `none` when it does not exist, nil when the medium cannot promise it.
@@ -62,18 +86,21 @@ public protocol Transport: AnyObject {
 }
 
 extension Transport {
-    public func settledFolderStamps(in directory: String) throws -> [String: String]? { nil }
+    /// Names (not paths) of the regular files in `directory`, unfinished uploads left out.
+    public func listFiles(in directory: String) throws -> [String] { try list(directory).files }
 
-    public func settledStamp(of directory: String) throws -> String? { nil }
+    /// Names of the sub-folders of `directory`.
+    public func listDirectories(in directory: String) throws -> [String] { try list(directory).folders }
 
-    public func markChanged(_ directory: String) throws {}
+    /// Names of the unfinished uploads (`.tmp-…` files, anyone's) in `directory`.
+    public func temporaryFiles(in directory: String) throws -> [String] { try list(directory).unfinished }
 
     /// Copies the whole file, whatever its size.
     public func readFile(_ path: String, to localPath: String) throws {
         try readFile(path, to: localPath, maxBytes: .max)
     }
 
-    /// The refusal of a file larger than `maxBytes`.
+/// The refusal of a file larger than `maxBytes`.
     func tooLarge(_ path: String, bytes: Int, maxBytes: Int) -> TransportError {
         TransportError(
             .tooLarge,

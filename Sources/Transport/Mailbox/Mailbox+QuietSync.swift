@@ -4,9 +4,67 @@ import FoundationEssentials
 import SQLiteDatabase
 
 /// When a sync has nothing to do (docs/PERFORMANCE.md, "A thousand replicas"): the mailbox's
-/// mark, renewed by every write (``writing(_:)``), and a digest of the replica's own state tell
-/// it, before anything is listed; every replica's folder stamps when the mark is not trusted.
+/// mark, renewed by every write (``MailboxSync/writing(_:)``), and a digest of the replica's own
+/// state tell it, before anything is listed; every replica's folder stamps when the mark is not
+/// trusted. Only media with ``StampedFolders`` have marks; the others always list.
 extension Mailbox {
+    /// What a sync compared, before anything was listed, to learn whether it has anything to do.
+    struct QuietCheck {
+        var now: Int64
+        var state: MailboxState
+        var mark: String?
+        var replicaInputs: String?
+        var inputs: String?
+        /// The mailbox and the replica are as the last sync that found nothing to do left them.
+        var unchanged = false
+    }
+
+    /// Compares the mailbox's mark, else every folder's stamp, and the replica's own state with
+    /// what the last quiet sync saw. Taken before anything is listed, so a change made during
+    /// this sync shows next time; the mark first, so that a change made while the folders are
+    /// compared shows in it.
+    func quietCheck(replica: Replica, key: SigningKey, trust: AllowedSigners) throws -> QuietCheck {
+        var check = QuietCheck(now: Int64(Date().timeIntervalSince1970 * 1000), state: try state(replica), mark: try mailboxMark())
+        let lastQuiet = try check.state.lastQuietSync()
+        // The last quiet sync checked this key and signed what this replica held then (its
+        // statement, key pins and knowledge are in the inputs): unchanged, there is nothing to
+        // check or sign again, which reads every replica's entry. (Without one, the tables
+        // the inputs read may not exist yet.)
+        check.replicaInputs = lastQuiet == nil ? nil : try replicaSyncInputs(replica: replica, key: key, trust: trust)
+        if check.replicaInputs == nil || lastQuiet?.replicaInputs != check.replicaInputs {
+            try KeyBinding.prepareToSign(replica: replica, key: key)
+            check.replicaInputs = try replicaSyncInputs(replica: replica, key: key, trust: trust)
+        }
+        if let last = lastQuiet {
+            if let replicaInputs = check.replicaInputs, last.replicaInputs == replicaInputs, check.now >= last.savedAt {
+                if try markStillSays(last, mark: check.mark, state: check.state, now: check.now) {
+                    check.unchanged = true
+                    return check
+                }
+                check.inputs = try folderInputs(replicaInputs: replicaInputs)
+                if let inputs = check.inputs, inputs == last.inputs {
+                    check.unchanged = true
+                    try rememberQuiet(check)
+                    return check
+                }
+                // A folder changed and the mark did not: a writer here does not mark its changes.
+                if check.inputs != nil, let mark = check.mark, last.mark == mark { try check.state.noteUnmarkedChange(at: check.now) }
+            }
+            // Forgotten first: a sync that fails half-way may have changed what the digest
+            // does not cover.
+            try check.state.forgetQuietSync()
+        }
+        if check.inputs == nil, let replicaInputs = check.replicaInputs { check.inputs = try folderInputs(replicaInputs: replicaInputs) }
+        return check
+    }
+
+    /// Remembers that a sync found nothing to do, with what it compared, for the next one.
+    func rememberQuiet(_ check: QuietCheck) throws {
+        guard let inputs = check.inputs else { return }
+        try check.state.rememberQuietSync(
+            .init(inputs: inputs, savedAt: check.now, mark: check.mark, replicaInputs: check.replicaInputs, fullCheckedAt: check.now))
+    }
+
     /// How long a sync that finds the mailbox's mark unchanged stops there, before it compares
     /// every replica's folder again all the same: a writer of an older sqsync marks nothing.
     nonisolated(unsafe) public static var markTrustedFor: Int64 = 600_000
@@ -79,8 +137,8 @@ extension Mailbox {
     /// folders and `replicaInputs`. A sync that sees the same digest as one that found nothing
     /// to do has nothing to do either. Nil when the medium has no settled stamps.
     func folderInputs(replicaInputs: String) throws -> String? {
-        guard let outboxes = try transport.settledFolderStamps(in: Self.outbox),
-            let acks = try transport.settledFolderStamps(in: Self.acks)
+        guard let stamped = transport as? StampedFolders, let outboxes = try stamped.settledFolderStamps(in: Self.outbox),
+            let acks = try stamped.settledFolderStamps(in: Self.acks)
         else { return nil }
         var text = ""
         for (folder, stamps) in [(Self.outbox, outboxes), (Self.acks, acks)] {
@@ -90,8 +148,9 @@ extension Mailbox {
     }
 
     /// The stamps of the mailbox's own folders, which every change below them renews
-    /// (``writing(_:)``); nil while any is unsettled.
+    /// (``MailboxSync/writing(_:)``); nil while any is unsettled or the medium has no stamps.
     func mailboxMark() throws -> String? {
+        guard let transport = transport as? StampedFolders else { return nil }
         var stamps: [String] = []
         for folder in [Self.folder, Self.outbox, Self.acks, Self.keys] {
             guard let stamp = try transport.settledStamp(of: folder) else { return nil }

@@ -24,19 +24,12 @@ public final class MemoryTransport: Transport {
 
     public func fileSize(_ path: String) throws -> Int? { files[try normalized(path)]?.count }
 
-    public func listFiles(in directory: String) throws -> [String] {
+    public func list(_ directory: String) throws -> FolderListing {
         let folder = try normalized(directory)
-        return files.keys.compactMap { child(of: folder, $0) }.filter { !$0.hasPrefix(temporaryPrefix) }.sorted()
-    }
-
-    public func temporaryFiles(in directory: String) throws -> [String] {
-        let folder = try normalized(directory)
-        return files.keys.compactMap { child(of: folder, $0) }.filter { $0.hasPrefix(temporaryPrefix) }.sorted()
-    }
-
-    public func listDirectories(in directory: String) throws -> [String] {
-        let folder = try normalized(directory)
-        return directories.compactMap { child(of: folder, $0) }.sorted()
+        var listing = FolderListing()
+        for name in files.keys.compactMap({ child(of: folder, $0) }) { listing.addFile(name) }
+        listing.folders = directories.compactMap { child(of: folder, $0) }
+        return listing.sorted()
     }
 
     public func readFile(_ path: String, to localPath: String, maxBytes: Int) throws {

@@ -15,7 +15,7 @@ import Glibc
 /// Whoever can write to the folder may plant symbolic links: none is listed, and a path
 /// with a symbolic link anywhere below the root is refused, never followed, so no read,
 /// write or removal reaches outside the mailbox. (The root itself may be a link.)
-public final class DirectoryTransport: Transport {
+public final class DirectoryTransport: StampedFolders {
     /// The folder everything is relative to.
     public let root: String
     public var uploadOwner = ""
@@ -27,16 +27,12 @@ public final class DirectoryTransport: Transport {
         self.root = root
     }
 
-    public func listFiles(in directory: String) throws -> [String] {
-        try entries(in: directory).filter { $0.isFile && !$0.name.hasPrefix(temporaryPrefix) }.map(\.name)
-    }
-
-    public func temporaryFiles(in directory: String) throws -> [String] {
-        try entries(in: directory).filter { $0.isFile && $0.name.hasPrefix(temporaryPrefix) }.map(\.name)
-    }
-
-    public func listDirectories(in directory: String) throws -> [String] {
-        try entries(in: directory).filter(\.isDirectory).map(\.name)
+    public func list(_ directory: String) throws -> FolderListing {
+        var listing = FolderListing()
+        for entry in try entries(in: directory) {
+            if entry.isFile { listing.addFile(entry.name) } else if entry.isDirectory { listing.folders.append(entry.name) }
+        }
+        return listing
     }
 
     public func readFile(_ path: String, to localPath: String, maxBytes: Int) throws {

@@ -33,14 +33,14 @@ public final class RcloneTransport: Transport {
     /// Finds the `rclone` program and lists `folder` (the mailbox's, by default), so that a
     /// remote rclone does not know, wrong credentials or a dead endpoint fail here, before a
     /// sync touches the replica.
-    public init(target: RcloneTarget, timeoutSeconds: Int = 30, listing folder: String = Mailbox.folder) throws {
+    public init(target: RcloneTarget, timeoutSeconds: Int = 30, listing folder: String) throws {
         self.target = target
         program = try RcloneProgram(timeoutSeconds: timeoutSeconds)
         try list(top: folder)
     }
 
-    /// How deep below a top folder the listing goes: `sqsync/outbox/<id>/<file>` is three
-    /// levels; deeper trees, which only a planter makes, are not walked.
+    /// How deep below a top folder the listing goes: three levels (a folder of folders of
+    /// files, as a mailbox's is); deeper trees, which only a planter makes, are not walked.
     static let listingDepth = 3
 
     private struct Entry {
@@ -48,16 +48,12 @@ public final class RcloneTransport: Transport {
         var size: Int
     }
 
-    public func listFiles(in directory: String) throws -> [String] {
-        try entries(in: directory).filter { !$0.value.isDirectory && !$0.key.hasPrefix(temporaryPrefix) }.map(\.key).sorted()
-    }
-
-    public func listDirectories(in directory: String) throws -> [String] {
-        try entries(in: directory).filter(\.value.isDirectory).map(\.key).sorted()
-    }
-
-    public func temporaryFiles(in directory: String) throws -> [String] {
-        try entries(in: directory).filter { !$0.value.isDirectory && $0.key.hasPrefix(temporaryPrefix) }.map(\.key).sorted()
+    public func list(_ directory: String) throws -> FolderListing {
+        var listing = FolderListing()
+        for (name, entry) in try entries(in: directory) {
+            if entry.isDirectory { listing.folders.append(name) } else { listing.addFile(name) }
+        }
+        return listing.sorted()
     }
 
     public func fileSize(_ path: String) throws -> Int? {

@@ -14,15 +14,17 @@ import FoundationEssentials
 /// another, and its bundle's name changes with it), and a reader that cannot open a bundle's
 /// key looks again whenever that file changes, never giving up on the bundle for good.
 extension Mailbox {
-    static let keys = "\(folder)/keys"
     /// Key files a writer opens for the first time in one sync, so that files planted under
     /// its readers' name cost a bounded look: past them, it makes a key of its own.
     static let maxKeyFilesTried = 4
+}
+
+extension MailboxSync {
 
     /// The names of the regular files in `sqsync/keys/`, listed once per sync.
     func listedKeyFiles() throws -> Set<String> {
         if let listedKeys { return listedKeys }
-        let listed = Set(try transport.listFiles(in: Self.keys).filter(ReadersKey.isFileName))
+        let listed = Set(try transport.listFiles(in: Mailbox.keys).filter(ReadersKey.isFileName))
         listedKeys = listed
         return listed
     }
@@ -30,7 +32,7 @@ extension Mailbox {
     /// Copies key file `name` to `local`: its SHA-256, or nil when it cannot be read (gone,
     /// too large, unreadable): a key file is never worth failing a sync for.
     private func fetchKeyFile(_ name: String, to local: String) -> String? {
-        guard (try? fetch(Self.keys, name, to: local, maxBytes: ReadersKey.maxFileBytes)) == true,
+        guard (try? fetch(Mailbox.keys, name, to: local, maxBytes: ReadersKey.maxFileBytes)) == true,
             let bytes = try? Data(contentsOf: URL(fileURLWithPath: local))
         else { return nil }
         return hexString(Array(SHA256.hash(data: bytes)))
@@ -41,8 +43,7 @@ extension Mailbox {
     /// opened (the first by name, as every writer picks), else a new one, published before any
     /// bundle names it. A reader retired or untrusted is no longer among the recipients, so what
     /// is written after that goes to a new key the old reader does not hold.
-    func readersKey(for recipients: [SSHPublicKey], replica: Replica, key: SigningKey, scratch: ScratchDirectory) throws -> ReadersKey {
-        let state = try state(replica)
+    func readersKey(for recipients: [SSHPublicKey]) throws -> ReadersKey {
         let exact = ReadersKey.fullReadersDigest(recipients)
         let prefix = exact.prefix(16) + "-"
         let known = try state.readersKeys()
@@ -50,7 +51,7 @@ extension Mailbox {
         for name in try listedKeyFiles().filter({ $0.hasPrefix(prefix) }).sorted() {
             let opened = known[name].flatMap { $0.readersDigest == exact ? $0 : nil }
             if opened == nil {
-                guard tried < Self.maxKeyFilesTried else { continue }
+                guard tried < Mailbox.maxKeyFilesTried else { continue }
                 tried += 1
             }
             let local = scratch.path + "/readers-key"
@@ -75,8 +76,8 @@ extension Mailbox {
         }
         try state.rememberReadersKey(made, fileHash: hexString(Array(SHA256.hash(data: bytes))), madeHere: true)
         try writing {
-            try transport.makeDirectories(Self.keys)
-            try transport.writeFile(from: local, to: "\(Self.keys)/\(made.name)")
+            try transport.makeDirectories(Mailbox.keys)
+            try transport.writeFile(from: local, to: "\(Mailbox.keys)/\(made.name)")
         }
         listedKeys?.insert(made.name)
         return made
@@ -94,16 +95,13 @@ extension Mailbox {
 
     /// The readers' key the bundle fetched to `local` (listed as `bundle`) is encrypted to:
     /// opened once, then remembered. Only a name the mailbox lists as a regular file is fetched.
-    func readersKey(forBundleAt local: String, named bundle: String, replica: Replica, key: SigningKey, scratch: ScratchDirectory)
-        throws -> ReadersKeyLookup
-    {
-        let state = try state(replica)
+    func readersKey(forBundleAt local: String, named bundle: String) throws -> ReadersKeyLookup {
         let name = AgeFile.readersKeyName(ofFile: local)
         try state.noteBundleReadersKey(bundle: bundle, key: name)
         guard let name else { return .none }
         if let known = try state.readersKeys()[name] { return .opened(known.key) }
         guard try listedKeyFiles().contains(name) else { return .unavailable(name: name, size: nil) }
-        let size = try? transport.fileSize("\(Self.keys)/\(name)")
+        let size = try? transport.fileSize("\(Mailbox.keys)/\(name)")
         let keyFile = scratch.path + "/readers-key"
         defer { try? FileManager.default.removeItem(atPath: keyFile) }
         guard let hash = fetchKeyFile(name, to: keyFile),
@@ -115,14 +113,14 @@ extension Mailbox {
 
     /// Of the bundles `waiting` for a readers' key (with the key file size each saw), those
     /// whose file the mailbox now shows otherwise (it came, went or changed size): read again.
-    func bundlesWhoseKeyChanged(_ waiting: [String: Int], replica: Replica) throws -> Set<String> {
+    func bundlesWhoseKeyChanged(_ waiting: [String: Int]) throws -> Set<String> {
         guard !waiting.isEmpty else { return [] }
-        let noted = try state(replica).bundleReadersKeys()
+        let noted = try state.bundleReadersKeys()
         let listed = try listedKeyFiles()
         var sizes: [String: Int] = [:]
         func size(_ name: String) throws -> Int {
             if let known = sizes[name] { return known }
-            let size = listed.contains(name) ? (try transport.fileSize("\(Self.keys)/\(name)")) ?? -1 : -1
+            let size = listed.contains(name) ? (try transport.fileSize("\(Mailbox.keys)/\(name)")) ?? -1 : -1
             sizes[name] = size
             return size
         }
@@ -135,10 +133,7 @@ extension Mailbox {
     /// holds and no bundle names. `others`: the other replicas' bundles listed now; `kept`:
     /// this replica's own, as this sync left them. While any bundle was never read here (it may
     /// name any key), nothing goes; a retired sender's bundle, which nobody here reads, aside.
-    func removeUnneededReadersKeys(others: [(sender: String, name: String)], kept: [String], retired: Set<String>, replica: Replica)
-        throws
-    {
-        let state = try state(replica)
+    func removeUnneededReadersKeys(others: [(sender: String, name: String)], kept: [String]) throws {
         let known = try state.readersKeys()
         let noted = try state.bundleReadersKeys()
         try state.forgetBundleReadersKeys(keeping: Set(others.map(\.name) + kept))
@@ -158,7 +153,7 @@ extension Mailbox {
             } else if entry.madeHere && entry.unneeded == 0 {
                 try state.markReadersKey(name, unneeded: true)
             } else if entry.madeHere {
-                if listed.contains(name) { try writing { try transport.removeFile("\(Self.keys)/\(name)") } }
+                if listed.contains(name) { try writing { try transport.removeFile("\(Mailbox.keys)/\(name)") } }
                 try state.forgetReadersKey(name)
             } else if !listed.contains(name) {
                 try state.forgetReadersKey(name)

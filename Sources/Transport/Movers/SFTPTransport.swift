@@ -39,20 +39,16 @@ public final class SFTPTransport: Transport {
         canFsync = sftp_extension_supported(sftp.handle, "fsync@openssh.com", "1") != 0
     }
 
-    public func listFiles(in directory: String) throws -> [String] {
-        try entries(in: directory)
-            .filter { $0.type == SSH_FILEXFER_TYPE_REGULAR && !$0.name.hasPrefix(temporaryPrefix) }
-            .map(\.name)
-    }
-
-    public func listDirectories(in directory: String) throws -> [String] {
-        try entries(in: directory).filter { $0.type == SSH_FILEXFER_TYPE_DIRECTORY }.map(\.name)
-    }
-
-    public func temporaryFiles(in directory: String) throws -> [String] {
-        try entries(in: directory)
-            .filter { $0.type == SSH_FILEXFER_TYPE_REGULAR && $0.name.hasPrefix(temporaryPrefix) }
-            .map(\.name)
+    public func list(_ directory: String) throws -> FolderListing {
+        var listing = FolderListing()
+        for entry in try entries(in: directory) {
+            if entry.type == SSH_FILEXFER_TYPE_REGULAR {
+                listing.addFile(entry.name)
+            } else if entry.type == SSH_FILEXFER_TYPE_DIRECTORY {
+                listing.folders.append(entry.name)
+            }
+        }
+        return listing
     }
 
     public func readFile(_ path: String, to localPath: String, maxBytes: Int) throws {

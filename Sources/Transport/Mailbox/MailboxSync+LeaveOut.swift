@@ -1,0 +1,145 @@
+import Bundle
+import ChangeLog
+import FoundationEssentials
+
+/// Stage 4, leave out: this replica's outbox is checked (junk removed, a copy's bundle
+/// refused), then each group of readers with one scope gets one bundle of what its
+/// least-informed reader lacks, named by its content: kept when it is there already.
+extension MailboxSync {
+    /// False when the sync stops here: another copy of this database writes under its identity.
+    func leaveOut() throws -> Bool {
+        guard try checkOwnOutbox() else { return false }
+        let rules = try replica.adminRules()
+        // Readers with different scopes get bundles of their own (docs/SCOPES.md); with no
+        // reader yet, one bundle holds every row. Once any replica has a scope, a bundle is
+        // encrypted to its own readers' keys only, never to every trusted key.
+        var groups: [String: (scope: [String]?, readers: [String: Knowledge])] = [:]
+        for (reader, held) in readers {
+            let scope = rules.scope(of: reader)
+            groups[Mailbox.scopeKey(scope), default: (scope, [:])].readers[reader] = held
+        }
+        if readers.isEmpty { groups["*"] = (nil, [:]) }
+        let uploaded = try state.uploadedBundles()
+        for (scopeKey, group) in groups.sorted(by: { $0.key < $1.key }) {
+            try leaveBundle(scopeKey: scopeKey, scope: group.scope, readers: group.readers, rules: rules, uploaded: uploaded)
+        }
+        return true
+    }
+
+    /// Sorts what this replica's outbox holds: its own bundles go to ``mine``; a file it did
+    /// not write is removed, unless it is a bundle another copy of this database signed, which
+    /// stops the sync (false) so that neither copy loses a change.
+    private func checkOwnOutbox() throws -> Bool {
+        // Names this replica uploaded, to this mailbox or under another path (a stick mounted
+        // elsewhere): each is recorded before it is written.
+        let ours = try state.uploadedAnywhere()
+        for name in try transport.listFiles(in: "\(Mailbox.outbox)/\(me)") {
+            let path = "\(Mailbox.outbox)/\(me)/\(name)"
+            guard BundleExchange.isBundleFileName(name) else {
+                try writing { try transport.removeFile(path) }
+                report.warnings.append("\(transport.displayName)/\(path): not written by this replica; removed")
+                continue
+            }
+            if ours.contains(name) {
+                mine.append(name)
+                continue
+            }
+            if try isCopysBundle(path) {
+                // A bundle in this replica's own outbox, signed with its key under its ID, with
+                // changes it never made or made otherwise: another file writes under the same
+                // identity. Leave everything as it is, so neither loses a change, and say so.
+                report.refused.append(
+                    (
+                        name,
+                        "\(transport.displayName)/\(path): written by another copy of this database (a file copied with cp); run `sqsync reidentify` on the copy, then sync both"
+                    ))
+                return false
+            }
+            if (BundleExchange.senderSeq(ofFileName: name) ?? 0) <= knowledge[me] {
+                // Its own bundle from before uploads were recorded, or replayed: nothing new.
+                mine.append(name)
+                continue
+            }
+            try writing { try transport.removeFile(path) }
+            report.warnings.append(
+                "\(transport.displayName)/\(path): not a bundle signed by this replica's knowledge ID; removed")
+        }
+        return true
+    }
+
+    /// One scope group's bundle: kept if this replica already left one of the same content for
+    /// the same recipients, else exported and written. Every origin's changes are relayed, the
+    /// readers' own too: one bundle read brings a reader everything its writer held, so a sync
+    /// reads the few newest bundles, not one per replica (docs/PERFORMANCE.md, "A thousand replicas").
+    private func leaveBundle(
+        scopeKey: String, scope: [String]?, readers: [String: Knowledge], rules: AdminRules, uploaded: Set<String>
+    ) throws {
+        let base = Knowledge.common(Array(readers.values))
+        if !readers.isEmpty, try !BundleExchange.hasChanges(of: replica, since: base, scope: scope) { return }
+        var recipients = try self.recipients(readers: Set(readers.keys), unscoped: scope == nil, rules: rules)
+        // Past a few dozen readers, once to their shared key and once to this replica's own.
+        var readersKey: ReadersKey?
+        if recipients.count > BundleLimits.maxDirectRecipients {
+            readersKey = try self.readersKey(for: recipients)
+            recipients = [key.publicKey]
+        }
+        let content = try BundleExchange.plannedContent(of: replica, since: base, scope: scope)
+        let fingerprint = Mailbox.fingerprint(
+            knowledge: knowledge, base: base, recipients: recipients, scope: scope == nil ? "" : scopeKey,
+            content: content + (readersKey.map { "|" + $0.name } ?? ""))
+        if let existing = mine.first(where: { $0.hasSuffix("_\(fingerprint).sqsb") && uploaded.contains($0) }) {
+            keep.insert(existing)
+            try state.noteBundleReadersKey(bundle: existing, key: readersKey?.name)
+        } else {
+            let exported = try BundleExchange.export(
+                replica: replica, since: base, key: key, to: scratch.path, intoDirectory: true, nameSuffix: fingerprint,
+                encryptTo: recipients, readersKey: readersKey, scope: scope)
+            let name = URL(fileURLWithPath: exported.path).lastPathComponent
+            // A file under that name this replica did not upload (a copy of one it left in
+            // another mailbox, or planted) goes first: the name says what this bundle
+            // carries, so a publish is never refused for a name taken.
+            if mine.contains(name) { try writing { try transport.removeFile("\(Mailbox.outbox)/\(me)/\(name)") } }
+            try state.recordUpload(name)
+            try state.noteBundleReadersKey(bundle: name, key: readersKey?.name)
+            try writing { try transport.writeFile(from: exported.path, to: "\(Mailbox.outbox)/\(me)/\(name)") }
+            keep.insert(name)
+            if exported.rows >= (report.exported?.rows ?? 0) { report.exported = exported }
+        }
+        if scope == nil && !rules.hasScopes { superseding = try BundleExchange.carriedKnowledge(of: replica, since: base) }
+    }
+
+    /// The keys a group's bundle is encrypted to: this replica's own first, so that it can
+    /// check its own outbox, then its readers'; none under `sync --no-encrypt`.
+    private func recipients(readers: Set<String>, unscoped: Bool, rules: AdminRules) throws -> [SSHPublicKey] {
+        guard mailbox.encrypts else { return [] }
+        let others = try KeyBinding.encryptionKeys(
+            for: readers, replica: replica, trust: trust, signedAcknowledgements: acknowledgementKeys, unmetReaders: unscoped,
+            onlyPinned: rules.hasScopes)
+        return [key.publicKey] + others.filter { $0 != key.publicKey }
+    }
+
+    /// Whether a file in this replica's outbox is a bundle another file with this replica's
+    /// identity wrote: signed by this replica's own key under its knowledge ID, with changes
+    /// beyond what it made, or with one of its own changes made otherwise (``OwnChangeCheck``).
+    /// A replay of a bundle it wrote itself is not; one signed by another key was planted.
+    private func isCopysBundle(_ path: String) throws -> Bool {
+        let local = scratch.path + "/outbox-check.sqsb"
+        defer { try? FileManager.default.removeItem(atPath: local) }
+        let folder = RelativePath.parent(of: path), name = String(path.dropFirst(folder.count + 1))
+        guard try fetch(folder, name, to: local) else { return false }
+        do {
+            let reader = try BundleReader(path: local, trust: nil, decryptingWith: key)
+            let ownKey = try KeyBinding.currentKey(of: me, replica: replica)
+            guard reader.envelope.sender.id == me, reader.signature.publicKey == ownKey else { return false }
+            if reader.envelope.senderSeq > (try replica.knowledge()[me]) { return true }
+            do {
+                try BundleExchange.checkOwnChanges(in: reader, replica: replica)
+            } catch let error as ChangeLogError where error.kind == .identityClash {
+                return true
+            }
+            return false
+        } catch is BundleError {
+            return false
+        }
+    }
+}
