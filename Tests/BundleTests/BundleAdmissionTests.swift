@@ -153,11 +153,10 @@ final class BundleAdmissionTests: XCTestCase {
 
     func testAnHonestSegmentIsMergedByAPlanOfItsTables() throws {
         let result = try verdicts(bundle([segment()]))
-        guard case .read = result.signers.first, case .merge(let plan, let claim) = result.segments.first else {
+        guard case .read = result.signers.first, case .merge(let plan) = result.segments.first else {
             return XCTFail("\(result)")
         }
         XCTAssertEqual(plan.header.origin, o.replicaID)
-        XCTAssertNil(claim)
     }
 
     func testASegmentSignedByAnotherKeyIsRefusedBeforeItsHeaderIsRead() throws {
@@ -201,6 +200,27 @@ final class BundleAdmissionTests: XCTestCase {
         let otherKey = try verdicts(bundle([segment(table: ("notes", ["id", "v"], [1]))]))
         guard case .hold(let key) = otherKey.segments.first else { return XCTFail("\(otherKey)") }
         XCTAssertEqual(key.kind, .differentKey("notes"))
+    }
+
+    /// A label statement naming a column this replica lacks holds the bundle at admission,
+    /// by a query prepared and never run: nothing is written (``verdicts`` checks), and the
+    /// same label over a column it has is taken.
+    func testALabelNamingAColumnThisReplicaLacksHoldsTheBundleAtAdmission() throws {
+        trust = try AllowedSigners(text: [r.allowedSignersLine, o.allowedSignersLine, m.adminSignersLine].joined(separator: "\n") + "\n")
+        func carrying(label: String) -> HandBundle {
+            var carrying = bundle([segment()])
+            carrying.adminStatements = [
+                m.adminStatement(json: #"{"label":{"table":"notes","expression":"\#(label)"}}"#, issued: now)
+            ]
+            return carrying
+        }
+        let lacking = try verdicts(carrying(label: "region"))
+        guard case .hold(let reason) = lacking.bundle else { return XCTFail("\(lacking)") }
+        XCTAssertEqual(reason.kind, .labelNotApplicable(table: "notes"))
+        XCTAssertTrue(reason.message.contains("region"), reason.message)
+        XCTAssertTrue(lacking.segments.isEmpty, "no segment of a held bundle is read")
+        let applying = try verdicts(carrying(label: "v"))
+        guard case .accept = applying.bundle, case .merge = applying.segments.first else { return XCTFail("\(applying)") }
     }
 
     func testChangesMadeUnderAdminStatementsNotHeldHoldTheBundle() throws {

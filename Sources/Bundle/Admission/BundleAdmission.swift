@@ -12,6 +12,8 @@ enum BundleVerdict {
     case accept(AdmittedBundle)
     /// Refused whole (exit 3 for a bundle that is not what it claims; the error says why).
     case refuse(Error)
+    /// Not yet: an admin statement it carries labels a table by a column this replica lacks.
+    case hold(HoldReason)
 }
 
 /// What a bundle's admission concluded that the replica must record before any segment is
@@ -50,8 +52,8 @@ enum SegmentVerdict {
     case relayOnly
     /// The whole bundle waits.
     case hold(HoldReason)
-    /// Merge by this plan; `claim` is the last change of the origin merged here before, if any.
-    case merge(MergePlan, claim: Int64?)
+    /// Merge by this plan.
+    case merge(MergePlan)
     case refuse(Error)
 }
 
@@ -86,7 +88,7 @@ final class BundleAdmission {
     /// The checks on the bundle as a whole, in order: written by this replica; the sender's
     /// clock; the identities and key moves it carries; the sender's own key; the sender's word
     /// on itself (not retired, its clock, purges on either side); the statements it relays;
-    /// its admin statements, each signed by an admin key.
+    /// its admin statements, each signed by an admin key, each label they set applying here.
     func admitBundle() throws -> BundleVerdict {
         let sender = envelope.sender
         let signer = reader.signature.publicKey
@@ -120,6 +122,7 @@ final class BundleAdmission {
             // bundle before any change in it is read.
             let adminStatements = try SignedAdminStatement.admitted(
                 envelope.adminStatements, trust: movedTrust, path: path, held: Set(try replica.adminStatements().map(\.id)))
+            if let reason = try replica.labelHold(adding: adminStatements, path: path) { return .hold(reason) }
             return .accept(
                 AdmittedBundle(superseded: superseded, statements: statements, adminStatements: adminStatements, warnings: warnings))
         } catch let error as BundleError {
@@ -180,6 +183,22 @@ final class BundleAdmission {
             return .refuse(error)
         }
     }
+
+    /// Whether a kept segment is worth reading again now (``BundleExchange`` merges kept
+    /// segments once a bundle taught this replica more): not its own, its origin not retired,
+    /// cut for this replica's own scope, beginning at or before what it holds of its origin
+    /// (`held`) and reaching past it. Reads the replica, writes nothing; what the segment
+    /// carries is then checked by ``admitKeptSigner(origin:entry:signer:)`` and
+    /// ``admitSegment(_:)`` as when it came.
+    func mayMergeAgain(_ segment: SegmentStore.Stored, holding held: Int64) throws -> Bool {
+        guard segment.origin != replica.knowledgeID, segment.base <= held, segment.last > held else { return false }
+        if keptSegmentRules == nil { keptSegmentRules = (try replica.retiredPeers(), Scope(try replica.ownScope())) }
+        guard let rules = keptSegmentRules, rules.retired[segment.origin] == nil else { return false }
+        return Scope(segment.scope) == rules.ownScope
+    }
+
+    /// Read once per import, when the first kept segment is looked at.
+    private var keptSegmentRules: (retired: [String: Int64], ownScope: Scope)?
 
     /// A segment this replica kept, read again: signed by a key of its origin's that signs that
     /// range, and trusted still. One that is not is passed over (false), not refused: it came
@@ -245,8 +264,14 @@ final class BundleAdmission {
             let authorization =
                 rules.isRestricted(changes.origin)
                 ? Authorization(rules: rules, origin: changes.origin, receiverHasScope: !ownScope.isEveryRow) : nil
+            if authorization != nil,
+                let reason = try replica.labelHold(
+                    judging: changes.originLabel, by: rules, tables: changes.tables.map(\.name), path: path)
+            {
+                return .hold(reason)
+            }
             switch try replica.planMerge(of: changes, authorization: authorization) {
-            case .merge(let plan): return .merge(plan, claim: claim?.last)
+            case .merge(let plan): return .merge(plan)
             case .hold(let reason): return .hold(reason)
             }
         } catch let error as BundleError {

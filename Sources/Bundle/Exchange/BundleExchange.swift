@@ -19,8 +19,10 @@ public struct ExportResult: Sendable {
 public struct ImportResult: Sendable {
     public enum Outcome: Sendable, Equatable {
         case applied
-        /// Verified, but waiting for a schema migration; kept beside the database.
-        case held(reason: String)
+        /// Verified, but waiting for what this replica lacks to merge it as every other replica
+        /// does (a table, a column, an admin statement, a label that applies here); kept beside
+        /// the database and tried again by each later import or sync.
+        case held(HoldReason)
         /// Written by this very replica: nothing in it is new here.
         case ownBundle
     }

@@ -58,6 +58,8 @@ extension BundleExchange {
                         return
                     case .refuse(let error):
                         throw error
+                    case .hold(let reason):
+                        throw MergeHeld(reason)
                     case .accept(let admitted):
                         result.superseded = admitted.superseded
                         result.warnings += admitted.warnings
@@ -88,7 +90,7 @@ extension BundleExchange {
                 }
             }
         } catch let held as MergeHeld {
-            result.outcome = .held(reason: held.description)
+            result.outcome = .held(held.reason)
             if !dryRun { try HeldBundles(replica: replica).hold(reader, reason: held.description) }
             return result
         }
@@ -154,9 +156,9 @@ extension BundleExchange {
                     throw MergeHeld(reason)
                 case .refuse(let error):
                     throw error
-                case .merge(let plan, let claim):
+                case .merge(let plan):
                     let merged = try merge(
-                        segment, by: plan, claim: claim, reader: reader, replica: replica, learning: learning
+                        segment, by: plan, reader: reader, replica: replica, learning: learning
                     ) { count in
                         applied += count
                         if applied % 10_000 == 0 { progress?(applied) }
@@ -182,11 +184,11 @@ extension BundleExchange {
         return summary
     }
 
-    /// Merges one admitted segment by its plan, then what the merge implies: new lives of rows
-    /// whose label a concurrent life changed, the origin's admin claim, and the segment kept
-    /// to serve whoever lacks it (`reader` gives its bytes; nil for one kept already).
+    /// Merges one admitted segment by its plan (the merger's finish records what the merge
+    /// implies), and keeps the segment to serve whoever lacks it (`reader` gives its bytes;
+    /// nil for one kept already).
     private static func merge(
-        _ segment: BundleReader.Segment, by plan: MergePlan, claim: Int64?, reader: BundleReader?, replica: Replica,
+        _ segment: BundleReader.Segment, by plan: MergePlan, reader: BundleReader?, replica: Replica,
         learning: LearningEvent.ByWriter, applied: (Int) -> Void
     ) throws -> ApplySummary {
         let changes = segment.header.changes
@@ -200,15 +202,6 @@ extension BundleExchange {
             applied(1)
         }
         let merged = try merger.finish()
-        try replica.startNewLives(of: merger.relabelled)
-        try replica.announceDeletions(of: merger.deletedAgain)
-        if merged.knowledgeAdvanced && changes.last > (claim ?? 0) {
-            try replica.recordAdminClaim(of: changes.origin, last: changes.last, ids: changes.adminStatements)
-        }
-        // What the origin signed binds its later changes to the statements it held then.
-        try replica.recordStatementsNamed(changes.adminStatements, by: changes.origin, from: changes.base + 1)
-        try replica.recordAdminEvidence(
-            of: changes.origin, knowledge: changes.originKnowledge, ownSeq: changes.originKnowledge[changes.origin])
         // Kept whether or not this replica could count it yet: a replica met later may lack it.
         if let reader {
             try SegmentStore(replica).keep(
@@ -221,8 +214,8 @@ extension BundleExchange {
 
     /// Merges again the kept segments this replica could not count when they came (it lacked
     /// their origin's earlier changes, or a life they changed) and now may: of each origin, in
-    /// order, those that begin at or before what it holds of it and reach past it, cut for its
-    /// own scope; again while any counted. Read from the store and checked as when they came;
+    /// order, those admission lets through (``BundleAdmission/mayMergeAgain(_:holding:)``);
+    /// again while any counted. Read from the store and checked as when they came;
     /// one that no longer checks (its key retired, its line removed) or fails to merge is
     /// dropped with a warning, not let stop every later import.
     private static func mergeKeptSegments(
@@ -230,20 +223,16 @@ extension BundleExchange {
     ) throws -> ApplySummary {
         let replica = admission.replica
         let store = try SegmentStore(replica)
-        let ownScope = try SegmentStore.scopeText(try replica.ownScope())
-        let retired = try replica.retiredPeers()
         var summary = ApplySummary()
         // Read once and again only after a merge: most kept segments are already held, and the
         // store keeps one per origin, so reading it per segment made each import O(replicas²).
         var knowledge = try replica.knowledge()
         for _ in 0..<maxSegmentPasses {
             var advanced = false
-            for (origin, kept) in try store.byOrigin().sorted(by: { $0.key < $1.key })
-            where origin != replica.knowledgeID && retired[origin] == nil {
+            for (origin, kept) in try store.byOrigin().sorted(by: { $0.key < $1.key }) {
                 for segment in kept.sorted(by: { ($0.base, $0.last) < ($1.base, $1.last) }) {
                     let held = knowledge[origin]
-                    guard segment.base <= held, segment.last > held, try SegmentStore.scopeText(segment.scope) == ownScope
-                    else { continue }
+                    guard try admission.mayMergeAgain(segment, holding: held) else { continue }
                     do {
                         try replica.database.inTransaction {
                             summary.add(try mergeKept(segment, admittedBy: admission, learning: learning))
@@ -281,8 +270,8 @@ extension BundleExchange {
                 checkOrigin: { entry, signer in try admission.admitKeptSigner(origin: kept.origin, entry: entry, signer: signer) })
         else { throw BundleError(.untrusted, "its signer does not sign that range here any more") }
         switch try admission.admitSegment(segment.header.changes) {
-        case .merge(let plan, let claim):
-            return try merge(segment, by: plan, claim: claim, reader: nil, replica: replica, learning: learning) { _ in }
+        case .merge(let plan):
+            return try merge(segment, by: plan, reader: nil, replica: replica, learning: learning) { _ in }
         case .hold(let reason):
             throw MergeHeld(reason)
         case .refuse(let error):
@@ -296,7 +285,8 @@ extension BundleExchange {
     /// changed by another replica, runs against the order its segments are written in.
     static let maxSegmentPasses = 8
 
-    /// Imports every bundle a replica holds, in case a migration now lets them apply.
+    /// Imports every bundle a replica holds, in case what each waited for (a migration, a
+    /// statement, a key) has come since.
     public static func retryHeld(replica: Replica, trust: AllowedSigners) throws -> [ImportResult] {
         var results: [ImportResult] = []
         let heldBundles = try HeldBundles(replica: replica)

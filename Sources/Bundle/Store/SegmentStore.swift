@@ -31,15 +31,10 @@ struct SegmentStore {
         var scope: [String]?
     }
 
-    /// How the `scope` column names a segment's scope.
-    static func scopeText(_ scope: [String]?) throws -> String {
-        guard let scope else { return "*" }
-        return String(decoding: try JSONEncoder().encode(scope.sorted()), as: UTF8.self)
-    }
+    /// How the `scope` column names a segment's scope: its one text form.
+    static func scopeText(_ scope: [String]?) -> String { Scope(scope).text }
 
-    static func scope(ofText text: String) throws -> [String]? {
-        text == "*" ? nil : try JSONDecoder().decode([String].self, from: Data(text.utf8))
-    }
+    static func scope(ofText text: String) throws -> [String]? { try Scope(text: text).sorted }
 
     /// Keeps a segment, streamed by `bytes` (called with a consumer), unless one of the same
     /// range and scope is kept that is as new; then drops what it makes redundant.
@@ -48,7 +43,7 @@ struct SegmentStore {
         bytes: (([UInt8]) throws -> Void) throws -> Void
     ) throws {
         let site = try replica.siteNumber(for: origin, name: nil)
-        let scopeText = try Self.scopeText(scope)
+        let scopeText = Self.scopeText(scope)
         try database.run(
             StoreSQL.replaceOlder, .integer(Int64(site)), .integer(base), .integer(last), .text(scopeText), .integer(createdHLC))
         try database.run(
@@ -143,9 +138,9 @@ struct SegmentStore {
     /// How far `segments` (one origin's) cut for `scope` reach from its first change without a
     /// gap: what this replica can serve of that origin.
     static func reach(of segments: [Stored], scope: [String]?) throws -> Int64 {
-        let wanted = try scopeText(scope)
+        let wanted = Scope(scope)
         var reach: Int64 = 0
-        for segment in cover(of: try segments.filter { try scopeText($0.scope) == wanted }, after: 0) {
+        for segment in cover(of: segments.filter { Scope($0.scope) == wanted }, after: 0) {
             guard segment.base <= reach else { break }
             reach = max(reach, segment.last)
         }

@@ -520,10 +520,30 @@ public final class ChangeMerger {
 
     // MARK: Finishing
 
+    /// Ends the merge and records what it implies, so that every caller (an import, a kept
+    /// segment merged again, a library merging change sets itself) leaves the replica alike:
+    /// new lives of rows whose label a concurrent life changed, deletions announced again,
+    /// the origin's admin claim, and the statements and knowledge its signed header shows it
+    /// held (AdminEvidence.swift).
+    public func finish() throws -> ApplySummary {
+        let merged = try finishRows()
+        try replica.startNewLives(of: relabelled)
+        try replica.announceDeletions(of: deletedAgain)
+        let claim = try replica.adminClaim(of: header.origin)?.last ?? 0
+        if merged.knowledgeAdvanced && header.last > claim {
+            try replica.recordAdminClaim(of: header.origin, last: header.last, ids: header.adminStatements)
+        }
+        // What the origin signed binds its later changes to the statements it held then.
+        try replica.recordStatementsNamed(header.adminStatements, by: header.origin, from: header.base + 1)
+        try replica.recordAdminEvidence(
+            of: header.origin, knowledge: header.originKnowledge, ownSeq: header.originKnowledge[header.origin])
+        return merged
+    }
+
     /// Advances this replica's knowledge of the origin (only of the origin: no one else's
     /// changes are in the set) when it held the origin's changes through the set's base and
     /// every record found its life, and pushes the clock past every value seen.
-    public func finish() throws -> ApplySummary {
+    private func finishRows() throws -> ApplySummary {
         try flushFreshRows()
         try addCurrentLabelsToReach()
         let before = originKnownBefore

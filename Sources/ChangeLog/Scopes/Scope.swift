@@ -1,7 +1,9 @@
+import FoundationEssentials
+
 /// Which labelled rows a replica receives (docs/SCOPES.md): some labels, or every row.
-/// Statements, segments and stores keep a scope as its sorted labels (`[String]?`, nil for
-/// every row); wherever two scopes are compared, or a row's label is tried against one, it
-/// is this value that answers.
+/// Statements and segment headers carry a scope as its sorted labels (`[String]?`, nil for
+/// every row); stores and names keep its one text form (``text``); wherever two scopes are
+/// compared, or a row's label is tried against one, it is this value that answers.
 public struct Scope: Sendable, Hashable {
     /// Nil: every row.
     public let labels: Set<String>?
@@ -31,4 +33,16 @@ public struct Scope: Sendable, Hashable {
 
     /// Within `other` and not the same.
     public func isStrictlyWithin(_ other: Scope) -> Bool { isWithin(other) && self != other }
+
+    /// The one text form of a scope, as stores keep it and bundle names digest it: `*` for
+    /// every row, else its labels sorted, as a JSON array of strings.
+    public var text: String {
+        guard let sorted else { return "*" }
+        return String(decoding: (try? JSONEncoder().encode(sorted)) ?? Data("[]".utf8), as: UTF8.self)
+    }
+
+    /// A scope from its text form (``text``).
+    public init(text: String) throws {
+        self.init(text == "*" ? nil : try JSONDecoder().decode([String].self, from: Data(text.utf8)))
+    }
 }

@@ -279,7 +279,7 @@ extension Replica {
             )
         }
         do {
-            _ = try database.rows("SELECT \(ScopeSQL.labelValue(expression)) FROM \(quoteIdentifier(table)) LIMIT 0")
+            _ = try database.rows(LabelCheckSQL.readLabel(expression, of: table))
         } catch let error as SQLiteError {
             throw ChangeLogError(.usage, "\(path): \(expression) is not an expression over \(table)'s columns (\(error.message))")
         }

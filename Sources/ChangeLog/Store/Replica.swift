@@ -4,6 +4,54 @@ import SQLiteDatabase
 
 /// A SQLite database that sqsync manages: its identity, its tracked tables and its clock.
 /// Not Sendable on purpose: it owns one connection.
+///
+/// Its functions live beside the job they serve, one folder of ChangeLog each; this index
+/// says where. A function added to a topic goes into its list here.
+///
+/// ## Topics
+///
+/// ### Opening and identity (Store/)
+/// - ``init(path:)``, ``initialize(path:name:knowledgeID:)``, ``database``, ``path``, ``knowledgeID``, ``name``
+/// - Copies and moves: ``copiedAt()``, ``confirmMoved()``, ``refuseWhileCopied(_:)`` (CopiedFiles.swift)
+/// - Module tables: ``migrate(_:)``, ``hasMigrated(_:)`` (ModuleMigrations.swift); ``generation(watching:)`` (Generation.swift)
+///
+/// ### Tracked tables and policies (Store/)
+/// - ``track(_:allowIntegerPrimaryKey:)``, ``untrack(_:)``, ``trackedTables()``, ``trackedTableNames()``,
+///   ``trackableTables()``, ``userTableNames()``, ``untrackedTablesWithPrimaryKey()`` (TrackedTables.swift)
+/// - ``policies()``, ``setPolicy(_:table:column:)``, ``countersFolded()`` (Policies.swift)
+///
+/// ### Capturing the app's writes (Capture/)
+/// - ``fold()``: the trigger log into numbered changes
+///
+/// ### Sending (Export/)
+/// - ``readSnapshot(_:)`` (ChangeExporter.swift), ``latestCheckpoint()``, ``recordCheckpoint(through:records:)``
+/// - ``withheldValues(cap:)``, ``releaseWithheldValues(cap:)``: values too large for a bundle
+///
+/// ### Receiving (Apply/)
+/// - ``admitSender(_:path:)``, ``checkNotOlder(thanPurgedBy:path:)``, ``recordSender(_:)``, ``observeClock(_:)`` (SenderAdmission.swift)
+/// - ``planMerge(of:authorization:)`` (MergePlan.swift), then a ``ChangeMerger``; ``mergingWithTriggersOff(_:)``
+///
+/// ### Peers (Peers/)
+/// - ``knowledge()``, ``peers()``, ``peer(named:)``, ``siteNumber(for:name:)``, ``siteName(of:)``,
+///   ``recordAcknowledgement(of:name:knowledge:above:)``, ``retiredPeers()``, ``retiredPeerIDs()`` (Sites.swift)
+/// - ``purge(dryRun:)``, ``retire(peer:)`` (Purge.swift), ``reidentify(as:)``, ``clone(to:name:knowledgeID:emptying:)``
+///
+/// ### Admin statements, scopes and grants (Scopes/)
+/// - ``adminStatements()``, ``addAdminStatements(_:)``, ``issueAdminStatement(_:)``, ``adminRules()``,
+///   ``adminRules(namedBy:)``, ``ownScope()``, ``adminEpochs()``, ``checkLabel(_:of:)``, ``removeRowsOutOfScope()`` (Scopes.swift)
+/// - New lives and deletions announced again: ``startNewLives(of:)``, ``announceDeletions(of:)``
+/// - What an origin signed it held: ``adminClaim(of:)``, ``recordAdminClaim(of:last:ids:)``,
+///   ``recordStatementsNamed(_:by:from:)``, ``recordAdminEvidence(of:knowledge:ownSeq:)``,
+///   ``adminStatementsProvablyHeld(by:before:)`` (AdminEvidence.swift)
+/// - Whether a label applies here, before anything is written: ``labelHold(judging:by:tables:path:)``,
+///   ``labelHold(adding:path:)`` (LabelCheck.swift)
+///
+/// ### Schema changes (Refresh/)
+/// - ``prepareMigration()``, ``isMigrating()``, ``refuseWhileMigrating(_:)``, ``refresh()``,
+///   ``uncapturedWrites()``, ``refuseWithUncapturedColumns(_:)``, ``schemaVersion()``
+///
+/// ### Reports (Reports/)
+/// - ``status()``, ``doctor()``, ``history(table:key:)``, ``conflicts()``, ``orphans()``, ``clearConflicts()``
 public final class Replica {
     public let database: Database
     /// The last ``knowledge()`` read and the database's content stamp then: an import asks

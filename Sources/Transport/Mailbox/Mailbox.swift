@@ -137,9 +137,4 @@ public final class Mailbox {
             data: Data((knowledge.description + "|" + base.description + "|" + keys + scope + "|" + content).utf8))
         return hexString(digest.prefix(4))
     }
-
-    /// A scope as a dictionary key: "*" for every row.
-    static func scopeKey(_ scope: [String]?) -> String {
-        scope.map { "[" + $0.sorted().joined(separator: "\u{1f}") + "]" } ?? "*"
-    }
 }

@@ -13,15 +13,12 @@ extension MailboxSync {
         // Readers with different scopes get bundles of their own (docs/SCOPES.md); with no
         // reader yet, one bundle holds every row. Once any replica has a scope, a bundle is
         // encrypted to its own readers' keys only, never to every trusted key.
-        var groups: [String: (scope: [String]?, readers: [String: Knowledge])] = [:]
-        for (reader, held) in readers {
-            let scope = rules.scope(of: reader)
-            groups[Mailbox.scopeKey(scope), default: (scope, [:])].readers[reader] = held
-        }
-        if readers.isEmpty { groups["*"] = (nil, [:]) }
+        var groups: [Scope: [String: Knowledge]] = [:]
+        for (reader, held) in readers { groups[Scope(rules.scope(of: reader)), default: [:]][reader] = held }
+        if readers.isEmpty { groups[.everyRow] = [:] }
         let uploaded = try state.uploadedBundles()
-        for (scopeKey, group) in groups.sorted(by: { $0.key < $1.key }) {
-            try leaveBundle(scopeKey: scopeKey, scope: group.scope, readers: group.readers, rules: rules, uploaded: uploaded)
+        for (scope, readers) in groups.sorted(by: { $0.key.text < $1.key.text }) {
+            try leaveBundle(scope: scope, readers: readers, rules: rules, uploaded: uploaded)
         }
         return true
     }
@@ -72,20 +69,20 @@ extension MailboxSync {
     /// readers' own too: one bundle read brings a reader everything its writer held, so a sync
     /// reads the few newest bundles, not one per replica (docs/PERFORMANCE.md, "A thousand replicas").
     private func leaveBundle(
-        scopeKey: String, scope: [String]?, readers: [String: Knowledge], rules: AdminRules, uploaded: Set<String>
+        scope: Scope, readers: [String: Knowledge], rules: AdminRules, uploaded: Set<String>
     ) throws {
         let base = Knowledge.common(Array(readers.values))
-        if !readers.isEmpty, try !BundleExchange.hasChanges(of: replica, since: base, scope: scope) { return }
-        var recipients = try self.recipients(readers: Set(readers.keys), unscoped: scope == nil, rules: rules)
+        if !readers.isEmpty, try !BundleExchange.hasChanges(of: replica, since: base, scope: scope.sorted) { return }
+        var recipients = try self.recipients(readers: Set(readers.keys), unscoped: scope.isEveryRow, rules: rules)
         // Past a few dozen readers, once to their shared key and once to this replica's own.
         var readersKey: ReadersKey?
         if recipients.count > BundleLimits.maxDirectRecipients {
             readersKey = try self.readersKey(for: recipients)
             recipients = [key.publicKey]
         }
-        let content = try BundleExchange.plannedContent(of: replica, since: base, scope: scope)
+        let content = try BundleExchange.plannedContent(of: replica, since: base, scope: scope.sorted)
         let fingerprint = Mailbox.fingerprint(
-            knowledge: knowledge, base: base, recipients: recipients, scope: scope == nil ? "" : scopeKey,
+            knowledge: knowledge, base: base, recipients: recipients, scope: scope.isEveryRow ? "" : scope.text,
             content: content + (readersKey.map { "|" + $0.name } ?? ""))
         if let existing = mine.first(where: { $0.hasSuffix("_\(fingerprint).sqsb") && uploaded.contains($0) }) {
             keep.insert(existing)
@@ -93,7 +90,7 @@ extension MailboxSync {
         } else {
             let exported = try BundleExchange.export(
                 replica: replica, since: base, key: key, to: scratch.path, intoDirectory: true, nameSuffix: fingerprint,
-                encryptTo: recipients, readersKey: readersKey, scope: scope)
+                encryptTo: recipients, readersKey: readersKey, scope: scope.sorted)
             let name = URL(fileURLWithPath: exported.path).lastPathComponent
             // A file under that name this replica did not upload (a copy of one it left in
             // another mailbox, or planted) goes first: the name says what this bundle
@@ -105,7 +102,7 @@ extension MailboxSync {
             keep.insert(name)
             if exported.rows >= (report.exported?.rows ?? 0) { report.exported = exported }
         }
-        if scope == nil && !rules.hasScopes { superseding = try BundleExchange.carriedKnowledge(of: replica, since: base) }
+        if scope.isEveryRow && !rules.hasScopes { superseding = try BundleExchange.carriedKnowledge(of: replica, since: base) }
     }
 
     /// The keys a group's bundle is encrypted to: this replica's own first, so that it can

@@ -18,8 +18,8 @@ public struct SyncReport: Sendable {
     public var warnings: [String] = []
     /// Bundles that brought nothing new, one line each (a replayed older bundle).
     public var notes: [String] = []
-    /// Bundles that wait for a schema migration after this sync (taken now or earlier): path
-    /// and reason, so that every sync says why.
+    /// Bundles held after this sync (taken now or earlier), waiting for a migration, an admin
+    /// statement or a key (``HoldReason``): path and reason, so that every sync says why.
     public var stillHeld: [(path: String, reason: String)] = []
     /// Ranges of other replicas' changes this replica lacks though it holds later ones, after
     /// this sync: each heals at a meeting with anyone who holds it.

@@ -120,7 +120,7 @@ extension SQSync {
             for warning in result.warnings { global.say("warning: \(warning)") }
             switch result.outcome {
             case .held(let reason):
-                global.say("held \(result.path): \(reason)")
+                global.say("held \(result.path): \(reason.message)")
             case .ownBundle:
                 global.say("nothing new in \(result.path): this replica wrote it")
 
@@ -157,7 +157,7 @@ extension SQSync {
                 case .ownBundle: object["status"] = "own"
                 case .held(let reason):
                     object["status"] = "held"
-                    object["held"] = reason
+                    object["held"] = reason.message
                 }
                 return object
             }
