@@ -256,7 +256,9 @@ final class BundleAdmissionTests: XCTestCase {
         beyond.last = own + 5
         relayed.segments = [beyond]
         let copied = try verdicts(relayed)
-        guard case .refuse(let error) = copied.segments.first else { return XCTFail("\(copied)") }
-        XCTAssertTrue("\(error)".contains("another copy of this database"))
+        guard case .signedAsThisReplica(let message) = copied.segments.first else { return XCTFail("\(copied)") }
+        for words in ["another key or copy signed changes as this replica", "sqsync reidentify", "sqsync peers retire", "new key"] {
+            XCTAssertTrue(message.contains(words), "\(words): \(message)")
+        }
     }
 }

@@ -47,6 +47,10 @@ enum SegmentVerdict {
     case passOver
     /// This replica's own changes, relayed back: each must be one it made (``OwnChangeCheck``).
     case ownCheck
+    /// Changes signed as this replica that it never made (a stolen key, or a copy made with
+    /// cp): refused alone, so that whoever holds this replica's key cannot cut it off from
+    /// every other origin a relay carries. The message names both fixes.
+    case signedAsThisReplica(String)
     /// Cut for a scope within this replica's: kept to relay once this replica holds its
     /// origin's changes through it.
     case relayOnly
@@ -216,8 +220,10 @@ final class BundleAdmission {
     func admitSegment(_ changes: ChangeSetHeader) throws -> SegmentVerdict {
         do {
             if changes.origin == replica.knowledgeID {
-                if changes.last > (try replica.knowledge()[replica.knowledgeID]) {
-                    throw BundleExchange.copiedIdentity(path, replica: replica, "its own signed changes go up to \(changes.last)")
+                let made = try replica.knowledge()[replica.knowledgeID]
+                if changes.last > made {
+                    return .signedAsThisReplica(
+                        BundleExchange.signedAsThisReplica(replica: replica, "changes up to \(changes.last), and it made \(made)"))
                 }
                 return .ownCheck
             }

@@ -84,6 +84,12 @@ public enum BundleExchange {
         )
     }
 
+    /// Changes under this replica's own knowledge ID that it did not make, met in a bundle
+    /// another replica relayed: whoever made them holds its key, or is a copy of its file.
+    static func signedAsThisReplica(replica: Replica, _ detail: String) -> String {
+        "another key or copy signed changes as this replica, knowledge ID \(replica.knowledgeID) (\(detail)); those changes were refused and the rest of the bundle taken. If a copy of this database made them (a file copied with cp), run `sqsync reidentify` on the copy, then sync both; if this replica's key was stolen, give this replica a new key (`sqsync keygen`, then `sqsync reidentify \(replica.path) --key NEW-KEY`), have the admin retire the old identity (`sqsync peers retire DB \(replica.knowledgeID)`) and remove the old key's line from allowed_signers everywhere. Then `sqsync conflicts \(replica.path) --clear` stops this message"
+    }
+
     static func clockAhead(_ path: String, who: String, by milliseconds: Int64) -> BundleError {
         BundleError(
             .untrusted,

@@ -147,7 +147,18 @@ extension BundleExchange {
                     advanced.insert(index)
                 case .ownCheck:
                     let check = try OwnChangeCheck(replica: replica, header: changes, path: reader.path)
-                    try segment.forEachChange { try check.check($0) }
+                    do {
+                        try segment.forEachChange { try check.check($0) }
+                    } catch let error as ChangeLogError where error.kind == .identityClash {
+                        let message = signedAsThisReplica(
+                            replica: replica, "a change up to \(changes.last) made otherwise: \(error.description)")
+                        try replica.recordSignedAsThisReplica(last: changes.last, message: message)
+                        summary.signedAsThisReplica.append(message)
+                    }
+                    advanced.insert(index)
+                case .signedAsThisReplica(let message):
+                    try replica.recordSignedAsThisReplica(last: changes.last, message: message)
+                    summary.signedAsThisReplica.append(message)
                     advanced.insert(index)
                 case .relayOnly:
                     relayOnly.append((segment.entry, changes, segment.header.recordCount))
@@ -276,7 +287,7 @@ extension BundleExchange {
             throw MergeHeld(reason)
         case .refuse(let error):
             throw error
-        case .passOver, .ownCheck, .relayOnly:
+        case .passOver, .ownCheck, .relayOnly, .signedAsThisReplica:
             return ApplySummary()
         }
     }

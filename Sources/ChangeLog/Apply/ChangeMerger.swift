@@ -19,9 +19,13 @@ public struct ApplySummary: Sendable, Equatable {
     /// this replica does not claim the sender's knowledge and will ask for it again.
     public var knowledgeAdvanced = false
     public var changes: Int { tables.values.reduce(0) { $0 + $1.inserted + $1.updated + $1.deleted } }
+    /// Change sets signed as this replica that it never made, refused alone (the rest of the
+    /// bundle was taken): one message each, naming both fixes.
+    public var signedAsThisReplica: [String] = []
 
     /// Adds another change set's counts (one bundle carries one per origin).
     public mutating func add(_ other: ApplySummary) {
+        signedAsThisReplica += other.signedAsThisReplica
         for (table, counts) in other.tables {
             var sum = tables[table] ?? TableCounts()
             sum.inserted += counts.inserted

@@ -71,7 +71,35 @@ extension Replica {
     }
 }
 
+extension Replica {
+    /// Notes in the conflict log that changes signed as this replica, which it never made,
+    /// were refused (once per identity and range): every sync says so until the operator
+    /// acts and clears the log (`conflicts --clear`), or this replica takes a new identity.
+    public func recordSignedAsThisReplica(last: Int64, message: String) throws {
+        try database.run(ConflictSQL.recordSignedAsThisReplica, .text(knowledgeID), .integer(last), .text(message))
+    }
+
+    /// What ``recordSignedAsThisReplica(last:message:)`` noted under this replica's current
+    /// identity and the log still holds, oldest first.
+    public func standingSignedAsThisReplica() throws -> [String] {
+        try database.rows(ConflictSQL.signedAsThisReplica, .text(knowledgeID)).map { try $0.string("lost_row") }
+    }
+}
+
 enum ConflictSQL {
+    static let signedAsThisReplicaKind = "signed as this replica"
+
+    static let recordSignedAsThisReplica = """
+        INSERT INTO "_sqsync_conflicts" ("kind", "table_name", "pk", "lost_row", "lost_site", "lost_hlc")
+        SELECT '\(signedAsThisReplicaKind)', '', '', ?3, ?1, ?2
+        WHERE NOT EXISTS (SELECT 1 FROM "_sqsync_conflicts"
+                          WHERE "kind" = '\(signedAsThisReplicaKind)' AND "lost_site" = ?1 AND "lost_hlc" >= ?2)
+        """
+
+    static let signedAsThisReplica = """
+        SELECT "lost_row" FROM "_sqsync_conflicts" WHERE "kind" = '\(signedAsThisReplicaKind)' AND "lost_site" = ? ORDER BY "id"
+        """
+
     static let conflicts = """
         SELECT "id", "recorded_at", "kind", "table_name", "pk", "column_name", "lost_value", "lost_row",
                "lost_site", "lost_hlc", "won_site", "won_hlc"

@@ -84,6 +84,7 @@ public final class Mailbox {
         report.untrusted = try MailboxState.untrustedSignerFiles(of: replica).filter { $0.mailbox == transport.displayName }
             .map(\.reason)
         report.withheld = try replica.withheldValues(cap: BundleLimits.maxValueBytes)
+        report.signedAsThisReplica = try replica.standingSignedAsThisReplica()
     }
 
     /// What the replica remembers of this mailbox.

@@ -42,6 +42,10 @@ public struct SyncReport: Sendable {
     /// Own values left out of bundles because they are larger than a bundle may carry: the
     /// rest went, and each goes once it fits.
     public var withheld: [WithheldValue] = []
+    /// Changes signed as this replica that it never made, refused now or before (its key is
+    /// in other hands, or a copy of its file writes as it): one line each, naming both fixes,
+    /// every sync until the operator clears the conflict log.
+    public var signedAsThisReplica: [String] = []
     /// Files copied out of the mailbox (bundles, acknowledgements, readers' keys): in steady
     /// state bounded, whatever the number of replicas (docs/PERFORMANCE.md, "A thousand replicas").
     public var filesRead = 0

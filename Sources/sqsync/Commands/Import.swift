@@ -69,7 +69,11 @@ extension SQSync {
                 if case .failed(_, _, let code) = outcome { return code }
                 return nil
             }
-            if codes.contains(Failure.rejectedBundle) { throw ExitCode(Failure.rejectedBundle) }
+            let signedAsThisReplica = outcomes.contains { outcome in
+                if case .imported(let result) = outcome { return !result.summary.signedAsThisReplica.isEmpty }
+                return false
+            }
+            if codes.contains(Failure.rejectedBundle) || signedAsThisReplica { throw ExitCode(Failure.rejectedBundle) }
             if let code = codes.first { throw ExitCode(code) }
         }
 
@@ -99,6 +103,9 @@ extension SQSync {
         private func report(_ outcomes: [Outcome]) {
             for case .failed(_, let message, _) in outcomes {
                 writeStandardError("sqsync: \(message)\n")
+            }
+            for case .imported(let result) in outcomes {
+                for refused in result.summary.signedAsThisReplica { writeStandardError("sqsync: \(result.path): \(refused)\n") }
             }
             if global.json {
                 global.emitJSON(["dry_run": dryRun, "bundles": outcomes.map(jsonObject)])

@@ -70,7 +70,7 @@ extension SQSync {
             let report = try Mailbox(transport: transport, encrypts: !noEncrypt).sync(replica: replica, key: key, trust: trust)
             withExtendedLifetime(lock) {}
             emit(report, target: transport.displayName)
-            if !report.rejected.isEmpty { throw ExitCode(Failure.rejectedBundle) }
+            if !report.rejected.isEmpty || !report.signedAsThisReplica.isEmpty { throw ExitCode(Failure.rejectedBundle) }
             if !report.refused.isEmpty { throw ExitCode(Failure.failed) }
         }
 
@@ -86,6 +86,7 @@ extension SQSync {
             for warning in report.warnings + report.withheld.map(describe) {
                 writeStandardError("sqsync: warning: \(warning)\n")
             }
+            for standing in report.signedAsThisReplica { writeStandardError("sqsync: \(db): \(standing)\n") }
             for note in report.notes { global.say("sqsync: note: \(note)") }
             for held in report.stillHeld { global.say("sqsync: held: \(held.path): \(held.reason)") }
             for gap in report.gaps { global.say("sqsync: note: \(describe(gap))") }
@@ -100,7 +101,7 @@ extension SQSync {
                     "held_bundles": report.stillHeld.map { ["path": $0.path, "reason": $0.reason] },
                     "gaps": report.gaps.map(gapJSON), "refused_before": report.plantedSkipped.map(displayText),
                     "rows_left_scope": report.rowsLeftScope, "oversized": report.oversized, "untrusted": report.untrusted,
-                    "withheld": report.withheld.map(withheldJSON),
+                    "withheld": report.withheld.map(withheldJSON), "signed_as_this_replica": report.signedAsThisReplica,
                 ])
             } else {
                 let out = report.exported.map { "1 bundle out (\(counted($0.rows, "row")))" } ?? "nothing new out"
