@@ -143,14 +143,17 @@ extension ChangeMerger {
         target.counts.conflicts += fresh.count
     }
 
+    /// Logs a change that lost: its value (`value`, or nil when the loser's own value is not
+    /// known here) and writer, and the value that won (`wonValue`, for a column).
     func recordConflict(
-        kind: String, table: String, keyValues: [SQLValue], column: String?, value: SQLValue,
-        row: [String: SQLValue]?, lost: LocalStamp, won: LocalStamp?
+        kind: String, table: String, keyValues: [SQLValue], column: String?, value: SQLValue?,
+        row: [String: SQLValue]?, lost: LocalStamp, won: LocalStamp?, wonValue: SQLValue? = nil
     ) throws {
         try database.run(
             MergeSQL.recordConflict, .text(kind), .text(table), .text(keyValues.map(\.literal).joined(separator: ", ")),
-            column.map(SQLValue.text) ?? .null, value, row.map { .text(JSONText.object($0)) } ?? .null,
+            column.map(SQLValue.text) ?? .null, value ?? .null, row.map { .text(JSONText.object($0)) } ?? .null,
             .text(siteIDs[lost.site] ?? ""), .integer(lost.hlc),
-            won.map { .text(siteIDs[$0.site] ?? "") } ?? .null, won.map { .integer($0.hlc) } ?? .null)
+            won.map { .text(siteIDs[$0.site] ?? "") } ?? .null, won.map { .integer($0.hlc) } ?? .null, wonValue ?? .null,
+            .integer(value == nil ? 0 : 1))
     }
 }

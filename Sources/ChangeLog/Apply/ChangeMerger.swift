@@ -402,7 +402,7 @@ public final class ChangeMerger {
         var clocks = try replica.cellClocks(packed, of: rowStamp.rowClock)
         var winners: [(change: ColumnChange, column: ColumnInfo, stamp: LocalStamp)] = []
         var losers: [(column: ColumnInfo, value: SQLValue, stamp: LocalStamp, winner: LocalStamp)] = []
-        var displaced: [(column: ColumnInfo, stamp: LocalStamp, winner: LocalStamp)] = []
+        var displaced: [(column: ColumnInfo, stamp: LocalStamp, winner: LocalStamp, value: SQLValue)] = []
         var extremes: [Int: SQLValue]?
         for incoming in change.columns {
             let column = target.columns[incoming.column]
@@ -417,7 +417,7 @@ public final class ChangeMerger {
                 if order > 0 {
                     winners.append((incoming, column, theirs))
                     if (!knownToSender(ours) || overwritesConcurrentOwnValue(ours, with: theirs)) && !knownHere(theirs) {
-                        displaced.append((column, ours, theirs))
+                        displaced.append((column, ours, theirs, incoming.value))
                     }
                 } else if order < 0 && !knownHere(theirs) {
                     losers.append((column, incoming.value, theirs, ours))
@@ -441,16 +441,24 @@ public final class ChangeMerger {
                 // A counter's base is replaced, never lost: its deltas still add up.
                 if column.policy == .counter { continue }
                 if (!knownToSender(ours) || overwritesConcurrentOwnValue(ours, with: theirs)) && !knownHere(theirs) {
-                    displaced.append((column, ours, theirs))
+                    displaced.append((column, ours, theirs, incoming.value))
                 }
             } else if !knownHere(theirs) && column.policy != .counter {
                 losers.append((column, incoming.value, theirs, ours))
             }
         }
-        for loser in losers {
-            try recordConflict(
-                kind: "concurrent update", table: target.info.name, keyValues: change.key,
-                column: loser.column.name, value: loser.value, row: nil, lost: loser.stamp, won: loser.winner)
+        if !losers.isEmpty {
+            let kept = try currentValues(target: target, names: losers.map(\.column.name), keyValues: change.key)
+            for (index, loser) in losers.enumerated() {
+                let won = kept?[index] ?? .null
+                // A life record carries every column: one its writer took from another replica
+                // since goes under the insert's stamp with the value it took. The very value that
+                // wins here says nothing of what that writer lost; its own log tells.
+                let lostValue: SQLValue? = loser.value == won && loser.stamp == change.rowStamp.map(local) ? nil : loser.value
+                try recordConflict(
+                    kind: "concurrent update", table: target.info.name, keyValues: change.key,
+                    column: loser.column.name, value: lostValue, row: nil, lost: loser.stamp, won: loser.winner, wonValue: won)
+            }
         }
         if !displaced.isEmpty {
             let current = try currentValues(target: target, names: displaced.map(\.column.name), keyValues: change.key)
@@ -458,7 +466,7 @@ public final class ChangeMerger {
                 try recordConflict(
                     kind: "concurrent update", table: target.info.name, keyValues: change.key,
                     column: entry.column.name, value: current?[index] ?? .null, row: nil,
-                    lost: entry.stamp, won: entry.winner)
+                    lost: entry.stamp, won: entry.winner, wonValue: entry.value)
             }
         }
         target.counts.conflicts += losers.count + displaced.count

@@ -117,8 +117,8 @@ enum MergeSQL {
 
     static let recordConflict = """
         INSERT INTO "_sqsync_conflicts" ("kind", "table_name", "pk", "column_name", "lost_value", "lost_row",
-            "lost_site", "lost_hlc", "won_site", "won_hlc")
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            "lost_site", "lost_hlc", "won_site", "won_hlc", "won_value", "lost_value_known")
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
 
     /// Moves the local clock past every value seen, and takes the next local change.

@@ -101,8 +101,8 @@ enum ConflictSQL {
         """
 
     static let conflicts = """
-        SELECT "id", "recorded_at", "kind", "table_name", "pk", "column_name", "lost_value", "lost_row",
-               "lost_site", "lost_hlc", "won_site", "won_hlc"
+        SELECT "id", "recorded_at", "kind", "table_name", "pk", "column_name", "lost_value", "lost_value_known", "lost_row",
+               "lost_site", "lost_hlc", "won_site", "won_hlc", "won_value"
         FROM "_sqsync_conflicts" ORDER BY "id"
         """
 }

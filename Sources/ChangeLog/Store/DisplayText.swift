@@ -1,3 +1,5 @@
+import SQLiteDatabase
+
 /// Text taken from a bundle (a replica's name, a table's, a reason) as it may be shown on a
 /// terminal: control characters become `\x1b`, `\n` and the like, so a name cannot move the
 /// cursor, colour the screen or forge a line of its own.
@@ -18,4 +20,18 @@ public func displayText(_ untrusted: String) -> String {
         }
     }
     return shown
+}
+
+/// A value as `conflicts` and `why` show it on a terminal: its SQL literal, escaped
+/// (``displayText(_:)``), and for a long BLOB or text only its start and its size, so that
+/// one 4 KB value does not fill the screen (`--json` keeps every byte).
+public func displayValue(_ value: SQLValue, limit: Int = 64) -> String {
+    switch value {
+    case .blob(let bytes) where bytes.count > limit / 2:
+        return displayText(SQLValue.blob(Array(bytes.prefix(limit / 2))).literal.dropLast() + "…' (\(bytes.count) bytes)")
+    case .text(let text) where text.count > limit:
+        return displayText(quoteLiteral(String(text.prefix(limit))).dropLast() + "…' (\(text.count) characters)")
+    default:
+        return displayText(value.literal)
+    }
 }

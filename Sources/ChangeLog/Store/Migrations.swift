@@ -517,6 +517,16 @@ enum MetadataSQL {
             INSERT INTO "_sqsync_generation" ("n", "horizon_at") VALUES (1, 0);
             """
         ),
+        (
+            22,
+            """
+            -- The value that won a conflict, beside the one that lost; and whether the loser's
+            -- own value is known here at all (a replica's insert carries every column, a
+            -- column it took from another replica since under the insert's stamp).
+            ALTER TABLE "_sqsync_conflicts" ADD COLUMN "won_value";
+            ALTER TABLE "_sqsync_conflicts" ADD COLUMN "lost_value_known" INTEGER NOT NULL DEFAULT 1;
+            """
+        ),
     ]
 
 

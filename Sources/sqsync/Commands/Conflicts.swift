@@ -42,9 +42,23 @@ extension SQSync {
                 var lines: [String] = []
                 for conflict in conflicts {
                     let column = conflict["column_name"]?.stringValue.map { ".\($0)" } ?? ""
-                    let lost = conflict["lost_row"]?.stringValue ?? conflict["lost_value"]?.literal ?? "NULL"
+                    let loser = named(conflict["lost_site"]?.stringValue)
+                    let lost =
+                        if let row = conflict["lost_row"]?.stringValue {
+                            "lost \(displayText(row)) from \(loser)"
+                        } else if conflict["lost_value_known"] == .integer(0) {
+                            "lost what \(loser) wrote (not known here: its insert carried the value that won)"
+                        } else {
+                            "lost \(displayValue(conflict["lost_value"] ?? .null)) from \(loser)"
+                        }
+                    var kept = ""
+                    if let won = conflict["won_value"], conflict["column_name"]?.stringValue != nil,
+                        let winner = conflict["won_site"]?.stringValue, !winner.isEmpty
+                    {
+                        kept = "; kept \(displayValue(won)) from \(named(winner))"
+                    }
                     lines.append(
-                        "\(conflict["recorded_at"]?.stringValue ?? "") \(conflict["kind"]?.stringValue ?? ""): \(conflict["table_name"]?.stringValue ?? "")\(column) key \(conflict["pk"]?.stringValue ?? ""): lost \(lost) from \(named(conflict["lost_site"]?.stringValue))"
+                        "\(conflict["recorded_at"]?.stringValue ?? "") \(conflict["kind"]?.stringValue ?? ""): \(conflict["table_name"]?.stringValue ?? "")\(column) key \(conflict["pk"]?.stringValue ?? ""): \(lost)\(kept)"
                     )
                 }
                 for orphan in orphans {

@@ -79,14 +79,14 @@ extension SQSync {
             for column in history.columns {
                 let name = displayText(column.name) + String(repeating: " ", count: max(0, max(width, 1) - column.name.count))
                 let policy = column.policy == .lww ? "" : " [\(column.policy.rawValue)]"
-                lines.append("  \(name) = \(displayText(column.value.literal))\(policy)  written by \(describe(column.writtenBy))")
+                lines.append("  \(name) = \(displayValue(column.value))\(policy)  written by \(describe(column.writtenBy))")
             }
             if history.conflicts.isEmpty {
                 lines.append("  no conflicts recorded")
             } else {
                 lines.append("  conflicts:")
                 for conflict in history.conflicts {
-                    let what = conflict.column.map { "\(displayText($0)) lost \(displayText(conflict.lostValue.literal))" }
+                    let what = conflict.column.map { "\(displayText($0)) lost \(displayValue(conflict.lostValue))" }
                         ?? "the row lost \(displayText(conflict.lostRow ?? ""))"
                     lines.append(
                         "    \(conflict.recordedAt) \(conflict.kind): \(what), written by \(conflict.lostByName.isEmpty ? conflict.lostBy : "\(displayText(conflict.lostByName)) (\(conflict.lostBy))") at \(time(conflict.lostHLC))"
