@@ -250,7 +250,7 @@ extension Replica {
         try database.run(
             MergeSQL.recordConflict, .text("insert at the top causal length"), .text(target.name),
             .text(keyValues.map(\.literal).joined(separator: ", ")), .null, .null, .null, .text(knowledgeID),
-            .integer(change.hlc), .null, .null)
+            .integer(change.hlc), .null, .null, .null, .integer(1))
     }
 
     /// `value + 1`, or a clear error where it would overflow: clocks are bounded where they

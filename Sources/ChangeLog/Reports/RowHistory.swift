@@ -34,7 +34,9 @@ public struct RowHistory: Sendable {
         public var kind: String
         /// Nil when the whole row lost.
         public var column: String?
-        public var lostValue: SQLValue
+        /// Nil when the loser's own value is not known here (its insert carried the value
+        /// that won: its own log holds it).
+        public var lostValue: SQLValue?
         public var lostRow: String?
         /// The knowledge ID that wrote what lost, and its name here ("" when none).
         public var lostBy: String
@@ -42,6 +44,8 @@ public struct RowHistory: Sendable {
         public var lostHLC: Int64
         public var wonBy: String?
         public var wonHLC: Int64?
+        /// The value that won, for a column (nil in logs from before sqsync kept it).
+        public var wonValue: SQLValue?
     }
 
     public var table: String
@@ -111,10 +115,12 @@ extension Replica {
         ).map { conflict in
             RowHistory.Conflict(
                 recordedAt: try conflict.string("recorded_at"), kind: try conflict.string("kind"),
-                column: try conflict.optionalString("column_name"), lostValue: try conflict.value("lost_value"),
+                column: try conflict.optionalString("column_name"),
+                lostValue: try conflict.int64("lost_value_known") == 1 ? try conflict.value("lost_value") : nil,
                 lostRow: try conflict.optionalString("lost_row"), lostBy: try conflict.string("lost_site"),
                 lostByName: writers.name(of: try conflict.string("lost_site")), lostHLC: try conflict.int64("lost_hlc"), wonBy: try conflict.optionalString("won_site"),
-                wonHLC: try conflict.optionalInt64("won_hlc"))
+                wonHLC: try conflict.optionalInt64("won_hlc"),
+                wonValue: try conflict.value("won_value") == .null ? nil : try conflict.value("won_value"))
         }
         return RowHistory(
             table: table.name, key: zip(keyColumns.map(\.name), key).map { ($0, $1) }, causalLength: causalLength, life: life,
@@ -178,7 +184,8 @@ private struct HistoryWriters {
 
 enum HistorySQL {
     static let conflicts = """
-        SELECT "recorded_at", "kind", "column_name", "lost_value", "lost_row", "lost_site", "lost_hlc", "won_site", "won_hlc"
+        SELECT "recorded_at", "kind", "column_name", "lost_value", "lost_value_known", "lost_row", "lost_site", "lost_hlc",
+               "won_site", "won_hlc", "won_value"
         FROM "_sqsync_conflicts" WHERE "table_name" = ? AND "pk" = ? ORDER BY "id"
         """
 }

@@ -36,13 +36,18 @@ public final class Mailbox {
     public var encrypts = true
     /// The last quiet sync's replica, while this mailbox is used again on it (``stillQuiet``).
     var quietBefore: QuietReplica?
+    /// Whether a sync may start a mailbox where this replica synced with one before and none
+    /// is now (`sync --new-mailbox`): by default it refuses, since that is what an unmounted
+    /// stick looks like, and a worker would walk away with nothing on it.
+    public var startsNewMailbox = false
 
     /// How many acknowledgement files not read before a sync reads at most (``MailboxSync/readAcknowledgements()``).
     nonisolated(unsafe) static var acknowledgementsReadPerSync = 64
 
-    public init(transport: Transport, encrypts: Bool = true) {
+    public init(transport: Transport, encrypts: Bool = true, startsNewMailbox: Bool = false) {
         self.transport = transport
         self.encrypts = encrypts
+        self.startsNewMailbox = startsNewMailbox
     }
 
     /// One sync: nothing at all when the mailbox and the replica are as the last sync that

@@ -166,6 +166,13 @@ struct MailboxState {
         Set(try database.rows(MailboxSQL.uploads, .text(mailbox)).map { try $0.string("file") })
     }
 
+    /// Whether a sync through this mailbox ever got as far as writing to it: it then holds
+    /// this replica's acknowledgement, and a mailbox that shows none has gone (a stick not
+    /// mounted, a folder moved aside) rather than never been.
+    func syncedHereBefore() throws -> Bool {
+        try database.int64(MailboxSQL.syncedHereBefore, .text(mailbox)) == 1
+    }
+
     /// Every bundle name this replica uploaded, to any mailbox.
     func uploadedAnywhere() throws -> Set<String> {
         Set(try database.rows(MailboxSQL.uploadsAnywhere).map { try $0.string("file") })
@@ -367,6 +374,10 @@ enum MailboxSQL {
         INSERT OR REPLACE INTO "_sqsync_mailbox_acks" ("mailbox", "replica", "file", "text") VALUES (?, ?, ?, ?)
         """
     static let uploads = #"SELECT "file" FROM "_sqsync_mailbox_uploads" WHERE "mailbox" = ?"#
+    static let syncedHereBefore = """
+        SELECT EXISTS (SELECT 1 FROM "_sqsync_mailbox_acks" WHERE "mailbox" = ?1)
+            OR EXISTS (SELECT 1 FROM "_sqsync_mailbox_uploads" WHERE "mailbox" = ?1)
+        """
     static let forgetUploads = #"DELETE FROM "_sqsync_mailbox_uploads" WHERE "mailbox" = ?"#
     static let rememberUpload = #"INSERT OR IGNORE INTO "_sqsync_mailbox_uploads" ("mailbox", "file") VALUES (?, ?)"#
     static let uploadsAnywhere = #"SELECT DISTINCT "file" FROM "_sqsync_mailbox_uploads""#

@@ -126,6 +126,8 @@ public struct TransportError: Error, CustomStringConvertible, Equatable {
         case connection
         /// A mailbox file larger than the cap, refused before it was read.
         case tooLarge
+        /// A target that held a mailbox before holds none now (a stick not mounted).
+        case noMailbox
     }
 
     public var kind: Kind

@@ -29,6 +29,10 @@ extension SQSync {
             name: .long,
             help: "Leave this replica's bundle in the clear (by default it is encrypted to the mailbox's readers' keys).")
         var noEncrypt = false
+        @Flag(
+            name: .long,
+            help: "Start a new mailbox at a target this replica synced with before that holds none now (by default refused: a stick not mounted looks the same).")
+        var newMailbox = false
 
         func validate() throws {
             if timeout <= 0 { throw ValidationError("--timeout must be a positive number of seconds") }
@@ -67,7 +71,8 @@ extension SQSync {
                 }
                 transport = DirectoryTransport(root: target)
             }
-            let report = try Mailbox(transport: transport, encrypts: !noEncrypt).sync(replica: replica, key: key, trust: trust)
+            let report = try Mailbox(transport: transport, encrypts: !noEncrypt, startsNewMailbox: newMailbox).sync(
+                replica: replica, key: key, trust: trust)
             withExtendedLifetime(lock) {}
             emit(report, target: transport.displayName)
             if !report.rejected.isEmpty || !report.signedAsThisReplica.isEmpty { throw ExitCode(Failure.rejectedBundle) }

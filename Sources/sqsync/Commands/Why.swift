@@ -48,7 +48,8 @@ extension SQSync {
                 "conflicts": history.conflicts.map { conflict in
                     [
                         "recorded_at": conflict.recordedAt, "kind": conflict.kind, "column": conflict.column as Any,
-                        "lost_value": Conflicts.jsonValue(conflict.lostValue), "lost_row": conflict.lostRow as Any,
+                        "lost_value": Conflicts.jsonValue(conflict.lostValue ?? .null), "lost_value_known": conflict.lostValue != nil,
+                        "lost_row": conflict.lostRow as Any, "won_value": conflict.wonValue.map(Conflicts.jsonValue) as Any,
                         "lost_by": conflict.lostBy, "lost_by_name": conflict.lostByName, "lost_time": time(conflict.lostHLC), "won_by": conflict.wonBy as Any,
                         "won_time": conflict.wonHLC.map(time) as Any,
                     ] as [String: Any]
@@ -86,7 +87,9 @@ extension SQSync {
             } else {
                 lines.append("  conflicts:")
                 for conflict in history.conflicts {
-                    let what = conflict.column.map { "\(displayText($0)) lost \(displayValue(conflict.lostValue))" }
+                    let lost = conflict.lostValue.map { displayValue($0) } ?? "a value not known here (its insert carried the one that won)"
+                    let kept = conflict.wonValue.map { " (kept \(displayValue($0)))" } ?? ""
+                    let what = conflict.column.map { "\(displayText($0)) lost \(lost)\(kept)" }
                         ?? "the row lost \(displayText(conflict.lostRow ?? ""))"
                     lines.append(
                         "    \(conflict.recordedAt) \(conflict.kind): \(what), written by \(conflict.lostByName.isEmpty ? conflict.lostBy : "\(displayText(conflict.lostByName)) (\(conflict.lostBy))") at \(time(conflict.lostHLC))"
