@@ -50,4 +50,48 @@ final class FieldSignalsCLITests: XCTestCase {
         try h.syncOK(hq, as: "HQ", stick)
         XCTAssertEqual(try h.dump(hq, table: "t", orderBy: "id"), try h.dump(site, table: "t", orderBy: "id"))
     }
+
+    /// Under -q a sync prints one line on every run while a bundle waits (here: held for a
+    /// table this site does not track yet), and exits 0: it ends by itself once tracked.
+    func testEveryQuietRunSaysWhatWaits() throws {
+        let box = try h.folder("box")
+        try h.syncOK(site, as: "S1", box)
+        try h.sqlite(hq, "CREATE TABLE u(id TEXT PRIMARY KEY, w TEXT); INSERT INTO u VALUES ('x', 'new table');")
+        try h.ok(["track", hq, "u"])
+        try h.syncOK(hq, as: "HQ", box)
+        for run in 1...3 {
+            let result = try h.sync(site, as: "S1", box, ["-q"])
+            XCTAssertEqual(result.status, 0, "run \(run): \(result.stderr)")
+            XCTAssertEqual(result.stderrLines.count, 1, "run \(run): one line: \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("waiting in \(box): 1 bundle held"), "run \(run): \(result.stderr)")
+        }
+        try h.sqlite(site, "CREATE TABLE u(id TEXT PRIMARY KEY, w TEXT);")
+        try h.ok(["track", site, "u"])
+        let settled = try h.sync(site, as: "S1", box, ["-q"])
+        XCTAssertEqual(settled.status, 0, settled.stderr)
+        XCTAssertEqual(settled.stderr, "", "nothing waits any more")
+        XCTAssertEqual(try h.sqlite(site, "SELECT w FROM u;"), "new table\n")
+    }
+
+    /// An acknowledgement file that is refused is said once, not on every run; changed, it
+    /// is read (and said) again.
+    func testARefusedAcknowledgementIsSaidOnce() throws {
+        let box = try h.folder("box")
+        try h.syncOK(site, as: "S1", box)
+        let folder = box + "/sqsync/acks/planted-reader"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try "not an acknowledgement\n".write(toFile: folder + "/00000000000000000001_00000000.ack", atomically: true, encoding: .utf8)
+        let first = try h.syncOK(site, as: "S1", box)
+        XCTAssertEqual(first.stderrLines.filter { $0.contains("planted-reader") }.count, 1, first.stderr)
+        for run in 1...2 {
+            let again = try h.syncOK(site, as: "S1", box)
+            XCTAssertFalse(again.stderr.contains("planted-reader"), "run \(run): said once: \(again.stderr)")
+        }
+        try "not an acknowledgement either\n".write(
+            toFile: folder + "/00000000000000000001_00000000.ack", atomically: true, encoding: .utf8)
+        // A writer of the mailbox renews its mark; a planter does not (docs/PERFORMANCE.md).
+        try h.syncOK(hq, as: "HQ", box)
+        let changed = try h.syncOK(site, as: "S1", box)
+        XCTAssertTrue(changed.stderr.contains("planted-reader"), changed.stderr)
+    }
 }

@@ -361,13 +361,17 @@ final class OperatorMistakesTests: XCTestCase {
         let waiting = try sqsync(["status", b], key: keyB, trust: trustB)
         XCTAssertTrue(waiting.stdout.contains("untrusted  ") && waiting.stdout.contains(lineA), waiting.stdout)
         let again = try sqsync(["sync", b, folder, "--json"], key: keyB, trust: trustB)
-        XCTAssertEqual(again.status, 0, "refused before: counted, not read again: \(again.stderr)")
+        XCTAssertEqual(again.status, 3, "refused before: not read again, but still waiting: \(again.stderr)")
+        XCTAssertTrue(again.stderr.contains("waiting in \(folder): 1 bundle signed by a key not trusted here"), again.stderr)
+        XCTAssertTrue(again.stderr.contains(trustB), "names the file to add the line to: \(again.stderr)")
         let listed = h.json(again)["untrusted"] as? [String] ?? []
         XCTAssertEqual(listed.count, 1, again.stdout)
         XCTAssertTrue(listed.first?.contains(lineA) == true, again.stdout)
         usleep(300_000)  // the folder's times settle: the next sync may stop at them, and still says so
-        let quiet = try sqsync(["sync", b, folder, "--json"], key: keyB, trust: trustB)
+        let quiet = try sqsync(["sync", b, folder, "--json", "-q"], key: keyB, trust: trustB)
         XCTAssertEqual((h.json(quiet)["untrusted"] as? [String])?.count, 1, quiet.stdout)
+        XCTAssertEqual(quiet.status, 3, quiet.stderr)
+        XCTAssertEqual(quiet.stderrLines.filter { $0.contains("waiting in") }.count, 1, "under -q, one line: \(quiet.stderr)")
 
         try (lineA + "\n" + lineB + "\n").write(toFile: trustA, atomically: true, encoding: .utf8)
         try (lineB + "\n" + lineA + "\n").write(toFile: trustB, atomically: true, encoding: .utf8)

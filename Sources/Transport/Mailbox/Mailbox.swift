@@ -90,6 +90,7 @@ public final class Mailbox {
             .map(\.reason)
         report.withheld = try replica.withheldValues(cap: BundleLimits.maxValueBytes)
         report.signedAsThisReplica = try replica.standingSignedAsThisReplica()
+        report.waitingForKey = try state(replica).bundleMarks().waiting.count
     }
 
     /// What the replica remembers of this mailbox.

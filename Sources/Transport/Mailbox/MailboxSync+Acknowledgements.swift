@@ -67,14 +67,17 @@ extension MailboxSync {
     /// reading all of them would cost a sync O(replicas²) in a round where all changed. An
     /// older acknowledgement says less than the newer one, never more, so a bundle carries a
     /// little more and a purge waits a little longer, nothing is lost. A reader none of whose
-    /// files was read yet goes to ``unreadReaders``: it counts as holding nothing.
+    /// files was read yet goes to ``unreadReaders``: it counts as holding nothing. A file
+    /// refused is warned of once, then passed over while it stays as it was.
     func readAcknowledgements() throws -> [String: MailboxAcknowledgement] {
         let retired = try replica.retiredPeerIDs()
         let cache = try state.cachedAcknowledgements()
+        let planted = try state.plantedFiles()
         var readers: [String: MailboxAcknowledgement] = [:]
         var newer: [(reader: String, names: [String])] = []
         for reader in try transport.listDirectories(in: Mailbox.acks) where reader != me && !retired.contains(reader) {
             let names = Array(try transport.listFiles(in: "\(Mailbox.acks)/\(reader)").filter({ $0.hasSuffix(".ack") }).sorted().reversed())
+            listedAcknowledgements.formUnion(names.map { "\(Mailbox.acks)/\(reader)/\($0)" })
             guard let newest = names.first else { continue }
             // Read and recorded by an earlier sync: names are unique, so the listing is enough
             // to tell whether a newer one is there. Gone since, it still says what it said.
@@ -103,6 +106,12 @@ extension MailboxSync {
         for (reader, names) in order.prefix(Mailbox.acknowledgementsReadPerSync) {
             let folder = "\(Mailbox.acks)/\(reader)"
             for name in names {
+                let path = "\(folder)/\(name)"
+                // A file refused before is said once: unchanged, it is passed over unread.
+                if let known = planted[path], known.context == plantedContext, try transport.fileSize(path) == known.size {
+                    report.plantedSkipped.append(path)
+                    continue
+                }
                 let local = scratch.path + "/" + name
                 defer { try? FileManager.default.removeItem(atPath: local) }
                 guard try fetch(folder, name, to: local, maxBytes: MailboxAcknowledgement.maxBytes) else { continue }
@@ -122,7 +131,12 @@ extension MailboxSync {
                     verifiedAcknowledgements.append((reader, name, text))
                     break
                 } catch let error as TransportError {
-                    report.warnings.append("\(transport.displayName)/\(folder)/\(name): ignored: \(error.description)")
+                    let reason = "\(transport.displayName)/\(path): ignored: \(error.description)"
+                    report.warnings.append(reason)
+                    if let plantedContext {
+                        try state.rememberPlanted(
+                            path, try PlantedFile(local: local, context: plantedContext), reason: reason, untrustedSigner: false)
+                    }
                 }
             }
         }

@@ -17,7 +17,7 @@ extension MailboxSync {
         retired = try replica.retiredPeerIDs()
         let planted = try state.plantedFiles()
         // Trust that depends on the time (validity windows) gives no context to compare.
-        let context = trust.fingerprint.map { PlantedFile.context(trust: $0, key: key.publicKey) }
+        let context = plantedContext
         for bundle in bundles
         where bundle.sender != me && marks.seen[bundle.name] == nil && !marks.unaddressed.contains(bundle.name)
             && !waiting.contains(bundle.name) && !retired.contains(bundle.sender)
@@ -32,7 +32,7 @@ extension MailboxSync {
         }
         importedBeforeWriting = report.imported
         try state.forgetSeen(keeping: Set(bundles.map(\.name)))
-        try state.forgetPlanted(keeping: Set(bundles.map(remotePath)))
+        try state.forgetPlanted(keeping: Set(bundles.map(remotePath)).union(listedAcknowledgements))
     }
 
     /// Fetches one bundle and imports it, noting in the replica what came of it: seen, not

@@ -45,6 +45,8 @@ final class MailboxSync {
     var unreadReaders: Set<String> = []
     /// Peers retired here, whose bundles nobody reads.
     var retired: Set<String> = []
+    /// Every acknowledgement file listed, by path: refused ones stay remembered while listed.
+    var listedAcknowledgements: Set<String> = []
     /// The readers' key files listed (``listedKeyFiles()``), once.
     var listedKeys: Set<String>?
     /// What this sync imported, set once it starts to write to the mailbox.
@@ -131,6 +133,10 @@ final class MailboxSync {
             return false
         }
     }
+
+    /// What a file refused here was judged with (the trust and this replica's key): a file
+    /// refused before is read again once that changes. Nil when trust depends on the time.
+    var plantedContext: String? { trust.fingerprint.map { PlantedFile.context(trust: $0, key: key.publicKey) } }
 
     /// The path of another replica's bundle in the mailbox, as messages show it.
     func remotePath(_ bundle: (sender: String, name: String)) -> String {

@@ -39,6 +39,8 @@ public struct SyncReport: Sendable {
     /// Bundles in this mailbox signed by keys not trusted here, refused now or before and
     /// unchanged since: one line each, naming the replica and the `allowed_signers` line to add.
     public var untrusted: [String] = []
+    /// Bundles this replica cannot open yet, waiting for a readers' key file to come or change.
+    public var waitingForKey = 0
     /// Own values left out of bundles because they are larger than a bundle may carry: the
     /// rest went, and each goes once it fits.
     public var withheld: [WithheldValue] = []

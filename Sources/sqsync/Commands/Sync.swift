@@ -75,8 +75,27 @@ extension SQSync {
                 replica: replica, key: key, trust: trust)
             withExtendedLifetime(lock) {}
             emit(report, target: transport.displayName)
-            if !report.rejected.isEmpty || !report.signedAsThisReplica.isEmpty { throw ExitCode(Failure.rejectedBundle) }
+            // A bundle refused for its signer stays refused, and says so, until trust changes.
+            if !report.rejected.isEmpty || !report.untrusted.isEmpty || !report.signedAsThisReplica.isEmpty {
+                throw ExitCode(Failure.rejectedBundle)
+            }
             if !report.refused.isEmpty { throw ExitCode(Failure.failed) }
+        }
+
+        /// One line of what waits after this sync, by kind, or nil when nothing does.
+        private func waiting(_ report: SyncReport) -> String? {
+            var waits: [String] = []
+            if !report.untrusted.isEmpty {
+                waits.append(
+                    "\(counted(report.untrusted.count, "bundle")) signed by a key not trusted here (exit 3; `sqsync status \(db)` prints the allowed_signers line to add, to \(global.trustPath))")
+            }
+            if !report.stillHeld.isEmpty {
+                waits.append("\(counted(report.stillHeld.count, "bundle")) held for a migration or admin statements (`sqsync status \(db)`)")
+            }
+            if report.waitingForKey > 0 {
+                waits.append("\(counted(report.waitingForKey, "bundle")) for a readers' key (it comes with its writer's next sync)")
+            }
+            return waits.isEmpty ? nil : waits.joined(separator: "; ")
         }
 
         private func emit(_ report: SyncReport, target: String) {
@@ -94,6 +113,13 @@ extension SQSync {
             for standing in report.signedAsThisReplica { writeStandardError("sqsync: \(db): \(standing)\n") }
             for note in report.notes { global.say("sqsync: note: \(note)") }
             for held in report.stillHeld { global.say("sqsync: held: \(held.path): \(held.reason)") }
+            // Not already said by a refusal of this run: the untrusted signers' lines to add.
+            let refusedNow = Set(report.rejected.map(\.reason))
+            for untrusted in report.untrusted where !refusedNow.contains(untrusted) { global.say("sqsync: waiting: \(untrusted)") }
+            if let waits = waiting(report) {
+                // Every run, under -q too, so that cron's mail shows what waits until it ends.
+                writeStandardError("sqsync: \(db): waiting in \(target): \(waits) (docs/TROUBLESHOOTING.md, \"Waiting\")\n")
+            }
             for gap in report.gaps { global.say("sqsync: note: \(describe(gap))") }
             if global.json {
                 global.emitJSON([
@@ -107,6 +133,7 @@ extension SQSync {
                     "gaps": report.gaps.map(gapJSON), "refused_before": report.plantedSkipped.map(displayText),
                     "rows_left_scope": report.rowsLeftScope, "oversized": report.oversized, "untrusted": report.untrusted,
                     "withheld": report.withheld.map(withheldJSON), "signed_as_this_replica": report.signedAsThisReplica,
+                    "waiting_for_key": report.waitingForKey,
                 ])
             } else {
                 let out = report.exported.map { "1 bundle out (\(counted($0.rows, "row")))" } ?? "nothing new out"
