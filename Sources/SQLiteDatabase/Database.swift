@@ -33,7 +33,7 @@ public final class Database {
         self.handle = pointer
         self.path = path
         sqlite3_extended_result_codes(handle, 1)
-        sqlite3_busy_timeout(handle, 5000)
+        sqlite3_busy_timeout(handle, Self.busyTimeoutMilliseconds)
         do {
             // Reading the schema is the first thing that fails on a file that is not a database.
             try execute("SELECT count(*) FROM sqlite_schema")
@@ -47,6 +47,24 @@ public final class Database {
     deinit {
         statementCache.removeAll()
         sqlite3_close_v2(handle)
+    }
+
+    /// How long a write waits for another connection's write transaction before SQLite says
+    /// the database is busy: `SQSYNC_BUSY_TIMEOUT` seconds (fractions allowed, at most an
+    /// hour), 5 by default. A cron job then fails in bounded time and says a retry is safe.
+    public static let busyTimeoutMilliseconds: Int32 = {
+        guard let text = getenv("SQSYNC_BUSY_TIMEOUT").map({ String(cString: $0) }), let seconds = Double(text),
+            seconds.isFinite, seconds >= 0
+        else { return 5000 }
+        return Int32(min(seconds, 3600) * 1000)
+    }()
+
+    /// Runs `body` with no wait on another connection's write transaction: what must never
+    /// wait for a writer (a read-only command's fold) gets SQLITE_BUSY at once instead.
+    public func withoutWaiting<T>(_ body: () throws -> T) rethrows -> T {
+        sqlite3_busy_timeout(handle, 0)
+        defer { sqlite3_busy_timeout(handle, Self.busyTimeoutMilliseconds) }
+        return try body()
     }
 
     /// Inside a transaction, a statement that fires a trigger and may fail part-way first

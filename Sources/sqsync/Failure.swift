@@ -11,6 +11,7 @@ struct Failure {
     static let usage: Int32 = 2
     static let rejectedBundle: Int32 = 3
     static let locked: Int32 = 4
+    static let busy: Int32 = 5
 
     var message: String
     var exitCode: Int32
@@ -31,6 +32,12 @@ struct Failure {
             self.init(message: error.description, exitCode: error.kind == .usage ? Self.usage : Self.failed)
         case let error as MergeHeld:
             self.init(message: error.description, exitCode: Self.failed)
+        case let error as SQLiteError where error.isBusy:
+            let file = error.path.map { "\($0): " } ?? ""
+            self.init(
+                message:
+                    "\(file)busy: an app held a write transaction longer than SQSYNC_BUSY_TIMEOUT (\(Self.seconds(Database.busyTimeoutMilliseconds)) s) allows; the step that waited changed nothing; safe to retry (SQLite: \(error.message))",
+                exitCode: Self.busy)
         case let error as SQLiteError:
             // One line: SQLite's own words and code; the SQL stays out of the message.
             let file = error.path.map { "\($0): " } ?? ""
@@ -44,6 +51,10 @@ struct Failure {
         default:
             return nil
         }
+    }
+
+    private static func seconds(_ milliseconds: Int32) -> String {
+        milliseconds % 1000 == 0 ? "\(milliseconds / 1000)" : "\(Double(milliseconds) / 1000)"
     }
 
     /// A failure thrown by a command itself.

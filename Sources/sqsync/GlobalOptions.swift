@@ -74,6 +74,12 @@ struct GlobalOptions: ParsableArguments {
 
     func trustedSigners() throws -> AllowedSigners { try AllowedSigners.load(path: trustPath) }
 
+    /// What a read-only command says when an app's write transaction kept it from folding the
+    /// changes logged since the last fold: it answers at once, from what was folded before.
+    static func notFolded(_ db: String) -> String {
+        "sqsync: note: \(db): an app holds a write transaction, so changes logged since the last fold are not counted here yet (they are at the next command or sync)"
+    }
+
     /// A human line on stderr, unless --quiet.
     func say(_ line: String) {
         guard !quiet else { return }

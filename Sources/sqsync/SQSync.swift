@@ -11,7 +11,9 @@ struct SQSync: ParsableCommand {
         abstract: "Keep copies of a SQLite database in step without a server.",
         discussion: """
             Exit codes: 0 success (including nothing to do), 1 failure, 2 usage error, \
-            3 a bundle was rejected, 4 another sqsync holds the database's sync lock.
+            3 a bundle was rejected, 4 another sqsync holds the database's sync lock, \
+            5 the database stayed busy (an app's write transaction outlasted SQSYNC_BUSY_TIMEOUT, \
+            5 s by default): nothing changed, safe to retry.
             """,
         version: sqsyncVersion,
         subcommands: [

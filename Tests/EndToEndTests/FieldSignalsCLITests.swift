@@ -94,4 +94,57 @@ final class FieldSignalsCLITests: XCTestCase {
         let changed = try h.syncOK(site, as: "S1", box)
         XCTAssertTrue(changed.stderr.contains("planted-reader"), changed.stderr)
     }
+
+    /// An app (Python's sqlite3 module) holds a write transaction. The read-only commands
+    /// answer at once and say what they could not count; `sync` waits SQSYNC_BUSY_TIMEOUT,
+    /// then exits 5 saying a retry is safe, and the database is as it was.
+    func testReadsNeverWaitForAWriterAndSyncSaysBusy() throws {
+        let box = try h.folder("box")
+        try h.syncOK(site, as: "S1", box)
+        try h.sqlite(site, "UPDATE t SET v = 'logged, not folded' WHERE id = '1';")
+        let before = try h.fullDump(site)
+        let ready = h.path("writer-ready")
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        writer.arguments = [
+            "-c",
+            """
+            import sqlite3, time, sys
+            c = sqlite3.connect(sys.argv[1], isolation_level=None)
+            c.execute("BEGIN IMMEDIATE")
+            c.execute("INSERT INTO t VALUES ('app', 'uncommitted')")
+            open(sys.argv[2], 'w').close()
+            time.sleep(60)
+            """,
+            site, ready,
+        ]
+        try writer.run()
+        defer { writer.terminate(); writer.waitUntilExit() }
+        let deadline = Date().addingTimeInterval(10)
+        while !FileManager.default.fileExists(atPath: ready) && Date() < deadline { usleep(20_000) }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: ready), "the writer holds its transaction")
+
+        for command in [["status", site], ["why", site, "t", "1"], ["doctor", site], ["peers", site], ["conflicts", site]] {
+            let start = Date()
+            let result = try h.sqsync(command)
+            XCTAssertEqual(result.status, 0, "\(command): \(result.stderr)")
+            XCTAssertLessThan(Date().timeIntervalSince(start), 2.5, "\(command) waited for the writer")
+        }
+        let status = try h.sqsync(["status", site, "--json"])
+        XCTAssertEqual(h.json(status)["pending_not_folded"] as? Bool, true, status.stdout)
+        XCTAssertTrue(status.stderr.contains("not counted here yet"), status.stderr)
+
+        let start = Date()
+        let busy = try h.sqsync(["sync", site, box], key: "S1", environment: ["SQSYNC_BUSY_TIMEOUT": "1"])
+        XCTAssertEqual(busy.status, 5, busy.stderr)
+        XCTAssertLessThan(Date().timeIntervalSince(start), 10, "bounded by SQSYNC_BUSY_TIMEOUT")
+        for words in [site, "busy", "SQSYNC_BUSY_TIMEOUT (1 s)", "safe to retry"] {
+            XCTAssertTrue(busy.stderr.contains(words), "\(words): \(busy.stderr)")
+        }
+        writer.terminate()
+        writer.waitUntilExit()
+        XCTAssertEqual(try h.fullDump(site), before, "nothing changed while busy")
+        try h.syncOK(site, as: "S1", box)
+        XCTAssertTrue(try h.ok(["status", site]).stderr.isEmpty)
+    }
 }

@@ -11,6 +11,19 @@ extension Replica {
     /// replica's clock, which is past every value this replica ever used or saw: a change
     /// always orders after every change made or seen before it, even when the wall clock
     /// stepped back.
+    /// Folds unless another connection holds a write transaction, without waiting for it:
+    /// the read-only commands (`status`, `why`, `doctor`) never wait for a writer (SPEC §3).
+    /// False when the pending changes were left for a later fold; what is read then is the
+    /// last fold's state.
+    public func foldUnlessBusy() throws -> Bool {
+        do {
+            try database.withoutWaiting { try fold() }
+            return true
+        } catch let error as SQLiteError where error.isBusy {
+            return false
+        }
+    }
+
     public func fold() throws {
         let fold = {
             try self.database.inTransaction {

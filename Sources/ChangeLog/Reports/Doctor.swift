@@ -18,10 +18,12 @@ extension Replica {
     }
 
     /// Problems that make capture or merge unsafe, each one line; empty when healthy.
-    public func doctor() throws -> [String] {
-        try fold()
+    public func doctor(folding: Bool = true) throws -> [String] {
+        if folding { try fold() }
         var problems: [String] = []
         let scoped = try ownScope() != nil
+        // Writes logged and not folded yet (an app held the write lock) have no entries yet.
+        let unfolded = try database.optionalInt64(FoldSQL.lastLogRow) != nil
         for name in try trackedTableNames() {
             guard let declared = try DeclaredTable.read(name, in: database) else {
                 problems.append("tracked table \(name) no longer exists; run `sqsync untrack \(path) \(name)`")
@@ -48,7 +50,7 @@ extension Replica {
                     #"SELECT count(*) FROM "_sqsync_rows" WHERE "tid" = ? AND "cl" % 2 = 1"#, .integer(Int64(tid)))
             let rows = try database.int64("SELECT count(*) FROM \(quoteIdentifier(name))")
             // A scoped replica keeps the entries of rows that left its scope (docs/SCOPES.md).
-            if liveEntries != rows && !(table.label != nil && scoped) {
+            if liveEntries != rows && !(table.label != nil && scoped) && !unfolded {
                 problems.append(
                     "table \(name) has \(rows) rows but sqsync records \(liveEntries) live rows; a write bypassed the triggers (for example INSERT OR REPLACE removing another row through a UNIQUE column)"
                 )

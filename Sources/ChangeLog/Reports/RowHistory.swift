@@ -64,9 +64,9 @@ extension Replica {
     /// The history of the row of `table` whose primary key is `keyTexts`, one text per key
     /// column in key order, read as the column's type reads it (`'7'` is 7 in an INTEGER
     /// column). Pending writes are folded first. Nil when this replica holds no trace of the
-    /// row (never seen, or deleted and purged).
-    public func history(table name: String, key keyTexts: [String]) throws -> RowHistory? {
-        try fold()
+    /// row (never seen, or deleted and purged). `folding`: as for ``status(folding:)``.
+    public func history(table name: String, key keyTexts: [String], folding: Bool = true) throws -> RowHistory? {
+        if folding { try fold() }
         return try readSnapshot { try history(of: name, key: keyTexts) }
     }
 

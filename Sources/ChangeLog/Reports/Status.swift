@@ -23,8 +23,10 @@ public struct ReplicaStatus: Sendable {
 }
 
 extension Replica {
-    public func status() throws -> ReplicaStatus {
-        try fold()
+    /// `folding`: false when the caller folded already, or chose not to wait for a writer
+    /// (``foldUnlessBusy()``).
+    public func status(folding: Bool = true) throws -> ReplicaStatus {
+        if folding { try fold() }
         return try readSnapshot {
             var tables: [(String, Int)] = []
             for name in try trackedTableNames() {

@@ -2,6 +2,7 @@ import ArgumentParser
 import ChangeLog
 import FoundationEssentials
 import Glibc
+import SQLiteDatabase
 
 extension SQSync {
     struct Doctor: ParsableCommand {
@@ -13,11 +14,20 @@ extension SQSync {
 
         func run() throws {
             let replica = try Replica(path: db)
-            var problems = try replica.doctor()
+            let folded = try replica.foldUnlessBusy()
+            if !folded { global.say(GlobalOptions.notFolded(db)) }
+            var problems = try replica.doctor(folding: false)
             if try replica.isMigrating() {
                 problems.append("a migration is in progress (refresh --before-migration took the triggers off); run `sqsync refresh \(db)` when it is done")
             }
-            for writes in try replica.uncapturedWrites() {
+            // Finding writes no trigger captured writes (and rolls back): not while an app writes.
+            var uncaptured: [UncapturedWrites] = []
+            do {
+                uncaptured = try replica.database.withoutWaiting { try replica.uncapturedWrites() }
+            } catch let error as SQLiteError where error.isBusy {
+                global.say("sqsync: note: \(db): writes no trigger captured were not looked for while an app holds a write transaction")
+            }
+            for writes in uncaptured {
                 problems.append(
                     "table \(writes.table) has writes no trigger captured (\(counted(writes.inserts, "insert")), \(counted(writes.deletes, "delete")), \(counted(writes.updates, "update"))); run `sqsync refresh \(db)` to capture them"
                 )
@@ -28,7 +38,7 @@ extension SQSync {
                 ? nil
                 : "not tracked, so not synced: \(untracked.map(displayText).joined(separator: ", ")) (`sqsync track \(db) TABLE` to sync one)"
             if global.json {
-                global.emitJSON(["ok": problems.isEmpty, "problems": problems, "untracked": untracked])
+                global.emitJSON(["ok": problems.isEmpty, "problems": problems, "untracked": untracked, "pending_not_folded": !folded])
             } else if problems.isEmpty {
                 global.say("\(db): ok" + (note.map { "; \($0)" } ?? ""))
             } else {

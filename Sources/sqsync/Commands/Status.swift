@@ -13,7 +13,9 @@ extension SQSync {
 
         func run() throws {
             let replica = try Replica(path: db)
-            let status = try replica.status()
+            let folded = try replica.foldUnlessBusy()
+            if !folded { global.say(GlobalOptions.notFolded(db)) }
+            let status = try replica.status(folding: false)
             let held = try BundleExchange.heldBundles(of: replica)
             let gaps = try BundleExchange.gaps(of: replica)
             // What the admin statements say of this replica (docs/SCOPES.md).
@@ -30,7 +32,7 @@ extension SQSync {
             if global.json {
                 global.emitJSON([
                     "knowledge_id": status.knowledgeID, "name": status.name, "knowledge": status.knowledge.seqs,
-                    "schema_version": status.schemaVersion,
+                    "schema_version": status.schemaVersion, "pending_not_folded": !folded,
                     "tables": status.trackedTables.map { ["name": $0.name, "rows": $0.rows] },
                     "local_changes": status.localChanges, "tombstones": status.tombstones, "conflicts": status.conflicts,
                     "peers": status.peers.map { lag in

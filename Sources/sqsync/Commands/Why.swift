@@ -21,14 +21,16 @@ extension SQSync {
 
         func run() throws {
             let replica = try Replica(path: db)
-            guard let history = try replica.history(table: table, key: key) else {
+            let folded = try replica.foldUnlessBusy()
+            if !folded { global.say(GlobalOptions.notFolded(db)) }
+            guard let history = try replica.history(table: table, key: key, folding: false) else {
                 let shown = key.map { "'\($0)'" }.joined(separator: ", ")
                 throw Failure.raise(
                     "\(db): no history of \(displayText(table)) key \(displayText(shown)): the row was never seen here, or was deleted and purged"
                 )
             }
             if global.json {
-                global.emitJSON(Self.json(history))
+                global.emitJSON(Self.json(history).merging(["pending_not_folded": !folded]) { first, _ in first })
             } else {
                 global.printResult(Self.text(history))
             }
