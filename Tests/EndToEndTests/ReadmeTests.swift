@@ -95,6 +95,8 @@ final class ReadmeTests: XCTestCase {
         }
         XCTAssertGreaterThan(checked, 3, "no links found: the pattern is broken")
         let readme = try String(contentsOfFile: Repository.path("README.md"), encoding: .utf8)
+        // A newcomer reads it whole: what does not fit goes to docs/.
+        XCTAssertLessThanOrEqual(readme.split(separator: "\n", omittingEmptySubsequences: false).count, 251, "README.md over 250 lines")
         for outside in ["SPEC", "../"] {
             XCTAssertFalse(readme.contains(outside), "README.md points outside the repository: \(outside)")
         }

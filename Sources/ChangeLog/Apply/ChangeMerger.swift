@@ -447,29 +447,7 @@ public final class ChangeMerger {
                 losers.append((column, incoming.value, theirs, ours))
             }
         }
-        if !losers.isEmpty {
-            let kept = try currentValues(target: target, names: losers.map(\.column.name), keyValues: change.key)
-            for (index, loser) in losers.enumerated() {
-                let won = kept?[index] ?? .null
-                // A life record carries every column: one its writer took from another replica
-                // since goes under the insert's stamp with the value it took. The very value that
-                // wins here says nothing of what that writer lost; its own log tells.
-                let lostValue: SQLValue? = loser.value == won && loser.stamp == change.rowStamp.map(local) ? nil : loser.value
-                try recordConflict(
-                    kind: "concurrent update", table: target.info.name, keyValues: change.key,
-                    column: loser.column.name, value: lostValue, row: nil, lost: loser.stamp, won: loser.winner, wonValue: won)
-            }
-        }
-        if !displaced.isEmpty {
-            let current = try currentValues(target: target, names: displaced.map(\.column.name), keyValues: change.key)
-            for (index, entry) in displaced.enumerated() {
-                try recordConflict(
-                    kind: "concurrent update", table: target.info.name, keyValues: change.key,
-                    column: entry.column.name, value: current?[index] ?? .null, row: nil,
-                    lost: entry.stamp, won: entry.winner, wonValue: entry.value)
-            }
-        }
-        target.counts.conflicts += losers.count + displaced.count
+        try recordColumnConflicts(change, target: target, losers: losers, displaced: displaced)
         guard !winners.isEmpty else {
             target.counts.unchanged += 1
             return
