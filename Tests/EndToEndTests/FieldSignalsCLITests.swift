@@ -63,7 +63,7 @@ final class FieldSignalsCLITests: XCTestCase {
             let result = try h.sync(site, as: "S1", box, ["-q"])
             XCTAssertEqual(result.status, 0, "run \(run): \(result.stderr)")
             XCTAssertEqual(result.stderrLines.count, 1, "run \(run): one line: \(result.stderr)")
-            XCTAssertTrue(result.stderr.contains("waiting in \(box): 1 bundle held"), "run \(run): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("waiting: 1 bundle held"), "run \(run): \(result.stderr)")
         }
         try h.sqlite(site, "CREATE TABLE u(id TEXT PRIMARY KEY, w TEXT);")
         try h.ok(["track", site, "u"])
@@ -146,5 +146,36 @@ final class FieldSignalsCLITests: XCTestCase {
         XCTAssertEqual(try h.fullDump(site), before, "nothing changed while busy")
         try h.syncOK(site, as: "S1", box)
         XCTAssertTrue(try h.ok(["status", site]).stderr.isEmpty)
+    }
+
+    /// A bundle signed by a key this site does not trust waits for a trust decision: every
+    /// sync says so and exits 3. Retiring that replica is a decision too: its files are never
+    /// read again, and the syncs go quiet (exit 0).
+    func testAnUntrustedSignerWaitsUntilTrustedOrRetired() throws {
+        let box = try h.folder("box")
+        let stranger = h.path("stranger.key")
+        let line = try h.ok(["keygen", "--out", stranger, "--name", "stranger"]).stdout
+        try line.write(toFile: h.path("stranger-trust"), atomically: true, encoding: .utf8)
+        let strangerDB = h.path("stranger.db")
+        try h.ok(["clone", hq, strangerDB, "--name", "stranger", "--key", stranger])
+        // HQ names the new replica in its bundle, so the site knows of it (and can retire it).
+        try h.syncOK(hq, as: "HQ", box)
+        try h.syncOK(site, as: "S1", box)
+        try h.sqlite(strangerDB, "INSERT INTO t VALUES ('s', 'from a stranger');")
+        let strangerSync = try Harness.run(
+            Harness.binary, ["sync", strangerDB, box, "--key", stranger, "--trust", h.path("stranger-trust"), "--no-encrypt"],
+            environment: ["HOME": h.path("")])
+        XCTAssertEqual(strangerSync.status, 0, strangerSync.stderr)
+        for run in 1...2 {
+            let waiting = try h.sync(site, as: "S1", box, ["-q"])
+            XCTAssertEqual(waiting.status, 3, "run \(run): \(waiting.stderr)")
+            XCTAssertTrue(waiting.stderr.contains("waiting: 1 bundle signed by a key not trusted here"), "run \(run): \(waiting.stderr)")
+        }
+        let strangerID = try h.knowledgeID(strangerDB)
+        try h.ok(["peers", "retire", site, strangerID])
+        let retired = try h.sync(site, as: "S1", box, ["-q"])
+        XCTAssertEqual(retired.status, 0, retired.stderr)
+        XCTAssertEqual(retired.stderr, "", "a retired replica's files wait on nothing")
+        XCTAssertFalse(try h.sqlite(site, "SELECT v FROM t;").contains("stranger"))
     }
 }

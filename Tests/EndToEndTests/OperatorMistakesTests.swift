@@ -362,7 +362,7 @@ final class OperatorMistakesTests: XCTestCase {
         XCTAssertTrue(waiting.stdout.contains("untrusted  ") && waiting.stdout.contains(lineA), waiting.stdout)
         let again = try sqsync(["sync", b, folder, "--json"], key: keyB, trust: trustB)
         XCTAssertEqual(again.status, 3, "refused before: not read again, but still waiting: \(again.stderr)")
-        XCTAssertTrue(again.stderr.contains("waiting in \(folder): 1 bundle signed by a key not trusted here"), again.stderr)
+        XCTAssertTrue(again.stderr.contains("waiting: 1 bundle signed by a key not trusted here"), again.stderr)
         XCTAssertTrue(again.stderr.contains(trustB), "names the file to add the line to: \(again.stderr)")
         let listed = h.json(again)["untrusted"] as? [String] ?? []
         XCTAssertEqual(listed.count, 1, again.stdout)
@@ -371,7 +371,7 @@ final class OperatorMistakesTests: XCTestCase {
         let quiet = try sqsync(["sync", b, folder, "--json", "-q"], key: keyB, trust: trustB)
         XCTAssertEqual((h.json(quiet)["untrusted"] as? [String])?.count, 1, quiet.stdout)
         XCTAssertEqual(quiet.status, 3, quiet.stderr)
-        XCTAssertEqual(quiet.stderrLines.filter { $0.contains("waiting in") }.count, 1, "under -q, one line: \(quiet.stderr)")
+        XCTAssertEqual(quiet.stderrLines.filter { $0.contains(": waiting: ") }.count, 1, "under -q, one line: \(quiet.stderr)")
 
         try (lineA + "\n" + lineB + "\n").write(toFile: trustA, atomically: true, encoding: .utf8)
         try (lineB + "\n" + lineA + "\n").write(toFile: trustB, atomically: true, encoding: .utf8)

@@ -123,6 +123,39 @@ final class SyncRcloneTests: XCTestCase {
         XCTAssertFalse(try objects().keys.contains { $0.contains(".tmp-") })
     }
 
+    /// Another cron job's sync removes a bundle between this sync's listing and its read (the
+    /// wrapper deletes each bundle as `rclone cat` reads it, and fails as rclone does then):
+    /// it counts as gone, as in a folder; the sync exits 0, and the next one takes the newer
+    /// bundle (issue 56, item 5).
+    func testABundleRemovedBetweenTheListingAndTheReadIsGoneNotAFailure() throws {
+        try syncOK(a, as: "A")
+        try syncOK(b, as: "B")
+        try h.write(a, reference: reference, ["INSERT INTO doc VALUES ('raced', 'removed under the reader', 1)"])
+        try syncOK(a, as: "A")
+        let racer = h.path("rclone-racing-remover")
+        try """
+            #!/bin/sh
+            # Another sync removes the bundle while this one reads it: after rclone's look at the
+            # object, before its download, which S3 then answers with a 404 (rclone exits 1).
+            for last; do :; done
+            case "$1:$last" in
+                cat:*.sqsb) /usr/bin/rclone --quiet deletefile "$last"
+                            echo "ERROR : Failed to cat: operation error S3: GetObject, https response error StatusCode: 404" >&2
+                            exit 1 ;;
+            esac
+            exec /usr/bin/rclone "$@"
+            """.write(toFile: racer, atomically: true, encoding: .utf8)
+        chmod(racer, 0o755)
+        let raced = try sync(b, as: "B", rclone: racer)
+        XCTAssertEqual(raced.status, 0, "a bundle gone since the listing is not a failure: \(raced.stderr)")
+        XCTAssertFalse(raced.stderr.contains("failed"), raced.stderr)
+        XCTAssertFalse(try content(b).contains("raced"), "the removed bundle was not read")
+        try h.write(a, reference: reference, ["INSERT INTO doc VALUES ('after', 'a newer bundle', 2)"])
+        try syncOK(a, as: "A")
+        try syncOK(b, as: "B")
+        XCTAssertEqual(try content(b), try content(reference), "the newer bundle carries what the removed one did")
+    }
+
     /// A damaged object planted in the bucket under a bundle's name is refused once (exit 3,
     /// naming it by its rclone address), then left unread and counted.
     func testAPlantedObjectIsRefusedOnceThenLeftUnread() throws {

@@ -20,7 +20,8 @@ extension Replica {
             try database.withoutWaiting { try fold() }
             return true
         } catch let error as SQLiteError where error.isBusy {
-            return false
+            // Only the fold's bookkeeping waited: no logged write is left out.
+            return try database.optionalInt64(FoldSQL.lastLogRow) == nil
         }
     }
 

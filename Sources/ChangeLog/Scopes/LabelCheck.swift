@@ -48,7 +48,8 @@ extension Replica {
     private func labelFailure(table: String, expression: String) throws -> String? {
         guard try database.int64(LabelCheckSQL.tableExists, .text(table)) == 1 else { return nil }
         do {
-            _ = try database.statement(LabelCheckSQL.readLabel(expression, of: table))
+            // Not from the statement cache: one prepared before a migration would still say yes.
+            _ = try database.uncachedStatement(LabelCheckSQL.readLabel(expression, of: table))
             return nil
         } catch let error as SQLiteError {
             return error.message

@@ -525,6 +525,9 @@ enum MetadataSQL {
             -- column it took from another replica since under the insert's stamp).
             ALTER TABLE "_sqsync_conflicts" ADD COLUMN "won_value";
             ALTER TABLE "_sqsync_conflicts" ADD COLUMN "lost_value_known" INTEGER NOT NULL DEFAULT 1;
+            -- Every sync asks whether changes were signed as this replica (Conflicts.swift).
+            CREATE INDEX "_sqsync_conflicts_signed_as" ON "_sqsync_conflicts" ("lost_site", "lost_hlc")
+                WHERE "kind" = 'signed as this replica';
             """
         ),
     ]

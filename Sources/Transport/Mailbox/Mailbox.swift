@@ -86,11 +86,21 @@ public final class Mailbox {
     func addStanding(to report: inout SyncReport, replica: Replica) throws {
         report.stillHeld = try BundleExchange.heldBundles(of: replica)
         report.gaps = try BundleExchange.gaps(of: replica)
-        report.untrusted = try MailboxState.untrustedSignerFiles(of: replica).filter { $0.mailbox == transport.displayName }
-            .map(\.reason)
+        // A retired sender's bundles are never read again: its refusals wait on nothing.
+        let retired = try replica.retiredPeerIDs()
+        report.untrusted = try MailboxState.untrustedSignerFiles(of: replica).filter {
+            $0.mailbox == transport.displayName && !retired.contains(Self.sender(ofBundleAt: $0.path) ?? "")
+        }.map(\.reason)
         report.withheld = try replica.withheldValues(cap: BundleLimits.maxValueBytes)
         report.signedAsThisReplica = try replica.standingSignedAsThisReplica()
-        report.waitingForKey = try state(replica).bundleMarks().waiting.count
+        report.waitingForKey = try state(replica).bundlesWaitingForKey()
+    }
+
+    /// The replica whose outbox holds the bundle at `path` (`sqsync/outbox/<id>/<name>`).
+    static func sender(ofBundleAt path: String) -> String? {
+        let parts = path.split(separator: "/")
+        guard parts.count == 4, "\(parts[0])/\(parts[1])" == outbox else { return nil }
+        return String(parts[2])
     }
 
     /// What the replica remembers of this mailbox.

@@ -65,9 +65,15 @@ struct MailboxState {
     /// Bundles encrypted to a readers' key this replica could not open when they were read
     /// (none under that name, a damaged file, one not for this replica's key), with the key
     /// file's size then (-1: none): read again once the mailbox shows that name with another
-    /// size (``Mailbox/bundlesWhoseKeyChanged(_:replica:)``), never marked as not addressed for
+    /// size (``MailboxSync/bundlesWhoseKeyChanged(_:)``), never marked as not addressed for
     /// good, since whoever can write to the folder can replace a key file.
     private static let waitingForKey = "?"
+
+    /// How many bundles wait for a readers' key: counted in SQL, since every sync reports it
+    /// and the other marks carry a knowledge each.
+    func bundlesWaitingForKey() throws -> Int {
+        Int(try database.int64(MailboxSQL.countWaitingForKey, .text(Self.waitingForKey + "%")))
+    }
 
     func markWaitingForKey(bundle name: String, keyFileSize: Int?) throws {
         try database.run(MailboxSQL.markSeen, .text(name), .text(Self.waitingForKey + String(keyFileSize ?? -1)))
@@ -367,6 +373,7 @@ enum MailboxSQL {
     static let forgetPlanted = #"DELETE FROM "_sqsync_planted_files" WHERE "mailbox" = ? AND "path" = ?"#
 
     static let seenBundles = #"SELECT "name", "knowledge" FROM "_sqsync_seen_bundles""#
+    static let countWaitingForKey = #"SELECT count(*) FROM "_sqsync_seen_bundles" WHERE "knowledge" LIKE ?"#
     static let markSeen = #"INSERT OR REPLACE INTO "_sqsync_seen_bundles" ("name", "knowledge") VALUES (?, ?)"#
     static let forgetSeen = #"DELETE FROM "_sqsync_seen_bundles" WHERE "name" = ?"#
     static let cachedAcknowledgements = #"SELECT "replica", "file", "text" FROM "_sqsync_mailbox_acks" WHERE "mailbox" = ?"#

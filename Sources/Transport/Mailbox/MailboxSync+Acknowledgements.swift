@@ -115,11 +115,16 @@ extension MailboxSync {
                 let local = scratch.path + "/" + name
                 defer { try? FileManager.default.removeItem(atPath: local) }
                 guard try fetch(folder, name, to: local, maxBytes: MailboxAcknowledgement.maxBytes) else { continue }
+                // Whether the file alone is at fault (its form, its signature, its signer's trust):
+                // only then is it passed over until it changes; a refusal that depends on what
+                // this replica knows of keys is told again at every sync.
+                var fileAlone = true
                 do {
                     let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: local)), as: UTF8.self)
                     let verified = try MailboxAcknowledgement.verified(
                         text, expectedReplica: reader, trust: trust, learnedAbout: me)
                     let acknowledgement = verified.acknowledgement
+                    fileAlone = false
                     if let reason = try KeyBinding.checkAcknowledgementFile(
                         of: reader, name: acknowledgement.name, signedBy: verified.key, birth: acknowledgement.birth, replica: replica)
                     {
@@ -129,11 +134,12 @@ extension MailboxSync {
                     acknowledgementKeys[reader] = verified.key
                     try replica.recordAcknowledgement(of: reader, name: acknowledgement.name, knowledge: acknowledgement.knowledge)
                     verifiedAcknowledgements.append((reader, name, text))
+                    if planted[path] != nil { try state.forgetPlanted(path) }
                     break
                 } catch let error as TransportError {
                     let reason = "\(transport.displayName)/\(path): ignored: \(error.description)"
                     report.warnings.append(reason)
-                    if let plantedContext {
+                    if fileAlone, let plantedContext {
                         try state.rememberPlanted(
                             path, try PlantedFile(local: local, context: plantedContext), reason: reason, untrustedSigner: false)
                     }

@@ -79,8 +79,13 @@ public final class RcloneTransport: Transport {
             }
             guard copied <= maxBytes else { throw tooLarge(path, bytes: copied, maxBytes: maxBytes) }
             // A missing object: exit code 3 or 4 (not found) on some remotes; on object stores
-            // `rclone cat` prints nothing and succeeds.
-            if copied == 0 && listedSize > 0 && [0, 3, 4].contains(run.status) { throw vanished(path) }
+            // `rclone cat` prints nothing and succeeds, or fails with the server's 404. Whatever
+            // the code, an object the remote no longer has was removed since the listing
+            // (another sync superseded it): gone, as in a folder, not a failure.
+            if copied == 0 && listedSize > 0 {
+                let gone = try [0, 3, 4].contains(run.status) || !objectExists(path)
+                if gone { throw vanished(path) }
+            }
             guard run.status == 0 else { throw failure("cat", path, run.complaint) }
         }
     }
@@ -212,6 +217,17 @@ public final class RcloneTransport: Transport {
             return
         }
         throw failure("deletefile", path, removed.complaint)
+    }
+
+    /// Whether the remote still has the object at `path`, asked anew (not from the listing);
+    /// true when the question itself fails, so that the failure that prompted it is reported.
+    /// An object store answers for a missing key with a folder of that name (`"IsDir": true`).
+    private func objectExists(_ path: String) throws -> Bool {
+        let look = try program.run("lsjson", flags: ["--stat", "--no-mimetype", "--no-modtime"], [try target.remote(path)])
+        if look.status == 3 || look.status == 4 { return false }
+        guard look.status == 0 else { return true }
+        let said = String(decoding: look.output, as: UTF8.self).filter { !$0.isWhitespace }
+        return said.contains("\"IsDir\":false")
     }
 
     private func split(_ path: String) throws -> (folder: String, name: String) {

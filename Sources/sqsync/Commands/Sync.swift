@@ -90,7 +90,7 @@ extension SQSync {
                     "\(counted(report.untrusted.count, "bundle")) signed by a key not trusted here (exit 3; `sqsync status \(db)` prints the allowed_signers line to add, to \(global.trustPath))")
             }
             if !report.stillHeld.isEmpty {
-                waits.append("\(counted(report.stillHeld.count, "bundle")) held for a migration or admin statements (`sqsync status \(db)`)")
+                waits.append("\(counted(report.stillHeld.count, "bundle")) held (a migration, admin statements or a label this replica lacks: `sqsync status \(db)` says which)")
             }
             if report.waitingForKey > 0 {
                 waits.append("\(counted(report.waitingForKey, "bundle")) for a readers' key (it comes with its writer's next sync)")
@@ -115,10 +115,10 @@ extension SQSync {
             for held in report.stillHeld { global.say("sqsync: held: \(held.path): \(held.reason)") }
             // Not already said by a refusal of this run: the untrusted signers' lines to add.
             let refusedNow = Set(report.rejected.map(\.reason))
-            for untrusted in report.untrusted where !refusedNow.contains(untrusted) { global.say("sqsync: waiting: \(untrusted)") }
+            for untrusted in report.untrusted where !refusedNow.contains(untrusted) { global.say("sqsync: untrusted: \(untrusted)") }
             if let waits = waiting(report) {
                 // Every run, under -q too, so that cron's mail shows what waits until it ends.
-                writeStandardError("sqsync: \(db): waiting in \(target): \(waits) (docs/TROUBLESHOOTING.md, \"Waiting\")\n")
+                writeStandardError("sqsync: \(db): waiting: \(waits) (docs/TROUBLESHOOTING.md, \"Waiting\")\n")
             }
             for gap in report.gaps { global.say("sqsync: note: \(describe(gap))") }
             if global.json {
