@@ -86,11 +86,10 @@ public final class Mailbox {
     func addStanding(to report: inout SyncReport, replica: Replica) throws {
         report.stillHeld = try BundleExchange.heldBundles(of: replica)
         report.gaps = try BundleExchange.gaps(of: replica)
+        let untrusted = try MailboxState.untrustedSignerFiles(of: replica).filter { $0.mailbox == transport.displayName }
         // A retired sender's bundles are never read again: its refusals wait on nothing.
-        let retired = try replica.retiredPeerIDs()
-        report.untrusted = try MailboxState.untrustedSignerFiles(of: replica).filter {
-            $0.mailbox == transport.displayName && !retired.contains(Self.sender(ofBundleAt: $0.path) ?? "")
-        }.map(\.reason)
+        let retired = untrusted.isEmpty ? [] : try replica.retiredPeerIDs()
+        report.untrusted = untrusted.filter { !retired.contains(Self.sender(ofBundleAt: $0.path) ?? "") }.map(\.reason)
         report.withheld = try replica.withheldValues(cap: BundleLimits.maxValueBytes)
         report.signedAsThisReplica = try replica.standingSignedAsThisReplica()
         report.waitingForKey = try state(replica).bundlesWaitingForKey()
