@@ -178,4 +178,17 @@ final class FieldSignalsCLITests: XCTestCase {
         XCTAssertEqual(retired.stderr, "", "a retired replica's files wait on nothing")
         XCTAssertFalse(try h.sqlite(site, "SELECT v FROM t;").contains("stranger"))
     }
+
+    /// Smaller things a newcomer met: an unsupported scheme is named as such (a usage error,
+    /// not "no such directory"), and `export -o` says when it wrote a bundle in the clear.
+    func testAnUnsupportedSchemeAndAClearExportAreSaid() throws {
+        let ftp = try h.sync(site, as: "S1", "ftp://depot.example.org/sqsync")
+        XCTAssertEqual(ftp.status, 2, ftp.stderr)
+        XCTAssertTrue(ftp.stderr.contains("ftp:// is not a target sqsync speaks"), ftp.stderr)
+        XCTAssertFalse(ftp.stderr.contains("no such directory"), ftp.stderr)
+        let clear = try h.ok(["export", site, "-o", h.path("clear.sqsb")], key: "S1")
+        XCTAssertTrue(clear.stderr.contains("in the clear"), clear.stderr)
+        let sealed = try h.ok(["export", site, "-o", h.path("sealed.sqsb"), "--encrypt-to", h.keyPath("HQ") + ".pub"], key: "S1")
+        XCTAssertFalse(sealed.stderr.contains("in the clear"), sealed.stderr)
+    }
 }

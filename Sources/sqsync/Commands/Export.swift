@@ -83,7 +83,9 @@ extension SQSync {
             } else {
                 global.say(
                     "wrote \(result.path): \(counted(result.rows, "row")) changed, \(counted(result.bytes, "byte"))"
-                        + (recipients.isEmpty ? "" : ", encrypted to \(counted(recipients.count, "key"))"))
+                        + (recipients.isEmpty
+                            ? ", in the clear (anyone who reads the file reads the rows; --encrypt-to KEY.pub or --for PEER encrypts it)"
+                            : ", encrypted to \(counted(recipients.count, "key"))"))
             }
         }
 

@@ -41,6 +41,11 @@ extension SQSync {
             }
             if RcloneTarget.isRcloneURL(target) {
                 do { _ = try RcloneTarget(url: target) } catch { throw ValidationError("\(error)") }
+            } else if !SSHTarget.isSSHURL(target), let scheme = target.firstRange(of: "://").map({ target[..<$0.lowerBound] }),
+                !scheme.isEmpty, scheme.allSatisfy({ $0.isLetter || $0.isNumber || "+-.".contains($0) })
+            {
+                throw ValidationError(
+                    "\(target): \(scheme):// is not a target sqsync speaks: a folder, ssh://[user@]host[:port]/path, or rclone:REMOTE:PATH (rclone reaches FTP, WebDAV, S3 and more: docs/OBJECT-STORES.md)")
             }
         }
 
