@@ -41,7 +41,7 @@ public final class Mailbox {
     /// stick looks like, and a worker would walk away with nothing on it.
     public var startsNewMailbox = false
 
-    /// How many acknowledgement files not read before a sync reads at most (``MailboxSync/readAcknowledgements()``).
+    /// How many acknowledgement files not read before a sync reads at most (``MailboxSync/readAcknowledgements(planted:)``).
     nonisolated(unsafe) static var acknowledgementsReadPerSync = 64
 
     public init(transport: Transport, encrypts: Bool = true, startsNewMailbox: Bool = false) {

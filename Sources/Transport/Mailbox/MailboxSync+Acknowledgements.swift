@@ -69,10 +69,10 @@ extension MailboxSync {
     /// little more and a purge waits a little longer, nothing is lost. A reader none of whose
     /// files was read yet goes to ``unreadReaders``: it counts as holding nothing. A file
     /// refused is warned of once, then passed over while it stays as it was.
-    func readAcknowledgements() throws -> [String: MailboxAcknowledgement] {
+    func readAcknowledgements(planted: [String: PlantedFile]) throws -> [String: MailboxAcknowledgement] {
         let retired = try replica.retiredPeerIDs()
         let cache = try state.cachedAcknowledgements()
-        let planted = try state.plantedFiles()
+        let context = plantedContext
         var readers: [String: MailboxAcknowledgement] = [:]
         var newer: [(reader: String, names: [String])] = []
         for reader in try transport.listDirectories(in: Mailbox.acks) where reader != me && !retired.contains(reader) {
@@ -108,7 +108,7 @@ extension MailboxSync {
             for name in names {
                 let path = "\(folder)/\(name)"
                 // A file refused before is said once: unchanged, it is passed over unread.
-                if let known = planted[path], known.context == plantedContext, try transport.fileSize(path) == known.size {
+                if let known = planted[path], known.context == context, try transport.fileSize(path) == known.size {
                     report.plantedSkipped.append(path)
                     continue
                 }
@@ -139,9 +139,9 @@ extension MailboxSync {
                 } catch let error as TransportError {
                     let reason = "\(transport.displayName)/\(path): ignored: \(error.description)"
                     report.warnings.append(reason)
-                    if fileAlone, let plantedContext {
+                    if fileAlone, let context {
                         try state.rememberPlanted(
-                            path, try PlantedFile(local: local, context: plantedContext), reason: reason, untrustedSigner: false)
+                            path, try PlantedFile(local: local, context: context), reason: reason, untrustedSigner: false)
                     }
                 }
             }

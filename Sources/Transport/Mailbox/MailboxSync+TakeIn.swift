@@ -10,12 +10,13 @@ import SQLiteDatabase
 /// stops the others.
 extension MailboxSync {
     func takeIn() throws {
-        peers = try readAcknowledgements()
+        // Read once: what the acknowledgements add to it are files no bundle is listed under.
+        let planted = try state.plantedFiles()
+        peers = try readAcknowledgements(planted: planted)
         report.imported += try BundleExchange.retryHeld(replica: replica, trust: trust)
         let marks = try state.bundleMarks()
         let waiting = Set(marks.waiting.keys).subtracting(try bundlesWhoseKeyChanged(marks.waiting))
         retired = try replica.retiredPeerIDs()
-        let planted = try state.plantedFiles()
         // Trust that depends on the time (validity windows) gives no context to compare.
         let context = plantedContext
         for bundle in bundles

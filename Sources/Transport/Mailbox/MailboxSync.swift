@@ -39,7 +39,7 @@ final class MailboxSync {
     var peers: [String: MailboxAcknowledgement] = [:]
     var acknowledgementKeys: [String: SSHPublicKey] = [:]
     var verifiedAcknowledgements: [(replica: String, file: String, text: String)] = []
-    /// Newer acknowledgement files were left for the next sync (``readAcknowledgements()``).
+    /// Newer acknowledgement files were left for the next sync (``readAcknowledgements(planted:)``).
     var acknowledgementsLeftUnread = false
     /// Readers whose acknowledgement no sync here has read yet: they count as holding nothing.
     var unreadReaders: Set<String> = []
