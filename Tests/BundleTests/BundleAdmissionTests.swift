@@ -223,12 +223,16 @@ final class BundleAdmissionTests: XCTestCase {
         guard case .accept = applying.bundle, case .merge = applying.segments.first else { return XCTFail("\(applying)") }
     }
 
-    func testChangesMadeUnderAdminStatementsNotHeldHoldTheBundle() throws {
+    /// A statement a segment names that neither the replica holds nor the bundle carries can
+    /// never come with the file: refused once (remembered as the file's own fault), not held
+    /// for good (issue 55, item 4).
+    func testChangesNamingAStatementTheBundleDoesNotCarryAreRefusedNotHeld() throws {
         var unknown = segment()
         unknown.adminStatements = [[UInt8](repeating: 7, count: 16)]
         let result = try verdicts(bundle([unknown]))
-        guard case .hold(let reason) = result.segments.first else { return XCTFail("\(result)") }
-        XCTAssertEqual(reason.kind, .adminStatementsMissing(origin: o.replicaID))
+        guard case .refuse(let error as BundleError) = result.segments.first else { return XCTFail("\(result)") }
+        XCTAssertTrue(error.concernsTheFileAlone)
+        XCTAssertTrue(error.description.contains("neither this replica holds nor the bundle carries"), error.description)
     }
 
     func testASegmentCutForAScopeWithinThisReplicasIsKeptToRelayAndAnotherPassedOver() throws {

@@ -141,6 +141,28 @@ final class MailboxTamperTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: elsewhere + "/x_1-1_00000000.sqsb"))
     }
 
+    /// A's bundle replaced by a folder of its name (what an object store's planted prefix
+    /// is): A's next sync publishes under another name (exit 0), and B and C converge.
+    func testABundleReplacedByAFolderOfItsNameIsPublishedUnderAnother() throws {
+        try h.sqlite(a, "INSERT INTO t VALUES ('1', 'from A');")
+        try h.syncOK(a, as: "A", box)
+        let aID = try h.knowledgeID(a)
+        let outbox = box + "/sqsync/outbox/\(aID)"
+        let bundles = try FileManager.default.contentsOfDirectory(atPath: outbox).filter { $0.hasSuffix(".sqsb") }
+        XCTAssertEqual(bundles.count, 1, "\(bundles)")
+        try FileManager.default.removeItem(atPath: outbox + "/" + bundles[0])
+        try FileManager.default.createDirectory(atPath: outbox + "/" + bundles[0] + "/x", withIntermediateDirectories: true)
+
+        try h.syncOK(a, as: "A", box)
+        let now = try FileManager.default.contentsOfDirectory(atPath: outbox).filter { $0.hasSuffix(".sqsb") }
+        XCTAssertTrue(now.contains { $0 != bundles[0] }, "A published under another name: \(now)")
+        try h.syncOK(b, as: "B", box)
+        XCTAssertEqual(try rows(b), try rows(a))
+        // C is new: its acknowledgement tells A what it lacks.
+        for replica in [(c, "C"), (a, "A"), (c, "C")] { try h.syncOK(replica.0, as: replica.1, box) }
+        XCTAssertEqual(try rows(c), try rows(a))
+    }
+
     func testDirectoryTransportRefusesLinksOutOfTheMailbox() throws {
         try h.syncOK(a, as: "A", box)
         let aID = try h.knowledgeID(a)

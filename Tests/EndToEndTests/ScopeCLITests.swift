@@ -276,8 +276,10 @@ final class ScopeCLITests: XCTestCase {
     }
 
     /// A segment (written by hand, signed by F) that names an admin statement G does not hold
-    /// yet is held, not merged, until the statement arrives; then it applies.
-    func testChangesMadeUnderAStatementNotHeldYetWait() throws {
+    /// yet, in a bundle that does not carry it (no bundle sqsync writes is so), is refused
+    /// once (exit 3), not held for good: nothing merged. Once the statement arrives from HQ,
+    /// the same file applies.
+    func testChangesNamingAStatementTheBundleDoesNotCarryAreRefusedUntilItIsHeld() throws {
         let dbs = try world(["F", "G"])
         let (hq, f, g) = (dbs["HQ"]!, dbs["F"]!, dbs["G"]!)
         try admin(["label", hq, "prices", "item"])
@@ -298,11 +300,14 @@ final class ScopeCLITests: XCTestCase {
         bundle.segments = [segment]
         let path = h.path("held.sqsb")
         try bundle.write(to: path)
-        let held = try h.ok(["import", g, path], key: "G")
-        XCTAssertTrue(held.stderr.contains("held"), held.stderr)
+        let refused = try h.sqsync(["import", g, path], key: "G")
+        XCTAssertEqual(refused.status, 3, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("neither this replica holds nor the bundle carries"), refused.stderr)
         XCTAssertEqual(try rows(g, "orders"), try rows(hq, "orders"))
         XCTAssertFalse(try rows(g, "orders").contains("o4|north|77"), "nothing merged")
+        XCTAssertEqual((try h.okJSON(["status", g])["held"] as? [Any])?.count, 0, "not held")
         try h.send((hq, "HQ"), to: (g, "G"))
+        try h.ok(["import", g, path], key: "G")
         let after = try rows(g, "orders")
         XCTAssertTrue(after.contains("o4|north|77|second north"), after)
     }

@@ -196,6 +196,30 @@ final class SyncRcloneTests: XCTestCase {
         XCTAssertEqual(try content(b), try content(reference))
     }
 
+    /// An object named `BUNDLE/x` makes the bundle's name a prefix as well: readers still read
+    /// the bundle (exit 0), and its writer goes on publishing, under another name when its
+    /// next bundle's name is the one taken (issue 55, item 3).
+    func testAPrefixPlantedOverABundleHidesNothing() throws {
+        try h.write(a, reference: reference, ["INSERT INTO doc VALUES ('a1', 'before', 1)"])
+        try syncOK(a, as: "A")
+        let aID = try h.knowledgeID(a)
+        let bundles = try objects().keys.filter { $0.hasPrefix("sqsync/outbox/\(aID)/") && $0.hasSuffix(".sqsb") }
+        XCTAssertEqual(bundles.count, 1, "\(bundles)")
+        let junk = h.path("junk")
+        try Data("junk".utf8).write(to: URL(fileURLWithPath: junk))
+        XCTAssertEqual(try rclone(["copyto", junk, "\(server.remoteName):mailbox/site/\(bundles[0])/x"]).status, 0)
+
+        try syncOK(b, as: "B")
+        XCTAssertEqual(try content(b), try content(a), "B read the bundle under the prefix")
+        try syncOK(a, as: "A")
+        try h.write(a, reference: reference, ["INSERT INTO doc VALUES ('a2', 'after', 2)"])
+        try syncOK(a, as: "A")
+        // C is new: its acknowledgement tells A what it lacks.
+        for (db, name) in [(c, "C"), (a, "A"), (c, "C"), (b, "B")] { try syncOK(db, as: name) }
+        XCTAssertEqual(try content(c), try content(reference))
+        XCTAssertEqual(try content(b), try content(reference))
+    }
+
     /// An endpoint nobody listens on: exit 1, one line naming the mailbox, the database untouched.
     func testADeadEndpointFailsWithOneLineAndChangesNothing() throws {
         try h.write(a, reference: reference, ["INSERT INTO doc VALUES ('a1', 'kept', 1)"])

@@ -96,7 +96,7 @@ final class MailboxSyncStageTests: XCTestCase {
         try transport.makeDirectories("sqsync/acks/\(a.knowledgeID)")
         transport.files["sqsync/acks/\(a.knowledgeID)/0_old.ack"] = Data("stale".utf8)
         sync.unreadReaders = [b.knowledgeID]
-        try sync.answer()
+        XCTAssertTrue(try sync.answer())
         let acks = files(under: "sqsync/acks/\(a.knowledgeID)/")
         XCTAssertEqual(acks.count, 1, "\(acks)")
         let text = String(decoding: try XCTUnwrap(transport.files[acks[0]]), as: UTF8.self)

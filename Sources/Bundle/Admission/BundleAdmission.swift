@@ -78,6 +78,9 @@ final class BundleAdmission {
     private(set) var movedTrust: AllowedSigners
     private var path: String { reader.path }
     private var envelope: BundleEnvelope { reader.envelope }
+    /// The admin statements the bundle carries that this replica did not hold, once
+    /// ``admitBundle()`` admitted them: with those held, all a segment may name.
+    private var newStatementIDs: Set<[UInt8]> = []
 
     init(reader: BundleReader, replica: Replica, trust: AllowedSigners) throws {
         self.reader = reader
@@ -126,6 +129,7 @@ final class BundleAdmission {
             // bundle before any change in it is read.
             let adminStatements = try SignedAdminStatement.admitted(
                 envelope.adminStatements, trust: movedTrust, path: path, held: Set(try replica.adminStatements().map(\.id)))
+            newStatementIDs = Set(adminStatements.map(\.id))
             if let reason = try replica.labelHold(adding: adminStatements, path: path) { return .hold(reason) }
             return .accept(
                 AdmittedBundle(superseded: superseded, statements: statements, adminStatements: adminStatements, warnings: warnings))
@@ -196,9 +200,25 @@ final class BundleAdmission {
     /// ``admitSegment(_:)`` as when it came.
     func mayMergeAgain(_ segment: SegmentStore.Stored, holding held: Int64) throws -> Bool {
         guard segment.origin != replica.knowledgeID, segment.base <= held, segment.last > held else { return false }
-        if keptSegmentRules == nil { keptSegmentRules = (try replica.retiredPeers(), Scope(try replica.ownScope())) }
+        if keptSegmentRules == nil { keptSegmentRules = (try replica.retiredPeers(), try boundOwnScope()) }
         guard let rules = keptSegmentRules, rules.retired[segment.origin] == nil else { return false }
         return Scope(segment.scope) == rules.ownScope
+    }
+
+    /// The scope this replica merges, bound to its key as others see it: a replica made with
+    /// a scoped replica's key merges that scope's segments (an honest laptop re-made after a
+    /// lost disk receives its rows again).
+    private func boundOwnScope() throws -> Scope {
+        Scope(try KeyBinding.adminRules(of: replica).scope(of: replica.knowledgeID))
+    }
+
+    /// The other replicas any key of `origin`'s signs for (``AdminRules/binding(keySharers:)``).
+    private func keySharers(of origin: String) throws -> Set<String> {
+        var sharers: Set<String> = []
+        for key in try ledger.chain(of: origin) {
+            for owner in try ledger.owners(of: key.key) where owner.id != origin { sharers.insert(owner.id) }
+        }
+        return sharers
     }
 
     /// Read once per import, when the first kept segment is looked at.
@@ -217,7 +237,7 @@ final class BundleAdmission {
     /// clock; the scope it was cut for; the admin statements it names (no fewer than the
     /// origin's earlier changes named, all held here); then the tables, columns and policies
     /// it needs (``Replica/planMerge(of:authorization:)``).
-    func admitSegment(_ changes: ChangeSetHeader) throws -> SegmentVerdict {
+    func admitSegment(_ changes: ChangeSetHeader, kept: Bool = false) throws -> SegmentVerdict {
         do {
             if changes.origin == replica.knowledgeID {
                 let made = try replica.knowledge()[replica.knowledgeID]
@@ -232,7 +252,7 @@ final class BundleAdmission {
             }
             // A segment cut for another scope is not this replica's to merge; one cut for a scope
             // within its own is kept to relay (docs/SCOPES.md).
-            let ownScope = Scope(try replica.ownScope())
+            let ownScope = try boundOwnScope()
             let cut = Scope(changes.scope)
             if cut != ownScope {
                 return !cut.isEveryRow && cut.isStrictlyWithin(ownScope) ? .relayOnly : .passOver
@@ -260,13 +280,27 @@ final class BundleAdmission {
                         "\(path): the changes of \(changes.originLabel) up to \(changes.last) leave out \(unnamed.count) admin statement(s) its own signed knowledge shows it held before making them, as a key shedding its grants or skipping a revoke would; refusing the bundle (if its key is lost: sqsync peers retire, and remove its line from allowed_signers)"
                     ))
             }
-            guard let rules = try replica.adminRules(namedBy: changes.adminStatements) else {
+            // A bundle carries every statement its segments name (its writer held each one
+            // before it merged or relayed them): one it names and does not carry can never
+            // come with it, so the file is refused once, not held for good.
+            let held = Set(try replica.adminStatements().map(\.id)).union(newStatementIDs)
+            let absent = Set(changes.adminStatements).subtracting(held)
+            if !absent.isEmpty && !kept {
+                var error = BundleError(
+                    .corrupt,
+                    "\(path): the changes of \(changes.originLabel) name \(absent.count) admin statement(s) that neither this replica holds nor the bundle carries, which no bundle sqsync writes does; refusing it")
+                error.concernsTheFileAlone = true
+                return .refuse(error)
+            }
+            guard let named = try replica.adminRules(namedBy: changes.adminStatements) else {
                 return .hold(
                     HoldReason(
                         .adminStatementsMissing(origin: changes.origin),
                         "\(path): the changes of \(changes.originLabel) were made under admin statements this replica does not hold yet; held until they arrive"
                     ))
             }
+            // A replica made with a restricted replica's key is restricted as it is.
+            let rules = named.binding(keySharers: [changes.origin: try keySharers(of: changes.origin)])
             let authorization =
                 rules.isRestricted(changes.origin)
                 ? Authorization(rules: rules, origin: changes.origin, receiverHasScope: !ownScope.isEveryRow) : nil

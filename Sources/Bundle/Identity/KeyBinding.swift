@@ -87,6 +87,13 @@ public enum KeyBinding {
         try prepareToSign(replica: replica, key: newKey)
     }
 
+    /// The rules every statement held here makes, with each restriction bound to the keys of
+    /// the replica it names (``AdminRules/binding(keySharers:)``): what writers group readers
+    /// by, so that a replica made with a scoped key reads no more than that scope.
+    public static func adminRules(of replica: Replica) throws -> AdminRules {
+        try replica.adminRules().binding(keySharers: try KeyPins(replica).keySharers())
+    }
+
     /// The key a replica signs with now, as this replica knows it.
     public static func currentKey(of knowledgeID: String, replica: Replica) throws -> SSHPublicKey? {
         try KeyPins(replica).currentKey(of: knowledgeID)

@@ -48,6 +48,17 @@ struct KeyPins {
         }
     }
 
+    /// By replica, the other replicas one of its keys (first, moved away or current) also
+    /// signs for: what binds a restricted key's restrictions to every replica it gives birth
+    /// to (``AdminRules/binding(keySharers:)``).
+    func keySharers() throws -> [String: Set<String>] {
+        var sharers: [String: Set<String>] = [:]
+        for row in try database.rows(KeyPinSQL.sharers) {
+            sharers[try row.string("replica"), default: []].insert(try row.string("sharer"))
+        }
+        return sharers
+    }
+
     /// Records a replica's first key (and its birth, for an ID made from both), registering
     /// the replica when first heard of.
     func bindFirst(_ key: SSHPublicKey, to knowledgeID: String, name: String?, birth: [UInt8] = []) throws {
@@ -106,6 +117,11 @@ enum KeyPinSQL {
     static let owners = """
         SELECT s."knowledge_id", s."name", k."until_seq" FROM "_sqsync_keys" k JOIN "_sqsync_sites" s ON s."site" = k."site"
         WHERE k."key" = ? ORDER BY k."rowid"
+        """
+    static let sharers = """
+        SELECT DISTINCT a."knowledge_id" AS "replica", b."knowledge_id" AS "sharer"
+        FROM "_sqsync_keys" ka JOIN "_sqsync_keys" kb ON kb."key" = ka."key" AND kb."site" != ka."site"
+        JOIN "_sqsync_sites" a ON a."site" = ka."site" JOIN "_sqsync_sites" b ON b."site" = kb."site"
         """
     static let insert = #"INSERT INTO "_sqsync_keys" ("key", "site", "after_seq", "move", "birth") VALUES (?, ?, ?, ?, ?)"#
     static let endKey = #"UPDATE "_sqsync_keys" SET "until_seq" = ? WHERE "key" = ? AND "site" = ? AND "until_seq" IS NULL"#

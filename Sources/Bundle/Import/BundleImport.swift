@@ -152,12 +152,14 @@ extension BundleExchange {
                     } catch let error as ChangeLogError where error.kind == .identityClash {
                         let message = signedAsThisReplica(
                             replica: replica, "a change up to \(changes.last) made otherwise: \(error.description)")
-                        try replica.recordSignedAsThisReplica(last: changes.last, message: message)
+                        try replica.recordSignedAsThisReplica(
+                            last: changes.last, from: error.ownChangeClash ?? changes.base + 1, message: message)
                         summary.signedAsThisReplica.append(message)
                     }
                     advanced.insert(index)
                 case .signedAsThisReplica(let message):
-                    try replica.recordSignedAsThisReplica(last: changes.last, message: message)
+                    try replica.recordSignedAsThisReplica(
+                        last: changes.last, from: try replica.knowledge()[replica.knowledgeID] + 1, message: message)
                     summary.signedAsThisReplica.append(message)
                     advanced.insert(index)
                 case .relayOnly:
@@ -280,7 +282,7 @@ extension BundleExchange {
                 in: output, origin: (kept.origin, name), base: kept.base, last: kept.last, length: kept.length,
                 checkOrigin: { entry, signer in try admission.admitKeptSigner(origin: kept.origin, entry: entry, signer: signer) })
         else { throw BundleError(.untrusted, "its signer does not sign that range here any more") }
-        switch try admission.admitSegment(segment.header.changes) {
+        switch try admission.admitSegment(segment.header.changes, kept: true) {
         case .merge(let plan):
             return try merge(segment, by: plan, reader: nil, replica: replica, learning: learning) { _ in }
         case .hold(let reason):

@@ -40,10 +40,14 @@ extension Replica {
                     try copy.execute("DELETE FROM \(quoteIdentifier(table))")
                 }
                 // The clone's own changes are made under every admin statement copied, from its
-                // first change on; the source's epochs number the source's changes.
+                // first change on; the source's epochs number the source's changes. Its first
+                // change, without rows, says so at its birth (``applyAdminRules()``).
                 try copy.execute(#"DELETE FROM "_sqsync_admin_epochs""#)
                 let ids = try adminStatements().map(\.id)
-                if !ids.isEmpty { try copy.run(ScopeSQL.firstEpoch, .blob(ScopeSQL.joined(ids))) }
+                if !ids.isEmpty {
+                    try copy.run(ScopeSQL.firstEpoch, .blob(ScopeSQL.joined(ids)))
+                    try copy.execute(ScopeSQL.numberStatement)
+                }
             }
         }
         guard rename(temporary, destination) == 0 else {

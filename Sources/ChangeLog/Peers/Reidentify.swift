@@ -32,7 +32,11 @@ extension Replica {
         return try database.inTransaction(immediate: true) {
             let previous = self.knowledgeID, oldSite = site
             let own = try knowledge()[previous]
-            let shared = try copiedAt() ?? min(own, try database.int64(ReidentifySQL.mostAcknowledged, .integer(Int64(oldSite))))
+            var shared = try copiedAt() ?? min(own, try database.int64(ReidentifySQL.mostAcknowledged, .integer(Int64(oldSite))))
+            // Peers may acknowledge numbers this file reused after they went back (a backup
+            // restored in place): its own changes from the first one a file showed made
+            // otherwise are the new identity's.
+            if let clash = try firstOwnChangeClash() { shared = min(shared, max(0, clash - 1)) }
             let newSite = try siteNumber(for: knowledgeID, name: name.isEmpty ? nil : name)
             var taken = 0
             for table in try trackedTables(skippingMissing: true) {
@@ -43,7 +47,10 @@ extension Replica {
             try database.run(ReidentifySQL.becomeNew, .integer(Int64(newSite)), .text(Self.fileIdentity(of: path) ?? ""))
             try database.execute(#"DELETE FROM "_sqsync_admin_epochs""#)
             let ids = try adminStatements().map(\.id)
-            if !ids.isEmpty { try database.run(ScopeSQL.firstEpoch, .blob(ScopeSQL.joined(ids))) }
+            if !ids.isEmpty {
+                try database.run(ScopeSQL.firstEpoch, .blob(ScopeSQL.joined(ids)))
+                try database.execute(ScopeSQL.numberStatement)
+            }
             site = newSite
             self.knowledgeID = knowledgeID
             try fold()

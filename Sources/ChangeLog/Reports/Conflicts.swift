@@ -75,11 +75,28 @@ extension Replica {
     /// Notes in the conflict log that changes signed as this replica, which it never made,
     /// were refused (once per identity and range): every sync says so until the operator
     /// acts and clears the log (`conflicts --clear`), or this replica takes a new identity.
-    public func recordSignedAsThisReplica(last: Int64, message: String) throws {
-        try database.run(ConflictSQL.recordSignedAsThisReplica, .text(knowledgeID), .integer(last), .text(message))
+    /// `from` is the first of its own numbers the file shows made otherwise: `reidentify` keeps
+    /// this replica's own changes from there on as the new identity's, so that nothing it
+    /// wrote after its numbers went back (a restored backup) is lost.
+    public func recordSignedAsThisReplica(last: Int64, from: Int64, message: String) throws {
+        try database.run(ConflictSQL.recordSignedAsThisReplica, .text(knowledgeID), .integer(last), .text(message), .integer(from))
+        try database.run(ConflictSQL.lowerFirstClash, .text(knowledgeID), .integer(from))
     }
 
-    /// What ``recordSignedAsThisReplica(last:message:)`` noted under this replica's current
+    /// Notes that a file with this replica's identity wrote in a mailbox after this one's last
+    /// word there (a copy, or this file before a backup was restored over it), from its own
+    /// change `from` on: not a message every sync repeats (the file in the mailbox says it
+    /// again), only where ``reidentify`` starts the new identity's changes.
+    public func recordOwnChangesMadeElsewhere(from: Int64, message: String) throws {
+        try database.run(ConflictSQL.recordMadeElsewhere, .text(knowledgeID), .integer(from), .text(message))
+    }
+
+    /// The first own change number any file showed made otherwise, under this identity.
+    func firstOwnChangeClash() throws -> Int64? {
+        try database.row(ConflictSQL.firstClash, .text(knowledgeID)).flatMap { try $0.optionalInt64("first") }
+    }
+
+    /// What ``recordSignedAsThisReplica(last:from:message:)`` noted under this replica's current
     /// identity and the log still holds, oldest first.
     public func standingSignedAsThisReplica() throws -> [String] {
         try database.rows(ConflictSQL.signedAsThisReplica, .text(knowledgeID)).map { try $0.string("lost_row") }
@@ -90,10 +107,29 @@ enum ConflictSQL {
     static let signedAsThisReplicaKind = "signed as this replica"
 
     static let recordSignedAsThisReplica = """
-        INSERT INTO "_sqsync_conflicts" ("kind", "table_name", "pk", "lost_row", "lost_site", "lost_hlc")
-        SELECT '\(signedAsThisReplicaKind)', '', '', ?3, ?1, ?2
+        INSERT INTO "_sqsync_conflicts" ("kind", "table_name", "pk", "lost_row", "lost_site", "lost_hlc", "won_hlc")
+        SELECT '\(signedAsThisReplicaKind)', '', '', ?3, ?1, ?2, ?4
         WHERE NOT EXISTS (SELECT 1 FROM "_sqsync_conflicts"
                           WHERE "kind" = '\(signedAsThisReplicaKind)' AND "lost_site" = ?1 AND "lost_hlc" >= ?2)
+        """
+
+    static let lowerFirstClash = """
+        UPDATE "_sqsync_conflicts" SET "won_hlc" = ?2
+        WHERE "kind" = '\(signedAsThisReplicaKind)' AND "lost_site" = ?1 AND ("won_hlc" IS NULL OR "won_hlc" > ?2)
+        """
+
+    static let madeElsewhereKind = "own changes made elsewhere"
+
+    static let recordMadeElsewhere = """
+        INSERT INTO "_sqsync_conflicts" ("kind", "table_name", "pk", "lost_row", "lost_site", "lost_hlc", "won_hlc")
+        SELECT '\(madeElsewhereKind)', '', '', ?3, ?1, ?2, ?2
+        WHERE NOT EXISTS (SELECT 1 FROM "_sqsync_conflicts"
+                          WHERE "kind" = '\(madeElsewhereKind)' AND "lost_site" = ?1 AND "won_hlc" <= ?2)
+        """
+
+    static let firstClash = """
+        SELECT min("won_hlc") AS "first" FROM "_sqsync_conflicts"
+        WHERE "kind" IN ('\(signedAsThisReplicaKind)', '\(madeElsewhereKind)') AND "lost_site" = ?
         """
 
     static let signedAsThisReplica = """

@@ -198,6 +198,27 @@ public struct AdminRules: Sendable, Equatable {
     /// Whether a replica's changes are checked against grants at all.
     public func isRestricted(_ replica: String) -> Bool { grants[replica] != nil }
 
+    /// The rules with restrictions bound to keys, not only to knowledge IDs: a replica that
+    /// signs with a key another replica signed with (`init --key`, `clone --key`, `reidentify`
+    /// and a re-made replica all give birth to one) receives that replica's scope and grants
+    /// where no statement names it. A restricted key thus cannot make itself a new,
+    /// unrestricted replica; an admin lifts the binding only by a statement naming the new
+    /// one. `sharers` gives, by replica, the others that share one of its keys; when several
+    /// are restricted, the first by knowledge ID binds.
+    public func binding(keySharers sharers: [String: Set<String>]) -> AdminRules {
+        var bound = self
+        for (replica, others) in sharers {
+            let restricting = others.sorted()
+            if grants[replica] == nil, let parent = restricting.first(where: { grants[$0] != nil }) {
+                bound.grants[replica] = grants[parent]
+            }
+            if scopes[replica] == nil, !everyRow.contains(replica), let parent = restricting.first(where: { scopes[$0] != nil }) {
+                bound.scopes[replica] = scopes[parent]
+            }
+        }
+        return bound
+    }
+
     /// The grants a restricted replica holds on a table (nil: it is not restricted).
     public func grants(of replica: String, on table: String) -> [TableGrant]? {
         guard let byTable = grants[replica] else { return nil }

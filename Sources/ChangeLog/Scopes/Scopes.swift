@@ -45,15 +45,13 @@ extension Replica {
         return added
     }
 
-    /// Keeps a statement this replica's admin key just signed, and numbers it as a change of
-    /// this replica's (one without rows): every peer then lacks something of it, so the next
-    /// export or sync carries the statement to them, and relays pass it on.
+    /// Keeps a statement this replica's admin key just signed. Holding it starts a new epoch,
+    /// numbered as a change of this replica's (``applyAdminRules()``): every peer then lacks
+    /// something of it, so the next export or sync carries the statement to them, and relays
+    /// pass it on.
     public func issueAdminStatement(_ statement: StoredAdminStatement) throws {
         try refuseDuringMigration("an admin statement")
-        try database.inTransaction(immediate: true) {
-            try addAdminStatements([statement])
-            try database.run(ScopeSQL.numberStatement)
-        }
+        try database.inTransaction(immediate: true) { _ = try addAdminStatements([statement]) }
     }
 
     /// Starts a new life, as this replica's own write, for every row here whose label was
@@ -220,6 +218,12 @@ extension Replica {
         if try adminEpochs().last?.ids != ids {
             try database.run(ScopeSQL.startEpoch, .blob(ScopeSQL.joined(ids)))
             try recordOwnStatementsNamed(ids)
+            // The statements held now bind this replica's later changes wherever they arrive:
+            // a change of its own without rows, in the new epoch, makes that word signed
+            // evidence that travels as its changes do (through relays, digests and sticks), and
+            // every receiver must merge it before any later change of this replica's. A key
+            // taken after it cannot shed them (docs/SCOPES.md, "What a stolen key can still do").
+            try database.run(ScopeSQL.numberStatement)
         }
         try removeRowsOutOfScope()
     }
@@ -325,6 +329,7 @@ enum ScopeSQL {
         INSERT OR IGNORE INTO "_sqsync_admin" ("id", "issued", "act", "signed") VALUES (?, ?, ?, ?)
         """
 
+    /// A change of this replica's without rows: what it numbers is the epoch it starts.
     static let numberStatement = """
         UPDATE "_sqsync_replica" SET "seq" = "seq" + 1, "hlc" = max("hlc" + 1, \(MetadataSQL.wallClockMilliseconds))
         """

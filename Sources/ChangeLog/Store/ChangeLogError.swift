@@ -23,6 +23,10 @@ public struct ChangeLogError: Error, CustomStringConvertible, Equatable {
 
     public var kind: Kind
     public var description: String
+    /// For an identity clash found in a file's changes: the first of this replica's own change
+    /// numbers the file shows made otherwise. Its own changes from there on are what a
+    /// `reidentify` must keep as the new identity's.
+    public var ownChangeClash: Int64?
 
     public init(_ kind: Kind, _ description: String) {
         self.kind = kind

@@ -10,13 +10,16 @@ extension MailboxSync {
     /// file in its folder (only it writes there, so anything else is stale or planted). What
     /// this sync's imports taught it (from ``before`` to ``knowledge``) updates the learning
     /// events its previous acknowledgement reported.
-    func writeAcknowledgement(_ servable: Knowledge) throws {
+    /// False when the sync stops here: another file with this replica's identity wrote its
+    /// acknowledgement after this one's last (``otherFileAcknowledged(_:signedBy:)``).
+    func writeAcknowledgement(_ servable: Knowledge) throws -> Bool {
         let replicaName = replica.name
         let folder = "\(Mailbox.acks)/\(me)"
         let old = try transport.listFiles(in: folder)
         var earlier: [String: LearningEvent] = [:]
         var unchanged: MailboxAcknowledgement?
         if let previous = old.filter({ $0.hasSuffix(".ack") }).max() {
+            ownAcknowledgement = previous
             if let cached = try state.cachedAcknowledgements()[me],
                 cached.file == previous,
                 let acknowledgement = try? MailboxAcknowledgement.alreadyVerified(cached.text, expectedReplica: me, trust: trust)
@@ -31,6 +34,10 @@ extension MailboxSync {
                     let acknowledgement = try? MailboxAcknowledgement.verified(text, expectedReplica: me, trust: trust)
                 {
                     earlier = acknowledgement.acknowledgement.learned
+                    if try otherFileAcknowledged(previous, acknowledgement.acknowledgement, signedBy: acknowledgement.key) {
+                        try? FileManager.default.removeItem(atPath: local)
+                        return false
+                    }
                 }
                 try? FileManager.default.removeItem(atPath: local)
             }
@@ -41,7 +48,7 @@ extension MailboxSync {
             let previous = old.filter({ $0.hasSuffix(".ack") }).max()
         {
             for stale in old where stale != previous { try writing { try transport.removeFile("\(folder)/\(stale)") } }
-            return
+            return true
         }
         let stamp = decimalString(UInt64(Date().timeIntervalSince1970 * 1000), width: 20)
         let name = "\(stamp)_\(hexString(UInt32.random(in: 0...UInt32.max), width: 8)).ack"
@@ -50,9 +57,38 @@ extension MailboxSync {
             replica: me, name: replicaName, knowledge: servable, learned: learned, birth: try KeyBinding.birth(of: replica)
         ).signedText(key: key)
         try Data(text.utf8).write(to: URL(fileURLWithPath: local))
+        // Recorded before it is written, as a bundle is: a sync killed after writing it still
+        // knows the file is its own.
+        try state.recordUpload(name)
+        ownAcknowledgement = name
         try writing { try transport.writeFile(from: local, to: "\(folder)/\(name)") }
         verifiedAcknowledgements.append((me, name, text))
         for stale in old where stale != name { try writing { try transport.removeFile("\(folder)/\(stale)") } }
+        return true
+    }
+
+    /// Whether `file`, this replica's newest acknowledgement in the mailbox, signed with its
+    /// key, was written by another file with its identity: newer than every acknowledgement
+    /// this file recorded writing (in any mailbox), and not one of them. A copy made with
+    /// `cp`, or this file before a backup was restored over it (its change numbers went back,
+    /// and what it writes next reuses them), wrote it. Refused as a copy's bundle in the
+    /// outbox is (exit 1, every sync while the file is there), and noted so that `reidentify`
+    /// keeps this file's changes after its last acknowledgement here as the new identity's:
+    /// nothing is lost.
+    private func otherFileAcknowledged(_ file: String, _ acknowledgement: MailboxAcknowledgement, signedBy signer: SSHPublicKey) throws -> Bool {
+        let recorded = try state.uploadedAnywhere().filter { $0.hasSuffix(".ack") }
+        let currentKey = try KeyBinding.currentKey(of: me, replica: replica)
+        guard let newestRecorded = recorded.max(), !recorded.contains(file), file > newestRecorded,
+            signer == key.publicKey || currentKey == signer
+        else { return false }
+        let cached = try state.cachedAcknowledgements()[me].flatMap {
+            try? MailboxAcknowledgement.alreadyVerified($0.text, expectedReplica: me, trust: trust)
+        }
+        foreignFrom = (cached?.acknowledgement.knowledge[me] ?? 0) + 1
+        let message =
+            "\(transport.displayName)/\(Mailbox.acks)/\(me)/\(displayText(file)): written by another copy of this database, or by this file before a backup was restored over it; run `sqsync reidentify` on the copy (or on this file, after a restore), then sync both"
+        foreignAcknowledgement = (file, message)
+        return true
     }
 
     /// The newest validly signed acknowledgement of every other replica that left one here,

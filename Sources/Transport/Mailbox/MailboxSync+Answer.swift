@@ -4,7 +4,8 @@ import ChangeLog
 /// Stage 3, answer: this replica's own signed acknowledgement of what it can serve, and what
 /// each reader holds, which decides what the bundles left out carry.
 extension MailboxSync {
-    func answer() throws {
+    /// False when the sync stops here: another file wrote this replica's acknowledgement.
+    func answer() throws -> Bool {
         knowledge = try replica.knowledge()
         // What each reader acknowledged counts as far as this replica holds it: again now that
         // the imports taught it more, so that a purge here is not held back by an
@@ -16,9 +17,10 @@ extension MailboxSync {
             }
         }
         // What this replica acknowledges is what it can serve: peers send the rest whole.
-        try writeAcknowledgement(try BundleExchange.servableKnowledge(of: replica))
+        guard try writeAcknowledgement(try BundleExchange.servableKnowledge(of: replica)) else { return false }
         readers = peers.mapValues(\.knowledge)
         // Each holds what no acknowledgement says: everything since its first change goes.
         for reader in unreadReaders { readers[reader] = Knowledge() }
+        return true
     }
 }

@@ -9,9 +9,10 @@ extension MailboxSync {
     /// False when the sync stops here: another copy of this database writes under its identity.
     func leaveOut() throws -> Bool {
         guard try checkOwnOutbox() else { return false }
-        let rules = try replica.adminRules()
+        let rules = try KeyBinding.adminRules(of: replica)
         // Readers with different scopes get bundles of their own (docs/SCOPES.md); with no
-        // reader yet, one bundle holds every row. Once any replica has a scope, a bundle is
+        // reader yet, one bundle holds every row. A reader made with a scoped replica's key
+        // is in that replica's group. Once any replica has a scope, a bundle is
         // encrypted to its own readers' keys only, never to every trusted key.
         var groups: [Scope: [String: Knowledge]] = [:]
         for (reader, held) in readers { groups[Scope(rules.scope(of: reader)), default: [:]][reader] = held }
@@ -26,11 +27,13 @@ extension MailboxSync {
     /// Sorts what this replica's outbox holds: its own bundles go to ``mine``; a file it did
     /// not write is removed, unless it is a bundle another copy of this database signed, which
     /// stops the sync (false) so that neither copy loses a change.
-    private func checkOwnOutbox() throws -> Bool {
+    func checkOwnOutbox() throws -> Bool {
         // Names this replica uploaded, to this mailbox or under another path (a stick mounted
         // elsewhere): each is recorded before it is written.
         let ours = try state.uploadedAnywhere()
-        for name in try transport.listFiles(in: "\(Mailbox.outbox)/\(me)") {
+        let listing = try transport.list("\(Mailbox.outbox)/\(me)")
+        takenNames = Set(listing.folders)
+        for name in listing.files {
             let path = "\(Mailbox.outbox)/\(me)/\(name)"
             guard BundleExchange.isBundleFileName(name) else {
                 try writing { try transport.removeFile(path) }
@@ -84,14 +87,20 @@ extension MailboxSync {
         let fingerprint = Mailbox.fingerprint(
             knowledge: knowledge, base: base, recipients: recipients, scope: scope.isEveryRow ? "" : scope.text,
             content: content + (readersKey.map { "|" + $0.name } ?? ""))
-        if let existing = mine.first(where: { $0.hasSuffix("_\(fingerprint).sqsb") && uploaded.contains($0) }) {
+        let named = { (name: String) in name.hasSuffix("_\(fingerprint).sqsb") || name.hasSuffix("_\(fingerprint)-1.sqsb") }
+        if let existing = mine.first(where: { named($0) && uploaded.contains($0) }) {
             keep.insert(existing)
             try state.noteBundleReadersKey(bundle: existing, key: readersKey?.name)
         } else {
             let exported = try BundleExchange.export(
                 replica: replica, since: base, key: key, to: scratch.path, intoDirectory: true, nameSuffix: fingerprint,
                 encryptTo: recipients, readersKey: readersKey, scope: scope.sorted)
-            let name = URL(fileURLWithPath: exported.path).lastPathComponent
+            var name = URL(fileURLWithPath: exported.path).lastPathComponent
+            if takenNames.contains(name) {
+                // A folder (or an object store's prefix) was put under the name: the bundle goes
+                // under another, which readers take as they take any name.
+                name = name.replacing("_\(fingerprint).sqsb", with: "_\(fingerprint)-1.sqsb")
+            }
             // A file under that name this replica did not upload (a copy of one it left in
             // another mailbox, or planted) goes first: the name says what this bundle
             // carries, so a publish is never refused for a name taken.

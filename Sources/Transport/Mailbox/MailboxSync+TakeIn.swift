@@ -72,7 +72,12 @@ extension MailboxSync {
         } catch let error as BundleError where error.kind == .notAddressed {
             // Encrypted before its sender knew this replica reads here: once it sees this
             // replica's acknowledgement it leaves one this replica can read, under another name.
-            report.notes.append(naming(error.description, local, bundle))
+            // With scopes, most are another group's: counted, so that a note still means something.
+            if try replica.adminRules().hasScopes {
+                report.forOtherReaders += 1
+            } else {
+                report.notes.append(naming(error.description, local, bundle))
+            }
             try state.markUnaddressed(bundle: bundle.name)
         } catch let error as BundleError where error.kind != .io {
             report.rejected.append((bundle.name, naming(error.description, local, bundle)))

@@ -11,7 +11,7 @@ extension MailboxSync {
             try writing { try transport.removeFile("\(Mailbox.outbox)/\(me)/\(name)") }
             report.removed += 1
         }
-        try state.rememberUploads(keep)
+        try state.rememberUploads(keep.union(ownAcknowledgement.map { [$0] } ?? []))
         let others = bundles.filter { $0.sender != me }
         report.removed += try removeBundlesEveryReaderHolds(others, seen: try state.seenBundles())
         try removeUnneededReadersKeys(others: others, kept: Array(keep))

@@ -58,6 +58,17 @@ final class MailboxSync {
 
     /// Leave out: this replica's bundles found in its outbox, and those this sync keeps.
     var mine: [String] = []
+    /// This replica's acknowledgement in the mailbox after the answer stage: its name stays
+    /// recorded as an upload, with the bundles kept.
+    var ownAcknowledgement: String?
+    /// Set when another file with this replica's identity wrote its acknowledgement after
+    /// this one's last (``writeAcknowledgement(_:)``): the file and what to say.
+    var foreignAcknowledgement: (file: String, message: String)?
+    /// With it: the first of this file's own changes it may not have told the mailbox of.
+    var foreignFrom: Int64 = 1
+    /// Names in this replica's outbox that something other than a file holds (a folder, a
+    /// prefix planted on an object store): a bundle is never published under one of them.
+    var takenNames: Set<String> = []
     var keep: Set<String> = []
     /// Set once this sync leaves (or keeps) a bundle of every row for every reader: it relays
     /// every origin, so it supersedes the others' bundles it carries all of.
@@ -88,8 +99,15 @@ final class MailboxSync {
         do {
             try look()
             try takeIn()
-            try answer()
-            if try leaveOut() { try tidy() }
+            if try answer() {
+                if try leaveOut() { try tidy() }
+            } else if try checkOwnOutbox(), let foreignAcknowledgement {
+                // The outbox says it first when the other file left a bundle there too (and
+                // nothing here changes). Else noted: `reidentify` keeps this file's changes
+                // after its last acknowledgement here as the new identity's.
+                try replica.recordOwnChangesMadeElsewhere(from: foreignFrom, message: foreignAcknowledgement.message)
+                report.refused.append((foreignAcknowledgement.file, foreignAcknowledgement.message))
+            }
         } catch let error as TransportError where importedBeforeWriting != nil && failedWriting {
             throw Mailbox.failedAfterImporting(importedBeforeWriting ?? [], error, mailbox: transport.displayName)
         }

@@ -41,6 +41,9 @@ public struct SyncReport: Sendable {
     public var untrusted: [String] = []
     /// Bundles this replica cannot open yet, waiting for a readers' key file to come or change.
     public var waitingForKey = 0
+    /// Bundles not encrypted to this replica's key while replicas have scopes: most are for
+    /// another scope group's readers, as they should be, so they are counted, not each said.
+    public var forOtherReaders = 0
     /// Own values left out of bundles because they are larger than a bundle may carry: the
     /// rest went, and each goes once it fits.
     public var withheld: [WithheldValue] = []

@@ -43,23 +43,26 @@ public final class RcloneTransport: Transport {
     /// files, as a mailbox's is); deeper trees, which only a planter makes, are not walked.
     static let listingDepth = 3
 
+    /// What a name holds: an object store may hold an object and a prefix under one name
+    /// (`a` and `a/b`), so an entry may be both a folder and a file.
     private struct Entry {
         var isDirectory: Bool
-        var size: Int
+        /// The size of the object under exactly this name; nil when there is none.
+        var fileSize: Int?
     }
 
     public func list(_ directory: String) throws -> FolderListing {
         var listing = FolderListing()
         for (name, entry) in try entries(in: directory) {
-            if entry.isDirectory { listing.folders.append(name) } else { listing.addFile(name) }
+            if entry.isDirectory { listing.folders.append(name) }
+            if entry.fileSize != nil { listing.addFile(name) }
         }
         return listing.sorted()
     }
 
     public func fileSize(_ path: String) throws -> Int? {
         let (folder, name) = try split(path)
-        guard let entry = try entries(in: folder)[name], !entry.isDirectory else { return nil }
-        return entry.size
+        return try entries(in: folder)[name]?.fileSize
     }
 
     /// Reads at most `maxBytes` + 1 bytes (`rclone cat --count`), so an object replaced by a larger
@@ -92,7 +95,7 @@ public final class RcloneTransport: Transport {
 
     public func writeFile(from localPath: String, to path: String) throws {
         let (folder, name) = try split(path)
-        guard try entries(in: folder)[name] == nil else {
+        guard try entries(in: folder)[name]?.fileSize == nil else {
             throw TransportError(
                 .io, "\(displayName)/\(path): already exists; refusing to replace it (every published file needs a new name)")
         }
@@ -108,14 +111,14 @@ public final class RcloneTransport: Transport {
             throw failure("moveto", path, moved.complaint)
         }
         let size = ((try? FileManager.default.attributesOfItem(atPath: localPath))?[.size] as? Int) ?? 0
-        record(path, Entry(isDirectory: false, size: size))
+        record(path, Entry(isDirectory: false, fileSize: size))
     }
 
     public func removeFile(_ path: String) throws {
         let (folder, name) = try split(path)
-        guard try entries(in: folder)[name] != nil else { return }
+        guard let entry = try entries(in: folder)[name], entry.fileSize != nil else { return }
         try removeRemote(path)
-        folders[folder]?[name] = nil
+        folders[folder]?[name] = entry.isDirectory ? Entry(isDirectory: true, fileSize: nil) : nil
     }
 
     /// Folders are only recorded: an upload makes the folders above it (object stores have no
@@ -128,7 +131,7 @@ public final class RcloneTransport: Transport {
         guard let top = parts.first else { return }
         if !listedTops.contains(top) { try list(top: top) }
         for depth in parts.indices {
-            record(parts[...depth].joined(separator: "/"), Entry(isDirectory: true, size: 0))
+            record(parts[...depth].joined(separator: "/"), Entry(isDirectory: true, fileSize: nil))
         }
     }
 
@@ -180,25 +183,30 @@ public final class RcloneTransport: Transport {
             guard !parts.isEmpty,
                 !parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." || $0.utf8.count > Self.maxNameBytes })
             else { return nil }
-            return (item.Path, Entry(isDirectory: item.IsDir, size: max(0, item.Size ?? 0)))
+            return (item.Path, Entry(isDirectory: item.IsDir, fileSize: item.IsDir ? nil : max(0, item.Size ?? 0)))
         }
     }
 
     /// Puts `path` in the listing, with every folder above it. An object store may hold a file
-    /// and a folder under one name (`a` and `a/b`): the folder wins, so an object planted
-    /// beside a replica's folder hides nothing.
+    /// and a folder under one name (`a` and `a/b`): the entry is both, so neither an object
+    /// planted beside a replica's folder nor a prefix planted over a bundle hides anything.
+    /// The bundle is read; the planted objects below it are never walked.
     private func record(_ path: String, _ entry: Entry) {
         let parts = path.split(separator: "/").map(String.init)
         guard let name = parts.last else { return }
         for depth in 1..<parts.count {
             let folder = parts.prefix(depth - 1).joined(separator: "/")
-            if folders[folder]?[parts[depth - 1]]?.isDirectory != true {
-                folders[folder, default: [:]][parts[depth - 1]] = Entry(isDirectory: true, size: 0)
-            }
+            var above = folders[folder]?[parts[depth - 1]] ?? Entry(isDirectory: true, fileSize: nil)
+            above.isDirectory = true
+            folders[folder, default: [:]][parts[depth - 1]] = above
         }
         let folder = parts.dropLast().joined(separator: "/")
-        if folders[folder]?[name]?.isDirectory == true && !entry.isDirectory { return }
-        folders[folder, default: [:]][name] = entry
+        var merged = entry
+        if let held = folders[folder]?[name] {
+            merged.isDirectory = merged.isDirectory || held.isDirectory
+            merged.fileSize = entry.fileSize ?? held.fileSize
+        }
+        folders[folder, default: [:]][name] = merged
         if entry.isDirectory, folders[path] == nil { folders[path] = [:] }
     }
 
@@ -238,7 +246,7 @@ public final class RcloneTransport: Transport {
 
     private func vanished(_ path: String) -> TransportError {
         let (folder, name) = (try? split(path)) ?? ("", "")
-        folders[folder]?[name] = nil
+        if folders[folder]?[name]?.isDirectory == true { folders[folder]?[name]?.fileSize = nil } else { folders[folder]?[name] = nil }
         return TransportError(.io, "\(displayName)/\(path): no longer there (removed since it was listed)")
     }
 

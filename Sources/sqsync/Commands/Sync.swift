@@ -138,7 +138,7 @@ extension SQSync {
                     "gaps": report.gaps.map(gapJSON), "refused_before": report.plantedSkipped.map(displayText),
                     "rows_left_scope": report.rowsLeftScope, "oversized": report.oversized, "untrusted": report.untrusted,
                     "withheld": report.withheld.map(withheldJSON), "signed_as_this_replica": report.signedAsThisReplica,
-                    "waiting_for_key": report.waitingForKey,
+                    "waiting_for_key": report.waitingForKey, "for_other_readers": report.forOtherReaders,
                 ])
             } else {
                 let out = report.exported.map { "1 bundle out (\(counted($0.rows, "row")))" } ?? "nothing new out"
@@ -146,6 +146,9 @@ extension SQSync {
                 if report.rowsLeftScope > 0 { extras.append("\(counted(report.rowsLeftScope, "row")) that left this replica's scope removed") }
                 let refusedNow = report.rejected.count + report.refused.count
                 if refusedNow > 0 { extras.append("\(counted(refusedNow, "file")) refused") }
+                if report.forOtherReaders > 0 {
+                    extras.append("\(counted(report.forOtherReaders, "bundle")) for other readers left unread")
+                }
                 if report.oversized > 0 { extras.append("\(counted(report.oversized, "file")) too large left unread") }
                 if !report.withheld.isEmpty { extras.append("\(counted(report.withheld.count, "value")) too large left out") }
                 if report.removed > 0 { extras.append("\(counted(report.removed, "old bundle")) removed") }

@@ -1,0 +1,70 @@
+import Foundation
+import TestSupport
+import XCTest
+
+/// A backup restored in place (issue 55, item 1): north is backed up, writes CHANGE-A and
+/// syncs it to hq and hub, then the backup goes back over north.db (by `cp`, and by
+/// `sqlite3 .restore`, which keeps the inode) and north writes CHANGE-B under the change
+/// number CHANGE-A had. North's next sync says its numbers went back and gives the fix
+/// (`reidentify`); after it, every replica holds both changes and nothing any wrote is lost.
+final class RestoreCLITests: XCTestCase {
+    private var h: Harness!
+    private var hq = "", north = "", hub = "", box = ""
+    private var replicas: [(db: String, name: String)] { [(hq, "hq"), (north, "north"), (hub, "hub")] }
+
+    override func setUpWithError() throws {
+        h = try Harness()
+        hq = try h.makeReplica(
+            "hq", schema: "CREATE TABLE items(id TEXT PRIMARY KEY, v TEXT); INSERT INTO items VALUES ('n1', 'tent'), ('n2', 'rope');")
+        north = try h.cloneReplica(hq, as: "north")
+        hub = try h.cloneReplica(hq, as: "hub")
+        box = try h.folder("box")
+        try rounds(2)
+    }
+
+    override func tearDown() { h = nil }
+
+    private func rounds(_ times: Int) throws {
+        for _ in 0..<times { for replica in replicas { try h.syncOK(replica.db, as: replica.name, box) } }
+    }
+
+    private func items(_ db: String) throws -> String { try h.dump(db, table: "items", orderBy: "id") }
+
+    /// `restore` puts the backup back over north.db; the rest is the same for each way.
+    private func restoreInPlace(_ restore: (_ backup: String) throws -> Void) throws {
+        let backup = h.path("north-backup.db")
+        try h.sqlite(north, ".backup '\(backup)'")
+        try h.sqlite(north, "UPDATE items SET v = 'CHANGE-A' WHERE id = 'n1';")
+        try rounds(2)
+        XCTAssertTrue(try items(hq).contains("CHANGE-A"), "hq took CHANGE-A")
+
+        try restore(backup)
+        XCTAssertFalse(try items(north).contains("CHANGE-A"), "the backup is back")
+        try h.sqlite(north, "UPDATE items SET v = 'CHANGE-B' WHERE id = 'n2';")
+
+        let caught = try h.sync(north, as: "north", box)
+        XCTAssertNotEqual(caught.status, 0, caught.stderr)
+        XCTAssertTrue(caught.stderr.contains("sqsync reidentify"), caught.stderr)
+        XCTAssertTrue(caught.stderr.contains("restored"), caught.stderr)
+        for replica in [(hq, "hq"), (hub, "hub")] { try h.syncOK(replica.0, as: replica.1, box) }
+
+        try h.ok(["reidentify", north], key: "north")
+        try h.ok(["conflicts", north, "--clear"])
+        try rounds(3)
+        let expected = try items(hq)
+        XCTAssertTrue(expected.contains("CHANGE-A") && expected.contains("CHANGE-B"), expected)
+        for replica in replicas { XCTAssertEqual(try items(replica.db), expected, replica.name) }
+    }
+
+    func testABackupCopiedOverTheFileIsCaughtAndLosesNothing() throws {
+        try restoreInPlace { backup in
+            for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: north + suffix) }
+            let copied = try Harness.run("/bin/cp", [backup, north])
+            XCTAssertEqual(copied.status, 0, copied.stderr)
+        }
+    }
+
+    func testABackupRestoredBySQLiteIsCaughtAndLosesNothing() throws {
+        try restoreInPlace { backup in try h.sqlite(north, ".restore '\(backup)'") }
+    }
+}
