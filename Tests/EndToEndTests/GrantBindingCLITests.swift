@@ -266,6 +266,28 @@ final class GrantBindingCLITests: XCTestCase {
         }
     }
 
+    // MARK: rows that leave a scope
+
+    /// hq clones a laptop that is never deployed. north inserts n9, hq moves it to south, south
+    /// edits it. north's row leaves for good (the clone, never seen signing anything, holds
+    /// nothing back there), and everyone else holds south's edit (issue 54, case 7).
+    func testARowThatLeftAScopeLeavesEvenWithACloneNeverDeployed() throws {
+        _ = try h.handKey("ghost")
+        try h.ok(["clone", dbs["hq"]!, h.path("ghost.db"), "--name", "ghost"], key: "ghost")
+        try h.sqlite(dbs["north"]!, "INSERT INTO orders VALUES ('n9', 'north', 'north-wrote', 1);")
+        try rounds()
+        try h.sqlite(dbs["hq"]!, "UPDATE orders SET region = 'south' WHERE id = 'n9';")
+        try rounds()
+        try h.sqlite(dbs["south"]!, "UPDATE orders SET item = 'south-updated', qty = 2 WHERE id = 'n9';")
+        try rounds(3)
+        let atNorth = try rows("north", "orders")
+        XCTAssertFalse(atNorth.contains("n9|"), atNorth)
+        for name in ["hq", "south", "hub"] {
+            let held = try rows(name, "orders")
+            XCTAssertTrue(held.contains("n9|south|south-updated|2"), "\(name): \(held)")
+        }
+    }
+
     // MARK: notes that mean something
 
     /// With scopes, bundles for another scope group are counted in the summary line and
@@ -303,6 +325,8 @@ final class GrantBindingCLITests: XCTestCase {
                 """)
             try h.ok(["init", y, "--name", "y"], key: "f7")
             try h.ok(["track", y, "--all"])
+            // Written before y's first sync: its changes name no statement yet.
+            try h.sqlite(y, "INSERT INTO prices VALUES ('EARLY-FORGED', 1.25);")
             for _ in 0..<2 {
                 try h.sync(y, as: "f7", stick)
                 try rounds(1, names: order)
@@ -325,6 +349,7 @@ final class GrantBindingCLITests: XCTestCase {
                 try rounds(1, names: order)
             }
             try assertNoneHold("FORGED-ITEM", "\(order)")
+            try assertNoneHold("EARLY-FORGED", "\(order)")
             try assertNoneHold("6666.75", "\(order)")
             for name in ["hq", "north", "hub"] {
                 let orders = try rows(name, "orders")

@@ -1,9 +1,9 @@
-import Bundle
 import ChangeLog
 import Foundation
 import SQLiteDatabase
 import XCTest
 
+@testable import Bundle
 @testable import Transport
 
 /// Mailboxes with many readers (docs/BUNDLE_FORMAT.md, "Readers' keys"): a bundle is encrypted
@@ -198,6 +198,79 @@ final class ReadersKeyMailboxTests: XCTestCase {
             XCTAssertTrue(atD.contains("r\(round)=\(replacement)"), "\(atD)")
             XCTAssertTrue(atB.contains("r\(round)=\(replacement)"), "\(atB)")
         }
+    }
+
+    /// A readers' key for exactly `readers`, made and signed by `maker` (a reader's key, here
+    /// a stolen one), planted in the mailbox under its name.
+    private func plantKey(readers: [SigningKey], maker: SigningKey) throws -> String {
+        try FileManager.default.createDirectory(atPath: box + "/sqsync/keys", withIntermediateDirectories: true)
+        let staged = folder + "/staged-\(UUID().uuidString).age"
+        let key = try ReadersKey.make(readers: readers.map(\.publicKey), signingKey: maker, writingTo: staged)
+        try FileManager.default.moveItem(atPath: staged, toPath: box + "/sqsync/keys/" + key.name)
+        return key.name
+    }
+
+    private func readersKeyOfBundle(_ replica: Replica) throws -> String {
+        try XCTUnwrap(AgeFile.readersKeyName(ofFile: try XCTUnwrap(outbox(of: replica).first)))
+    }
+
+    /// Issue 55, item 2: a key file planted with f7's stolen key starves no reader.
+    /// - A reader that cannot open a readers' key says so in its signed acknowledgement.
+    /// - A writer leaves a key any reader of its group said it could not open, within one round
+    ///   (here north's word is written with north's key by hand: a writer cannot check the
+    ///   other readers' stanzas, so it goes by that word).
+    /// - A writer that made a key for its readers never takes another's over it: with its own
+    ///   file removed and f7's planted, it makes a new one.
+    func testAPlantedReadersKeyStarvesNoReader() throws {
+        let keys = ["hq", "north", "f7"].map { SigningKey.generate(comment: $0) }
+        let trust = try AllowedSigners(
+            text: zip(["hq", "north", "f7"], keys).map { AllowedSigners.line(principal: $0.0, key: $0.1.publicKey) }.joined(separator: "\n"))
+        let replicas = try self.replicas(["hq", "north", "f7"])
+        let (hq, north) = (replicas[0], replicas[1])
+        func sync(_ index: Int) throws -> SyncReport { try mailbox.sync(replica: replicas[index], key: keys[index], trust: trust) }
+        for _ in 0..<2 { for index in 0..<3 { _ = try sync(index) } }
+        setenv("SQSYNC_MAX_DIRECT_RECIPIENTS", "1", 1)
+
+        // f7 plants a key before hq made one: hq takes it (the first by name).
+        let planted = try plantKey(readers: keys, maker: keys[2])
+        try hq.database.execute("INSERT INTO t VALUES ('h1', 'first')")
+        _ = try sync(0)
+        XCTAssertEqual(try readersKeyOfBundle(hq), planted, "hq took the key f7 made")
+        // north says, signed, that it cannot open it: hq leaves it at its next sync.
+        let said = MailboxAcknowledgement(
+            replica: north.knowledgeID, name: "north", knowledge: try north.knowledge(), birth: try KeyBinding.birth(of: north),
+            unopened: [planted])
+        try Data(try said.signedText(key: keys[1]).utf8).write(
+            to: URL(fileURLWithPath: box + "/sqsync/acks/\(north.knowledgeID)/99999999999999999999_00000000.ack"))
+        _ = try sync(0)
+        let own = try readersKeyOfBundle(hq)
+        XCTAssertNotEqual(own, planted, "hq left the key north could not open")
+        XCTAssertEqual(files(in: "sqsync/acks/\(north.knowledgeID)").count, 2)
+        _ = try sync(1)
+        XCTAssertTrue(try rows(north).contains("h1=first"))
+
+        // A key file north cannot open (damaged) is reported in north's own acknowledgement.
+        try Data("not a key".utf8).write(to: URL(fileURLWithPath: box + "/sqsync/keys/" + own))
+        try hq.database.execute("INSERT INTO t VALUES ('h2', 'second')")
+        try FileManager.default.removeItem(atPath: box + "/sqsync/keys/" + own)
+        _ = try sync(0)
+        let next = try readersKeyOfBundle(hq)
+        try Data("not a key".utf8).write(to: URL(fileURLWithPath: box + "/sqsync/keys/" + next))
+        let waiting = try sync(1)
+        XCTAssertEqual(waiting.waitingForKey, 1, "\(waiting.notes)")
+        let acknowledgement = try XCTUnwrap(files(in: "sqsync/acks/\(north.knowledgeID)").last)
+        XCTAssertTrue(try String(contentsOfFile: acknowledgement, encoding: .utf8).contains("unopened \(next)"))
+
+        // hq made keys for these readers: with its file gone and f7's planted, it makes another.
+        try FileManager.default.removeItem(atPath: box + "/sqsync/keys/" + next)
+        let again = try plantKey(readers: keys, maker: keys[2])
+        _ = try sync(0)
+        let made = try readersKeyOfBundle(hq)
+        XCTAssertNotEqual(made, again, "never another's key over its own")
+        XCTAssertEqual(try MailboxState(hq, mailbox: mailbox.transport.displayName).readersKeys()[made]?.madeHere, true)
+        _ = try sync(1)
+        let atNorth = try rows(north)
+        XCTAssertTrue(atNorth.contains("h2=second"), "\(atNorth)")
     }
 
     /// A, B and C share a readers' key; A and B retire C (its key still trusted, every reader's

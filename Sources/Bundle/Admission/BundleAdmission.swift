@@ -209,8 +209,15 @@ final class BundleAdmission {
     /// a scoped replica's key merges that scope's segments (an honest laptop re-made after a
     /// lost disk receives its rows again).
     private func boundOwnScope() throws -> Scope {
-        Scope(try KeyBinding.adminRules(of: replica).scope(of: replica.knowledgeID))
+        if let cached = ownScopeBound { return cached }
+        let scope = Scope(try KeyBinding.adminRules(of: replica).scope(of: replica.knowledgeID))
+        ownScopeBound = scope
+        return scope
     }
+
+    /// Read once per import, after the bundle's statements are recorded (the first segment).
+    private var ownScopeBound: Scope?
+    private var heldStatementIDs: Set<[UInt8]>?
 
     /// The other replicas any key of `origin`'s signs for (``AdminRules/binding(keySharers:)``).
     private func keySharers(of origin: String) throws -> Set<String> {
@@ -283,8 +290,8 @@ final class BundleAdmission {
             // A bundle carries every statement its segments name (its writer held each one
             // before it merged or relayed them): one it names and does not carry can never
             // come with it, so the file is refused once, not held for good.
-            let held = Set(try replica.adminStatements().map(\.id)).union(newStatementIDs)
-            let absent = Set(changes.adminStatements).subtracting(held)
+            if heldStatementIDs == nil { heldStatementIDs = Set(try replica.adminStatements().map(\.id)).union(newStatementIDs) }
+            let absent = Set(changes.adminStatements).subtracting(heldStatementIDs ?? [])
             if !absent.isEmpty && !kept {
                 var error = BundleError(
                     .corrupt,
@@ -300,7 +307,8 @@ final class BundleAdmission {
                     ))
             }
             // A replica made with a restricted replica's key is restricted as it is.
-            let rules = named.binding(keySharers: [changes.origin: try keySharers(of: changes.origin)])
+            let sharers = try keySharers(of: changes.origin)
+            let rules = sharers.isEmpty ? named : named.binding(keySharers: [changes.origin: sharers], held: try replica.adminRules())
             let authorization =
                 rules.isRestricted(changes.origin)
                 ? Authorization(rules: rules, origin: changes.origin, receiverHasScope: !ownScope.isEveryRow) : nil

@@ -22,7 +22,7 @@ public final class OwnChangeCheck {
         tids = header.tables.map { tracked[$0.name] }
         let local = Dictionary(try replica.trackedTables().map { ($0.name, $0) }) { first, _ in first }
         cids = header.tables.map { table in
-            guard !table.hasPolicies, let info = local[table.name] else { return nil }
+            guard !table.hasPolicies, let info = local[table.name], info.columns.allSatisfy({ $0.policy == .lww }) else { return nil }
             return table.columns.map { name in info.columns.first { $0.name == name }?.cid }
         }
         purgedAnything = try replica.database.int64(OwnChangeSQL.purgedAnything) == 1

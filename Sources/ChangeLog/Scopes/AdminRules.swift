@@ -204,16 +204,21 @@ public struct AdminRules: Sendable, Equatable {
     /// where no statement names it. A restricted key thus cannot make itself a new,
     /// unrestricted replica; an admin lifts the binding only by a statement naming the new
     /// one. `sharers` gives, by replica, the others that share one of its keys; when several
-    /// are restricted, the first by knowledge ID binds.
-    public func binding(keySharers sharers: [String: Set<String>]) -> AdminRules {
+    /// are restricted, the first by knowledge ID binds. `held`: the rules that say what binds
+    /// (every statement the receiver holds, by default these): a new replica's first changes
+    /// name no statement, and must not escape by that.
+    public func binding(keySharers sharers: [String: Set<String>], held: AdminRules? = nil) -> AdminRules {
+        let source = held ?? self
         var bound = self
         for (replica, others) in sharers {
             let restricting = others.sorted()
-            if grants[replica] == nil, let parent = restricting.first(where: { grants[$0] != nil }) {
-                bound.grants[replica] = grants[parent]
+            if grants[replica] == nil, source.grants[replica] == nil, let parent = restricting.first(where: { source.grants[$0] != nil }) {
+                bound.grants[replica] = source.grants[parent]
             }
-            if scopes[replica] == nil, !everyRow.contains(replica), let parent = restricting.first(where: { scopes[$0] != nil }) {
-                bound.scopes[replica] = scopes[parent]
+            if scopes[replica] == nil, !everyRow.contains(replica), source.scopes[replica] == nil, !source.everyRow.contains(replica),
+                let parent = restricting.first(where: { source.scopes[$0] != nil })
+            {
+                bound.scopes[replica] = source.scopes[parent]
             }
         }
         return bound

@@ -248,7 +248,7 @@ extension Replica {
         let scopeJSON = String(decoding: try JSONEncoder().encode(scope), as: UTF8.self)
         try database.execute(ScopeSQL.createUndelivered)
         try database.execute(#"DELETE FROM temp."_sqsync_undelivered""#)
-        try database.run(ScopeSQL.collectUndelivered, .integer(Int64(site)))
+        try database.run(ScopeSQL.collectUndeliveredToVouched, .integer(Int64(site)))
         var removed = 0
         // The app's triggers run (its derived tables follow); sqsync's own log rows of these
         // deletes are dropped, and its grant triggers stand aside while "applying" is set.
@@ -377,6 +377,23 @@ enum ScopeSQL {
         INSERT OR IGNORE INTO temp."_sqsync_undelivered" ("tid", "pk")
           SELECT c."tid", c."pk" FROM "_sqsync_changes" c, "_sqsync_sites" s
           WHERE s."site" = ?1 AND c."site" = ?1 AND c."seq" > coalesce(\(FoldSQL.leastAcknowledged), 0)
+        """
+
+    /// The same, as far as peers that ever spoke for themselves here lack them: what keeps a
+    /// row that left this replica's scope.
+    static let collectUndeliveredToVouched = """
+        INSERT OR IGNORE INTO temp."_sqsync_undelivered" ("tid", "pk")
+          SELECT c."tid", c."pk" FROM "_sqsync_changes" c, "_sqsync_sites" s
+          WHERE s."site" = ?1 AND c."site" = ?1 AND c."seq" > coalesce(\(leastAcknowledgedByVouched), 0)
+        """
+
+    /// The least of ?1's own changes every live peer acknowledged, counting only peers that
+    /// ever spoke for themselves here (``LifecycleSQL/vouched(_:)``): a replica never seen
+    /// signing anything (a clone never deployed, a name in another's envelope) holds no row
+    /// that left this replica's scope here for good.
+    static let leastAcknowledgedByVouched = """
+        (SELECT min(coalesce((SELECT a."seq" FROM "_sqsync_acks" a WHERE a."peer" = p."site" AND a."site" = s."site"), 0))
+             FROM "_sqsync_sites" p WHERE p."site" != ?1 AND p."retired" = 0 AND \(LifecycleSQL.vouched("p")))
         """
 
     /// Rows whose label is not in the scope ?1 (a JSON list) and that have no undelivered

@@ -20,6 +20,8 @@ import Glibc
 ///     knowledge <id>:<seq>,<id>:<seq>
 ///     learned <id>:<previous>:<reached>:<own-seq>,…     (see ``LearningEvent``)
 ///     birth <hex>                                      (the replica's birth, ``ReplicaIdentity``; absent when empty)
+///     unopened <key-file>,…                            (readers' keys it could not open; absent when none)
+///     written <ms>                                     (when it was written: its file name's stamp; absent before 0.5)
 ///     -----BEGIN SSH SIGNATURE-----      (over every byte above this line)
 ///     …
 ///     -----END SSH SIGNATURE-----
@@ -38,19 +40,30 @@ struct MailboxAcknowledgement {
     var learned: [String: LearningEvent] = [:]
     /// The replica's birth: with the key that signs the file, it proves the replica's ID.
     var birth: [UInt8] = []
+    /// Readers' key files of this mailbox the replica could not open (a damaged file, or a
+    /// stanza not for its key, as a key planted by another reader's stolen key would have):
+    /// a writer that encrypts to one moves to a key of its own.
+    var unopened: [String] = []
+    /// At most this many are said (the rest next time): a few lines per replica.
+    static let maxUnopened = 16
+    /// When the replica wrote it (Unix ms), the stamp its file name starts with, signed: a copy
+    /// of the file under another name is a replay, not a newer word.
+    var written: UInt64?
 
     /// The file's whole text, signed with `key`.
     func signedText(key: SigningKey) throws -> String {
-        let payload = ([
+        let events: [String] = learned.sorted { $0.key < $1.key }.map {
+            "\($0.key):\($0.value.previous):\($0.value.reached):\($0.value.ownSeq)"
+        }
+        var lines: [String] = [
             Self.magic, "replica \(replica)", "name \(name.filter { !$0.isNewline })", "knowledge \(knowledge)",
-            "learned "
-                + learned.sorted { $0.key < $1.key }.map {
-                    "\($0.key):\($0.value.previous):\($0.value.reached):\($0.value.ownSeq)"
-                }
-                .joined(separator: ","),
-        ] + (birth.isEmpty ? [] : ["birth " + hexString(birth)]) + [
-            ""
-        ]).joined(separator: "\n")
+            "learned " + events.joined(separator: ","),
+        ]
+        if !birth.isEmpty { lines.append("birth " + hexString(birth)) }
+        if !unopened.isEmpty { lines.append("unopened " + unopened.prefix(Self.maxUnopened).joined(separator: ",")) }
+        if let written { lines.append("written \(written)") }
+        lines.append("")
+        let payload = lines.joined(separator: "\n")
         let signature = try SSHSignature.sign(
             messageDigest: SHA512.hash(data: Data(payload.utf8)), namespace: Self.namespace, key: key)
         return payload + signature.armored + (signature.armored.hasSuffix("\n") ? "" : "\n")
@@ -158,9 +171,13 @@ struct MailboxAcknowledgement {
                 birth.append(byte)
             }
         }
+        // Only names a key file can have, and a few: anything else is not a readers' key.
+        let unopened = (fields["unopened"] ?? "").split(separator: ",").map(String.init).filter(ReadersKey.isFileName)
+            .prefix(Self.maxUnopened)
         return (
             MailboxAcknowledgement(
-                replica: replica, name: fields["name"] ?? "", knowledge: knowledge, learned: learned, birth: birth), signer,
+                replica: replica, name: fields["name"] ?? "", knowledge: knowledge, learned: learned, birth: birth,
+                unopened: Array(unopened), written: fields["written"].flatMap { UInt64($0) }), signer,
             signature.publicKey
         )
     }

@@ -75,6 +75,14 @@ struct MailboxState {
         Int(try database.int64(MailboxSQL.countWaitingForKey, .text(Self.waitingForKey + "%")))
     }
 
+    /// The readers' key files in the mailbox that bundles wait on and this replica could not
+    /// open (damaged, or not for its key): what its acknowledgement reports, so that their
+    /// writers move to a key it can open.
+    func keysNotOpened() throws -> [String] {
+        try database.rows(MailboxSQL.keysNotOpened, .text(mailbox), .text(Self.waitingForKey + "-1"), .text(Self.waitingForKey + "%"))
+            .map { try $0.string("key") }
+    }
+
     func markWaitingForKey(bundle name: String, keyFileSize: Int?) throws {
         try database.run(MailboxSQL.markSeen, .text(name), .text(Self.waitingForKey + String(keyFileSize ?? -1)))
     }
@@ -374,6 +382,12 @@ enum MailboxSQL {
 
     static let seenBundles = #"SELECT "name", "knowledge" FROM "_sqsync_seen_bundles""#
     static let countWaitingForKey = #"SELECT count(*) FROM "_sqsync_seen_bundles" WHERE "knowledge" LIKE ?"#
+    static let keysNotOpened = """
+        SELECT DISTINCT k."key" FROM "_sqsync_seen_bundles" s
+        JOIN "_sqsync_bundle_readers_keys" k ON k."bundle" = s."name" AND k."mailbox" = ?1
+        WHERE s."knowledge" LIKE ?3 AND s."knowledge" != ?2 AND k."key" IS NOT NULL
+        ORDER BY k."key" LIMIT \(MailboxAcknowledgement.maxUnopened)
+        """
     static let markSeen = #"INSERT OR REPLACE INTO "_sqsync_seen_bundles" ("name", "knowledge") VALUES (?, ?)"#
     static let forgetSeen = #"DELETE FROM "_sqsync_seen_bundles" WHERE "name" = ?"#
     static let cachedAcknowledgements = #"SELECT "replica", "file", "text" FROM "_sqsync_mailbox_acks" WHERE "mailbox" = ?"#

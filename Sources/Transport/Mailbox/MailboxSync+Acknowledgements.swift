@@ -43,18 +43,22 @@ extension MailboxSync {
             }
         }
         let learned = LearningEvent.after(earlier, before: before, after: knowledge, ownSeq: before[me], me: me)
+        let unopened = try state.keysNotOpened()
         // A quiet sync leaves the file it wrote last time: same knowledge, same name, same news.
         if let unchanged, unchanged.knowledge == servable, unchanged.learned == learned, unchanged.name == replicaName,
+            unchanged.unopened == unopened,
             let previous = old.filter({ $0.hasSuffix(".ack") }).max()
         {
             for stale in old where stale != previous { try writing { try transport.removeFile("\(folder)/\(stale)") } }
             return true
         }
-        let stamp = decimalString(UInt64(Date().timeIntervalSince1970 * 1000), width: 20)
+        let now = UInt64(Date().timeIntervalSince1970 * 1000)
+        let stamp = decimalString(now, width: 20)
         let name = "\(stamp)_\(hexString(UInt32.random(in: 0...UInt32.max), width: 8)).ack"
         let local = scratch.path + "/" + name
         let text = try MailboxAcknowledgement(
-            replica: me, name: replicaName, knowledge: servable, learned: learned, birth: try KeyBinding.birth(of: replica)
+            replica: me, name: replicaName, knowledge: servable, learned: learned, birth: try KeyBinding.birth(of: replica),
+            unopened: unopened, written: now
         ).signedText(key: key)
         try Data(text.utf8).write(to: URL(fileURLWithPath: local))
         // Recorded before it is written, as a bundle is: a sync killed after writing it still
@@ -68,8 +72,10 @@ extension MailboxSync {
     }
 
     /// Whether `file`, this replica's newest acknowledgement in the mailbox, signed with its
-    /// key, was written by another file with its identity: newer than every acknowledgement
-    /// this file recorded writing (in any mailbox), and not one of them. A copy made with
+    /// key, was written by another file with its identity: not one this file recorded writing,
+    /// and written (by its signed stamp, which its name carries) after every acknowledgement
+    /// this file recorded writing, in any mailbox. A copy of an old acknowledgement under a
+    /// newer name is a replay (its signed stamp is old), removed as stale. A copy made with
     /// `cp`, or this file before a backup was restored over it (its change numbers went back,
     /// and what it writes next reuses them), wrote it. Refused as a copy's bundle in the
     /// outbox is (exit 1, every sync while the file is there), and noted so that `reidentify`
@@ -78,7 +84,8 @@ extension MailboxSync {
     private func otherFileAcknowledged(_ file: String, _ acknowledgement: MailboxAcknowledgement, signedBy signer: SSHPublicKey) throws -> Bool {
         let recorded = try state.uploadedAnywhere().filter { $0.hasSuffix(".ack") }
         let currentKey = try KeyBinding.currentKey(of: me, replica: replica)
-        guard let newestRecorded = recorded.max(), !recorded.contains(file), file > newestRecorded,
+        guard let written = acknowledgement.written, file.hasPrefix(decimalString(written, width: 20) + "_"),
+            let newestRecorded = recorded.max(), !recorded.contains(file), file > newestRecorded,
             signer == key.publicKey || currentKey == signer
         else { return false }
         let cached = try state.cachedAcknowledgements()[me].flatMap {

@@ -80,7 +80,7 @@ extension MailboxSync {
         // Past a few dozen readers, once to their shared key and once to this replica's own.
         var readersKey: ReadersKey?
         if recipients.count > BundleLimits.maxDirectRecipients {
-            readersKey = try self.readersKey(for: recipients)
+            readersKey = try self.readersKey(for: recipients, readers: Set(readers.keys))
             recipients = [key.publicKey]
         }
         let content = try BundleExchange.plannedContent(of: replica, since: base, scope: scope.sorted)
