@@ -235,6 +235,21 @@ final class BundleAdmissionTests: XCTestCase {
         XCTAssertTrue(error.description.contains("neither this replica holds nor the bundle carries"), error.description)
     }
 
+    /// The same segment relayed by M: the relay is not at fault, so the segment is passed over
+    /// (not merged, not kept to relay) and the rest of M's bundle stands.
+    func testARelayedSegmentNamingAStatementTheBundleDoesNotCarryIsPassedOver() throws {
+        var unknown = segment()
+        unknown.adminStatements = [[UInt8](repeating: 7, count: 16)]
+        unknown.scope = ["north"]
+        var relayed = HandBundle(
+            sites: [HandSite(id: m.replicaID, name: "m", knowledge: 0), HandSite(id: o.replicaID, name: "o", knowledge: 1)],
+            senderSeq: 0, senderHLC: now, signer: m)
+        relayed.identities = [(0, m.identity), (1, o.identity)]
+        relayed.segments = [unknown]
+        let result = try verdicts(relayed)
+        guard case .passOver = result.segments.first else { return XCTFail("neither kept to relay nor refused: \(result)") }
+    }
+
     func testASegmentCutForAScopeWithinThisReplicasIsKeptToRelayAndAnotherPassedOver() throws {
         var within = segment()
         within.scope = ["north"]

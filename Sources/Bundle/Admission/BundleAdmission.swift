@@ -257,6 +257,20 @@ final class BundleAdmission {
             if let ahead = ClockBound.excess(of: changes.createdHLC) {
                 return .refuse(BundleExchange.clockAhead(path, who: changes.originLabel, by: ahead))
             }
+            // A bundle carries every statement its segments name (its writer held each one
+            // before it merged or relayed them): one it names and does not carry can never
+            // come with it. Its origin's own file is refused once, not held for good; a relay's
+            // segment is passed over (the relay is not at fault), and never kept to relay.
+            if heldStatementIDs == nil { heldStatementIDs = Set(try replica.adminStatements().map(\.id)).union(newStatementIDs) }
+            let absent = Set(changes.adminStatements).subtracting(heldStatementIDs ?? [])
+            if !absent.isEmpty && !kept {
+                guard changes.origin == envelope.sender.id else { return .passOver }
+                var error = BundleError(
+                    .corrupt,
+                    "\(path): the changes of \(changes.originLabel) name \(absent.count) admin statement(s) that neither this replica holds nor the bundle carries, which no bundle sqsync writes does; refusing it")
+                error.concernsTheFileAlone = true
+                return .refuse(error)
+            }
             // A segment cut for another scope is not this replica's to merge; one cut for a scope
             // within its own is kept to relay (docs/SCOPES.md).
             let ownScope = try boundOwnScope()
@@ -286,18 +300,6 @@ final class BundleAdmission {
                         .untrusted,
                         "\(path): the changes of \(changes.originLabel) up to \(changes.last) leave out \(unnamed.count) admin statement(s) its own signed knowledge shows it held before making them, as a key shedding its grants or skipping a revoke would; refusing the bundle (if its key is lost: sqsync peers retire, and remove its line from allowed_signers)"
                     ))
-            }
-            // A bundle carries every statement its segments name (its writer held each one
-            // before it merged or relayed them): one it names and does not carry can never
-            // come with it, so the file is refused once, not held for good.
-            if heldStatementIDs == nil { heldStatementIDs = Set(try replica.adminStatements().map(\.id)).union(newStatementIDs) }
-            let absent = Set(changes.adminStatements).subtracting(heldStatementIDs ?? [])
-            if !absent.isEmpty && !kept {
-                var error = BundleError(
-                    .corrupt,
-                    "\(path): the changes of \(changes.originLabel) name \(absent.count) admin statement(s) that neither this replica holds nor the bundle carries, which no bundle sqsync writes does; refusing it")
-                error.concernsTheFileAlone = true
-                return .refuse(error)
             }
             guard let named = try replica.adminRules(namedBy: changes.adminStatements) else {
                 return .hold(
