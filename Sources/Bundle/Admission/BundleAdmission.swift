@@ -218,6 +218,7 @@ final class BundleAdmission {
     /// Read once per import, after the bundle's statements are recorded (the first segment).
     private var ownScopeBound: Scope?
     private var heldStatementIDs: Set<[UInt8]>?
+    private var heldRules: AdminRules?
 
     /// The other replicas any key of `origin`'s signs for (``AdminRules/binding(keySharers:)``).
     private func keySharers(of origin: String) throws -> Set<String> {
@@ -309,8 +310,10 @@ final class BundleAdmission {
                     ))
             }
             // A replica made with a restricted replica's key is restricted as it is.
-            let sharers = try keySharers(of: changes.origin)
-            let rules = sharers.isEmpty ? named : named.binding(keySharers: [changes.origin: sharers], held: try replica.adminRules())
+            if heldRules == nil { heldRules = try replica.adminRules() }
+            let held = heldRules ?? AdminRules()
+            let sharers = held.restrictsAnyone ? try keySharers(of: changes.origin) : []
+            let rules = sharers.isEmpty ? named : named.binding(keySharers: [changes.origin: sharers], held: held)
             let authorization =
                 rules.isRestricted(changes.origin)
                 ? Authorization(rules: rules, origin: changes.origin, receiverHasScope: !ownScope.isEveryRow) : nil

@@ -91,7 +91,9 @@ public enum KeyBinding {
     /// the replica it names (``AdminRules/binding(keySharers:)``): what writers group readers
     /// by, so that a replica made with a scoped key reads no more than that scope.
     public static func adminRules(of replica: Replica) throws -> AdminRules {
-        try replica.adminRules().binding(keySharers: try KeyPins(replica).keySharers())
+        let rules = try replica.adminRules()
+        guard rules.restrictsAnyone else { return rules }
+        return rules.binding(keySharers: try KeyPins(replica).keySharers())
     }
 
     /// The key a replica signs with now, as this replica knows it.

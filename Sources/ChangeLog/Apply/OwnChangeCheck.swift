@@ -18,9 +18,8 @@ public final class OwnChangeCheck {
     public init(replica: Replica, header: ChangeSetHeader, path: String) throws {
         self.replica = replica
         self.path = path
-        let tracked = Dictionary(uniqueKeysWithValues: try replica.trackedTables().map { ($0.name, $0.tid) })
-        tids = header.tables.map { tracked[$0.name] }
         let local = Dictionary(try replica.trackedTables().map { ($0.name, $0) }) { first, _ in first }
+        tids = header.tables.map { local[$0.name]?.tid }
         cids = header.tables.map { table in
             guard !table.hasPolicies, let info = local[table.name], info.columns.allSatisfy({ $0.policy == .lww }) else { return nil }
             return table.columns.map { name in info.columns.first { $0.name == name }?.cid }

@@ -189,6 +189,10 @@ public struct AdminRules: Sendable, Equatable {
     /// Whether any replica receives only some rows.
     public var hasScopes: Bool { !scopes.isEmpty || defaultScope != nil }
 
+    /// Whether any statement restricts any replica (a scope, a default scope or a grant):
+    /// without one, binding restrictions to keys has nothing to bind.
+    public var restrictsAnyone: Bool { hasScopes || !grants.isEmpty }
+
     /// The labels a replica receives, or nil when it receives every row.
     public func scope(of replica: String) -> [String]? {
         if let labels = scopes[replica] { return labels }
