@@ -217,8 +217,17 @@ final class BundleAdmission {
 
     /// Read once per import, after the bundle's statements are recorded (the first segment).
     private var ownScopeBound: Scope?
-    private var heldStatementIDs: Set<[UInt8]>?
-    private var heldRules: AdminRules?
+    private var held: (ids: Set<[UInt8]>, rules: AdminRules)?
+
+    /// The statements held here once the bundle's are recorded (with those it carries, for a
+    /// verdict reached before that), and the rules they make: read once per import.
+    private func heldStatements() throws -> (ids: Set<[UInt8]>, rules: AdminRules) {
+        if let held { return held }
+        let statements = try replica.adminStatements()
+        let read = (Set(statements.map(\.id)).union(newStatementIDs), AdminRules(acts: statements.map(\.act)))
+        held = read
+        return read
+    }
 
     /// The other replicas any key of `origin`'s signs for (``AdminRules/binding(keySharers:)``).
     private func keySharers(of origin: String) throws -> Set<String> {
@@ -262,8 +271,8 @@ final class BundleAdmission {
             // before it merged or relayed them): one it names and does not carry can never
             // come with it. Its origin's own file is refused once, not held for good; a relay's
             // segment is passed over (the relay is not at fault), and never kept to relay.
-            if heldStatementIDs == nil { heldStatementIDs = Set(try replica.adminStatements().map(\.id)).union(newStatementIDs) }
-            let absent = Set(changes.adminStatements).subtracting(heldStatementIDs ?? [])
+            let (heldIDs, held) = try heldStatements()
+            let absent = Set(changes.adminStatements).subtracting(heldIDs)
             if !absent.isEmpty && !kept {
                 guard changes.origin == envelope.sender.id else { return .passOver }
                 var error = BundleError(
@@ -310,8 +319,6 @@ final class BundleAdmission {
                     ))
             }
             // A replica made with a restricted replica's key is restricted as it is.
-            if heldRules == nil { heldRules = try replica.adminRules() }
-            let held = heldRules ?? AdminRules()
             let sharers = held.restrictsAnyone ? try keySharers(of: changes.origin) : []
             let rules = sharers.isEmpty ? named : named.binding(keySharers: [changes.origin: sharers], held: held)
             let authorization =

@@ -73,7 +73,7 @@ extension MailboxSync {
             // Encrypted before its sender knew this replica reads here: once it sees this
             // replica's acknowledgement it leaves one this replica can read, under another name.
             // With scopes, most are another group's: counted, so that a note still means something.
-            if try replica.adminRules().hasScopes {
+            if try mailboxHasScopes() {
                 report.forOtherReaders += 1
             } else {
                 report.notes.append(naming(error.description, local, bundle))

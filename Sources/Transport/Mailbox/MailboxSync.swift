@@ -66,6 +66,15 @@ final class MailboxSync {
     var foreignAcknowledgement: (file: String, message: String)?
     /// With it: the first of this file's own changes it may not have told the mailbox of.
     var foreignFrom: Int64 = 1
+    /// Whether any replica has a scope, read once per sync when a bundle is not addressed here.
+    private var hasScopes: Bool?
+
+    func mailboxHasScopes() throws -> Bool {
+        if let hasScopes { return hasScopes }
+        let read = try replica.adminRules().hasScopes
+        hasScopes = read
+        return read
+    }
     /// Names in this replica's outbox that something other than a file holds (a folder, a
     /// prefix planted on an object store): a bundle is never published under one of them.
     var takenNames: Set<String> = []
