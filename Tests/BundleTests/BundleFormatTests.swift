@@ -642,7 +642,7 @@ final class BundleFormatTests: XCTestCase {
                 ]
             ),
             (
-                "a chunk declaring more than a chunk may hold", ["SQSYNC_MAX_VALUE_BYTES"],
+                "a chunk declaring more than a chunk may hold", ["SQSYNC_MAX_VALUE_BYTES", "table", "from replica"],
                 [
                     HandChunk(
                         rawLength: BundleLimits.maxChunkBytes + 1, records: 2,

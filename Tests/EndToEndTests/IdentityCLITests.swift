@@ -62,6 +62,7 @@ final class IdentityCLITests: XCTestCase {
         XCTAssertEqual(fixed["previous_knowledge_id"] as? String, try h.knowledgeID(a))
         XCTAssertEqual(fixed["changes_taken"] as? Int, 2, "\(fixed)")
         XCTAssertNotEqual(try h.knowledgeID(a2), try h.knowledgeID(a))
+        XCTAssertEqual(try h.okJSON(["status", a2])["name"] as? String, "A2", "named after its file, not its original")
         for _ in 0..<3 {
             for (db, key) in [(a2, "A"), (b, "B"), (a, "A")] { try h.syncOK(db, as: key, folder) }
         }

@@ -357,9 +357,10 @@ final class OperatorMistakesTests: XCTestCase {
 
         XCTAssertEqual(try sqsync(["sync", a, folder, "--no-encrypt"], key: keyA, trust: trustA).status, 0)
         let clear = try sqsync(["sync", b, folder], key: keyB, trust: trustB)
-        XCTAssertTrue(clear.stderr.contains("(it says it comes from replica A1); if you trust it, add this line to allowed_signers: \(lineA)"), clear.stderr)
+        XCTAssertTrue(clear.stderr.contains("(it says it comes from replica A1); if you trust it, add this line to \(trustB): \(lineA)"), clear.stderr)
         let waiting = try sqsync(["status", b], key: keyB, trust: trustB)
         XCTAssertTrue(waiting.stdout.contains("untrusted  ") && waiting.stdout.contains(lineA), waiting.stdout)
+        XCTAssertTrue(waiting.stdout.contains("add this line to \(trustB)"), "status names the file too: \(waiting.stdout)")
         let again = try sqsync(["sync", b, folder, "--json"], key: keyB, trust: trustB)
         XCTAssertEqual(again.status, 3, "refused before: not read again, but still waiting: \(again.stderr)")
         XCTAssertTrue(again.stderr.contains("waiting: 1 bundle signed by a key not trusted here"), again.stderr)

@@ -51,6 +51,14 @@ final class RestoreCLITests: XCTestCase {
         try h.ok(["reidentify", north], key: "north")
         try h.ok(["conflicts", north, "--clear"])
         try rounds(3)
+        // Restored in place, the file's name is the old one: the new identity gets its own, so
+        // that `peers retire north` still names one peer.
+        let newID = try h.knowledgeID(north)
+        let peers = (try h.okJSON(["peers", hq])["peers"] as? [[String: Any]] ?? []).map {
+            (id: $0["knowledge_id"] as? String ?? "", name: $0["name"] as? String ?? "")
+        }
+        XCTAssertEqual(peers.first { $0.id == newID }?.name, "north-\(newID.prefix(6))", "\(peers)")
+        XCTAssertEqual(peers.filter { $0.name == "north" }.count, 1, "\(peers)")
         let expected = try items(hq)
         XCTAssertTrue(expected.contains("CHANGE-A") && expected.contains("CHANGE-B"), expected)
         for replica in replicas { XCTAssertEqual(try items(replica.db), expected, replica.name) }

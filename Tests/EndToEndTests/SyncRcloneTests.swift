@@ -17,6 +17,7 @@ final class SyncRcloneTests: XCTestCase {
     override func setUpWithError() throws {
         server = try S3ServerFixture()
         h = try Harness()
+        XCTAssertEqual(try rclone(["mkdir", "\(server.remoteName):mailbox"]).status, 0, "the bucket")
         a = try h.makeReplica("A", schema: Self.schema)
         b = try h.cloneReplica(a, as: "B")
         c = try h.cloneReplica(a, as: "C")
@@ -231,6 +232,32 @@ final class SyncRcloneTests: XCTestCase {
         XCTAssertEqual(result.stderrLines.count, 1, result.stderr)
         XCTAssertTrue(result.stderr.contains(target), result.stderr)
         XCTAssertEqual(try h.fullDump(a), before)
+    }
+
+    /// A mistyped bucket is refused, not created, with the command that makes it; a CA bundle
+    /// set for other tools is named when rclone cannot use it.
+    func testAMissingBucketIsRefusedAndACABundleIsNamed() throws {
+        try h.write(a, reference: reference, ["INSERT INTO doc VALUES ('a1', 'kept', 1)"])
+        let before = try h.fullDump(a)
+        let typo = "rclone:\(server.remoteName):mailbx/site"
+        let missing = try h.sqsync(["sync", a, typo], key: "A", environment: server.rcloneEnvironment)
+        XCTAssertEqual(missing.status, 1, missing.stderr)
+        XCTAssertEqual(missing.stderrLines.count, 1, missing.stderr)
+        XCTAssertTrue(missing.stderr.contains("no such bucket or folder") && missing.stderr.contains("rclone mkdir '\(server.remoteName):mailbx/site'"), missing.stderr)
+        let buckets = try rclone(["lsf", "--dirs-only", "\(server.remoteName):"]).stdout
+        XCTAssertFalse(buckets.contains("mailbx"), "nothing created: \(buckets)")
+        XCTAssertEqual(try h.fullDump(a), before)
+
+        var environment = server.rcloneEnvironment
+        let bundle = h.path("ca.pem")
+        try "not a certificate\n".write(toFile: bundle, atomically: true, encoding: .utf8)
+        environment["AWS_CA_BUNDLE"] = bundle
+        let tls = try h.sqsync(["sync", a, target, "--timeout", "10"], key: "A", environment: environment)
+        XCTAssertEqual(tls.status, 1, tls.stderr)
+        XCTAssertEqual(tls.stderrLines.count, 1, tls.stderr)
+        XCTAssertTrue(tls.stderr.contains("AWS_CA_BUNDLE is set to \(bundle)"), tls.stderr)
+        XCTAssertEqual(try h.fullDump(a), before)
+        XCTAssertEqual(try syncOK(a, as: "A").status, 0, "the bucket that exists works")
     }
 
     func testMalformedAddressesAreUsageErrors() throws {

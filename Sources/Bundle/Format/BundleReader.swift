@@ -133,7 +133,7 @@ public final class BundleReader {
                 .untrusted, "\(path): signed for namespace \(displayText(signature.namespace).debugDescription), not \"sqsync\"")
         }
         let trusted = trust?.principal(for: signature.publicKey, namespace: BundleCodec.signatureNamespace)
-        let untrusted = untrustedSigner(signature.publicKey, sender: nil, path: path)
+        let untrusted = untrustedSigner(signature.publicKey, sender: nil, path: path, trustFile: trust?.fileName)
         // An untrusted signer may still be one a trusted key moved to, which only the envelope
         // says: read it (bounded) only once the signature over it verifies.
         if trust != nil && trusted == nil && envelopeLength > BundleLimits.maxUntrustedEnvelopeBytes { throw untrusted }
@@ -149,7 +149,7 @@ public final class BundleReader {
             let moves = envelope.moves.filter(\.isValid).map { ($0.from, $0.to) }
             principal =
                 trusted ?? trust.following(moves).principal(for: signature.publicKey, namespace: BundleCodec.signatureNamespace)
-            if principal == nil { throw untrustedSigner(signature.publicKey, sender: envelope.sender.name, path: path) }
+            if principal == nil { throw untrustedSigner(signature.publicKey, sender: envelope.sender.name, path: path, trustFile: trust.fileName) }
         }
         guard envelope.bodyLength == envelopeOffset else {
             throw BundleError(.untrusted, "\(path): the bundle's body is not the length its signed envelope gives")
@@ -165,12 +165,12 @@ public final class BundleReader {
     /// The refusal of a bundle whose signer `allowed_signers` does not know, with the line that
     /// would trust it: the forgotten exchange of lines is the usual cause. `sender`: the name
     /// its envelope gives, once the signature over it verified (escaped: anyone can choose it).
-    private static func untrustedSigner(_ key: SSHPublicKey, sender: String?, path: String) -> BundleError {
+    private static func untrustedSigner(_ key: SSHPublicKey, sender: String?, path: String, trustFile: String?) -> BundleError {
         let claimed = sender.flatMap { $0.isEmpty ? nil : $0 }
         let who = claimed.map { " (it says it comes from replica \(displayText($0)))" } ?? ""
         var error = BundleError(
             .untrusted,
-            "\(path): signed by an untrusted key \(key.fingerprint)\(who); if you trust it, add this line to allowed_signers: \(AllowedSigners.suggestedLine(for: key, name: claimed))"
+            "\(path): signed by an untrusted key \(key.fingerprint)\(who); if you trust it, add this line to \(trustFile ?? "allowed_signers"): \(AllowedSigners.suggestedLine(for: key, name: claimed))"
         )
         error.signerNotTrusted = true
         return error

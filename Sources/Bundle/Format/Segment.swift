@@ -162,10 +162,15 @@ public struct SegmentHeader: Sendable, Equatable {
         for _ in 0..<(try source.readCount(limit: 1 << 20)) {
             let raw = try source.readCount()
             guard raw <= BundleLimits.maxChunkBytes else {
-                // Only a row larger than this replica's cap makes a chunk this long: the sender's cap is larger.
+                // Only a row larger than this replica's cap makes a chunk this long: the sender's cap is
+                // larger. The row itself is past what may be read; the segment's tables are named.
+                let tableNames = tables.map { displayText($0.name) }
+                let inTable =
+                    tableNames.count == 1 ? " in table \(tableNames[0])" : " in one of the tables \(tableNames.joined(separator: ", "))"
+                let from = originName.isEmpty ? origin : "\(displayText(originName)) (\(origin))"
                 throw BundleError(
                     .overCap,
-                    "\(source.path): a row of \(raw) bytes, larger than this replica's SQSYNC_MAX_VALUE_BYTES (\(BundleLimits.maxValueBytes)) allows; refusing the bundle (the sender's cap is larger: use one cap on every replica)"
+                    "\(source.path): a row of \(raw) bytes\(inTable) from replica \(from), larger than this replica's SQSYNC_MAX_VALUE_BYTES (\(BundleLimits.maxValueBytes)) allows; refusing the bundle (the sender's cap is larger: use one cap on every replica)"
                 )
             }
             let compressed = try source.readCount(limit: BlockCompression.bound(BundleLimits.maxChunkBytes))

@@ -66,6 +66,13 @@ public struct AllowedSigners: Sendable {
         return hexString(SHA256.hash(data: Data(text.utf8)))
     }
 
+    /// The file it was loaded from: a refusal of an unknown signer names the file to add its
+    /// line to (`--trust`, `SQSYNC_TRUST` or the default), not only the line.
+    public private(set) var path: String?
+
+    /// ``path``, or the file's usual name for trust made from text.
+    public var fileName: String { path ?? "allowed_signers" }
+
     public static func load(path: String) throws -> AllowedSigners {
         guard let bytes = try readFileIfExists(atPath: path) else {
             throw KeyFormatError(
@@ -73,7 +80,9 @@ public struct AllowedSigners: Sendable {
                     + "(`sqsync keygen` prints the line to add)")
         }
         do {
-            return try AllowedSigners(text: String(decoding: bytes, as: UTF8.self))
+            var signers = try AllowedSigners(text: String(decoding: bytes, as: UTF8.self))
+            signers.path = path
+            return signers
         } catch let error as KeyFormatError {
             throw KeyFormatError("\(path): \(error.description)")
         }

@@ -21,7 +21,11 @@ extension Replica {
     /// a copy), or, for a file not found to be one, everything no peer acknowledged. The rest
     /// stays the previous identity's, which becomes a peer holding those changes, as the
     /// original does. The caller records the new identity's key (Bundle's `KeyBinding`).
-    public func reidentify(as knowledgeID: String) throws -> ReidentifyResult {
+    ///
+    /// `newName` names the new identity; without it, the file's name, or the old name with the
+    /// new ID's first characters when the file's name is the old one (a restore in place): two
+    /// peers of one name would make every `peers retire NAME` ask for a knowledge ID.
+    public func reidentify(as knowledgeID: String, name newName: String? = nil) throws -> ReidentifyResult {
         guard knowledgeID != self.knowledgeID else {
             throw ChangeLogError(.identityClash, "\(path): \(knowledgeID) is this replica's knowledge ID already")
         }
@@ -37,7 +41,9 @@ extension Replica {
             // restored in place): its own changes from the first one a file showed made
             // otherwise are the new identity's.
             if let clash = try firstOwnChangeClash() { shared = min(shared, max(0, clash - 1)) }
-            let newSite = try siteNumber(for: knowledgeID, name: name.isEmpty ? nil : name)
+            let fileName = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
+            let chosenName = newName ?? (fileName == name || fileName.isEmpty ? "\(name)-\(knowledgeID.prefix(6))" : fileName)
+            let newSite = try siteNumber(for: knowledgeID, name: chosenName)
             var taken = 0
             for table in try trackedTables(skippingMissing: true) {
                 taken += try logOwnWrites(of: table, site: oldSite, after: shared)
@@ -52,6 +58,7 @@ extension Replica {
                 try database.execute(ScopeSQL.numberStatement)
             }
             site = newSite
+            name = chosenName
             self.knowledgeID = knowledgeID
             try fold()
             return ReidentifyResult(previousKnowledgeID: previous, knowledgeID: knowledgeID, sharedThrough: shared, changesTaken: taken)

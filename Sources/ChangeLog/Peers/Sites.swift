@@ -136,7 +136,9 @@ extension Replica {
                 candidates.isEmpty
                     ? "\(path): no peer named \(displayText(nameOrID))"
                         + (names.isEmpty ? " (it knows no peer yet)" : " (its peers: \(names.joined(separator: ", ")))")
-                    : "\(path): \(displayText(nameOrID)) names several peers; give the knowledge ID")
+                    : "\(path): \(displayText(nameOrID)) names several peers; give the knowledge ID of one: "
+                        + candidates.map { "\($0.knowledgeID) (last heard \($0.lastHeard ?? "never")\($0.retired ? ", retired" : ""))" }
+                        .joined(separator: ", "))
         }
         return peer
     }

@@ -63,7 +63,7 @@ public final class Replica {
     /// This replica's row in `_sqsync_sites`.
     public internal(set) var site: Int
     public internal(set) var knowledgeID: String
-    public private(set) var name: String
+    public internal(set) var name: String
     /// Where `sqsync_note_row_checksum` leaves its result on this replica's connection
     /// (``RowChecksum/Note``).
     let checksumNote: RowChecksum.Note

@@ -128,7 +128,7 @@ struct MailboxAcknowledgement {
             let who = checkingSignature ? name.map { " (replica \(displayText($0)))" } ?? "" : ""
             throw TransportError(
                 .io,
-                "signed by an untrusted key \(signature.publicKey.fingerprint)\(who); if you trust it, add this line to allowed_signers: \(AllowedSigners.suggestedLine(for: signature.publicKey, name: checkingSignature ? name : nil))"
+                "signed by an untrusted key \(signature.publicKey.fingerprint)\(who); if you trust it, add this line to \(trust.fileName): \(AllowedSigners.suggestedLine(for: signature.publicKey, name: checkingSignature ? name : nil))"
             )
         }
         // Byte by byte: the knowledge and learned lines list every replica.

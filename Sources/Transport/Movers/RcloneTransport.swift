@@ -32,11 +32,28 @@ public final class RcloneTransport: Transport {
 
     /// Finds the `rclone` program and lists `folder` (the mailbox's, by default), so that a
     /// remote rclone does not know, wrong credentials or a dead endpoint fail here, before a
-    /// sync touches the replica.
+    /// sync touches the replica. A bucket or folder that does not exist is refused, as a
+    /// missing folder or SSH path is: uploading would create it, and a mistyped bucket would
+    /// become a mailbox nobody reads.
     public init(target: RcloneTarget, timeoutSeconds: Int = 30, listing folder: String) throws {
         self.target = target
         program = try RcloneProgram(timeoutSeconds: timeoutSeconds)
         try list(top: folder)
+        if folders[folder]?.isEmpty ?? true, try !pathExists() {
+            throw TransportError(
+                .io,
+                "\(displayName): no such bucket or folder (create it first, e.g. rclone mkdir '\(target.displayName.dropFirst(RcloneTarget.scheme.count))')"
+            )
+        }
+    }
+
+    /// Whether the mailbox's own path lists: rclone's exit code 3 (directory not found) is what
+    /// a missing bucket or local folder gives; an empty prefix in a bucket lists.
+    private func pathExists() throws -> Bool {
+        let run = try program.run("lsjson", flags: ["--max-depth", "1", "--dirs-only", "--no-mimetype", "--no-modtime"], [try target.remoteFolder("")])
+        if run.status == 3 { return false }
+        guard run.status == 0 else { throw failure("lsjson", "", run.complaint) }
+        return true
     }
 
     /// How deep below a top folder the listing goes: three levels (a folder of folders of
@@ -252,6 +269,23 @@ public final class RcloneTransport: Transport {
 
     private func failure(_ command: String, _ path: String, _ complaint: String) -> TransportError {
         TransportError(
-            .io, "\(displayName)/\(path): rclone \(command) failed\(complaint.isEmpty ? "" : ": \(complaint)")")
+            .io,
+            "\(displayName)/\(path): rclone \(command) failed\(complaint.isEmpty ? "" : ": \(complaint)")\(Self.hint(for: complaint))")
+    }
+
+    /// What rclone's complaint does not say: which setting of this machine's caused a TLS
+    /// failure (docs/OBJECT-STORES.md). `AWS_CA_BUNDLE`, often set for other tools, breaks a
+    /// plain-http endpoint and replaces the system's certificates for an https one.
+    static func hint(for complaint: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        let lowered = complaint.lowercased()
+        let bundle = environment["AWS_CA_BUNDLE"].flatMap { $0.isEmpty ? nil : $0 }
+        if lowered.contains("ca bundle") || lowered.contains("cabundle") {
+            return " (AWS_CA_BUNDLE is set to \(bundle ?? "a file"): a plain-http endpoint takes no CA bundle, so unset it or leave it empty for one; for https it must name a readable PEM file: docs/OBJECT-STORES.md)"
+        }
+        guard lowered.contains("x509") || lowered.contains("certificate") else { return "" }
+        if let bundle {
+            return " (AWS_CA_BUNDLE is set to \(bundle): rclone trusts only the certificates in that file; add the endpoint's CA to it or unset it: docs/OBJECT-STORES.md)"
+        }
+        return " (the endpoint's certificate is not trusted here: install its CA, or set AWS_CA_BUNDLE to a PEM file holding it: docs/OBJECT-STORES.md)"
     }
 }

@@ -13,18 +13,21 @@ extension SQSync {
                 sends nothing until it is given its own. Its rows stay; what it wrote since it parted \
                 from the original (or, when that is not known, what no peer acknowledged) becomes the \
                 new identity's changes, and the original becomes a peer. --key names the key it signs \
-                with from now on (its own, or the original's: one key may speak for several replicas).
+                with from now on (its own, or the original's: one key may speak for several replicas). \
+                It takes --name, or the file's name, or (restored in place, where that is the old \
+                name) the old name with the new ID's first characters: peers then tell the two apart.
                 """)
 
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The copied replica.") var db: String
+        @Option(help: "The new replica's name (default: the file's name, unless that is the old one).") var name: String?
 
         func run() throws {
             let replica = try Replica(path: db)
             let key = try global.signingKey()
             let birth = ReplicaIdentity.newBirth()
             let id = ReplicaIdentity.knowledgeID(for: key.publicKey, birth: birth)
-            let result = try replica.reidentify(as: id)
+            let result = try replica.reidentify(as: id, name: name)
             try KeyBinding.bindOwnIdentity(replica: replica, key: key.publicKey, birth: birth)
             if global.json {
                 global.emitJSON([
