@@ -6,6 +6,9 @@
 # runs on), each in a test process of its own taking the next suite as it finishes one:
 # most of the time goes to the sqsync processes the end-to-end suites start and wait for.
 # Each suite's log is printed whole as it ends.
+#
+# SQSYNC_TEST_SUITES names the suites to run (space-separated); by default every suite but
+# InstallTests, which packages the static release build (`make test-install`).
 set -uo pipefail
 SWIFT=${SWIFT:-swift}
 workers=${SQSYNC_TEST_WORKERS:-2}
@@ -21,13 +24,18 @@ fi
 tests="$("$SWIFT" build --show-bin-path)/sqsyncPackageTests.xctest"
 
 # The slowest suites first, so that no worker starts one of them last.
-slowest="MergePolicyCLITests MigrationCLITests ScopeCLITests MigrationRecipeTests MergeCLITests
-SyncRobustnessTests OriginSignatureTests SyncRcloneTests BundleFormatTests USBRelayTests ConvergenceCLITests"
+slowest="GrantBindingCLITests MergePolicyCLITests DigestMailboxTests SyncRcloneTests MigrationCLITests ScopeCLITests
+BundleFormatTests OperatorMistakesTests MergeCLITests OriginSignatureTests SyncRobustnessTests MigrationRecipeTests"
 suites=$("$tests" --list-tests | sed -nE 's#^([A-Za-z0-9_]+\.[A-Za-z0-9_]+)/.*#\1#p' | sort -u)
 ordered=$(
     for name in $slowest; do grep -E "\.$name\$" <<<"$suites"; done
     for suite in $suites; do grep -qwF "${suite#*.}" <<<"$slowest" || echo "$suite"; done
 )
+if [ -n "${SQSYNC_TEST_SUITES:-}" ]; then
+    ordered=$(for suite in $ordered; do grep -qwF "${suite#*.}" <<<"$SQSYNC_TEST_SUITES" && echo "$suite"; done)
+else
+    ordered=$(grep -v '\.InstallTests$' <<<"$ordered")
+fi
 
 export tests logs
 run_suite() {

@@ -97,14 +97,16 @@ struct GlobalOptions: ParsableArguments {
         print(text)
     }
 
-    /// A progress reporter that only draws when stderr is a terminal.
-    func progress(_ label: String) -> ((Int) -> Void)? {
-        guard !quiet, !json, isatty(2) == 1 else { return nil }
-        return { count in writeStandardError("\r\(label): \(count) rows") }
-    }
-
-    func endProgress() {
-        if !quiet, !json, isatty(2) == 1 { writeStandardError("\r\u{1B}[K") }
+    /// Shows `replica`'s long work on stderr while `body` runs, when stderr is a terminal
+    /// (``ProgressLine``); the line is cleared before `body`'s result is said.
+    func showingProgress<T>(of replica: Replica, _ label: String, _ body: () throws -> T) rethrows -> T {
+        guard let line = ProgressLine.make(label, global: self) else { return try body() }
+        line.watch(replica)
+        defer {
+            replica.progress = nil
+            line.end()
+        }
+        return try body()
     }
 }
 

@@ -126,8 +126,9 @@ final class BundleFormatTests: XCTestCase {
 
     // MARK: Round trip
 
-    /// An import merges with ``Replica/bulkPageCacheKiB`` of page cache (the progress callback
-    /// runs inside it, every 10,000 changes), and gives the connection back its own.
+    /// An import merges with ``Replica/bulkPageCacheKiB`` of page cache (the replica's progress
+    /// handler runs inside it, every 10,000 changes, with the rows the segment declares), and
+    /// gives the connection back its own.
     func testImportMergesWithTheBulkPageCache() throws {
         let source = try replica("source", key: key, rows: false)
         try source.database.execute(
@@ -139,11 +140,16 @@ final class BundleFormatTests: XCTestCase {
         let receiver = try replica("receiver", rows: false)
         try receiver.database.execute("PRAGMA cache_size = 100")
         var cacheWhileMerging: [SQLValue?] = []
-        let result = try BundleExchange.importBundle(path: file, into: receiver, trust: trust) { _ in
+        var told: [WorkProgress] = []
+        receiver.progress = { progress in
+            told.append(progress)
             cacheWhileMerging.append(try? receiver.database.scalar("PRAGMA cache_size"))
         }
+        let result = try BundleExchange.importBundle(path: file, into: receiver, trust: trust)
+        receiver.progress = nil
         XCTAssertEqual(result.summary.changes, 10000)
         XCTAssertEqual(cacheWhileMerging, [.integer(-Replica.bulkPageCacheKiB)])
+        XCTAssertEqual(told, [WorkProgress(step: "importing many.sqsb", done: 10000, total: 10000, unit: "rows")])
         XCTAssertEqual(try receiver.database.scalar("PRAGMA cache_size"), .integer(100))
     }
 

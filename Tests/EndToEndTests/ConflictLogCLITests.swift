@@ -65,4 +65,21 @@ final class ConflictLogCLITests: XCTestCase {
         XCTAssertTrue(why.contains("(4096 bytes)"), why)
         XCTAssertLessThan(why.split(separator: "\n").map(\.count).max() ?? 0, 300, why)
     }
+
+    /// Two 4,096-character values written at once: `conflicts` shows each by its start and
+    /// length on both sides; `--json` keeps them whole.
+    func testLongValuesInTheConflictLogAreShownShortened() throws {
+        try h.sqlite(a, "INSERT INTO t VALUES ('k', 'short');")
+        for (db, name) in [(a, "A"), (b, "B")] { try h.syncOK(db, as: name, box) }
+        try h.sqlite(b, "UPDATE t SET name = hex(randomblob(2048)) WHERE id = 'k';")
+        Thread.sleep(forTimeInterval: 0.01)
+        try h.sqlite(a, "UPDATE t SET name = hex(randomblob(2048)) WHERE id = 'k';")
+        for (db, name) in [(b, "B"), (a, "A"), (b, "B")] { try h.syncOK(db, as: name, box) }
+        for db in [a, b] {
+            let text = try h.ok(["conflicts", db]).stdout
+            XCTAssertTrue(text.contains("(4096 characters)"), text)
+            XCTAssertLessThan(text.split(separator: "\n").map(\.count).max() ?? 0, 400, text)
+            XCTAssertEqual((try log(db).first?["lost_value"] as? String)?.count, 4096, "--json keeps every character")
+        }
+    }
 }

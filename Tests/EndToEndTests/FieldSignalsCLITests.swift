@@ -101,6 +101,9 @@ final class FieldSignalsCLITests: XCTestCase {
     func testReadsNeverWaitForAWriterAndSyncSaysBusy() throws {
         let box = try h.folder("box")
         try h.syncOK(site, as: "S1", box)
+        try h.sqlite(hq, "INSERT INTO t VALUES ('2', 'from hq');")
+        let fromHQ = h.path("from-hq.sqsb")
+        try h.ok(["export", hq, "-o", fromHQ], key: "HQ")
         try h.sqlite(site, "UPDATE t SET v = 'logged, not folded' WHERE id = '1';")
         let before = try h.fullDump(site)
         let ready = h.path("writer-ready")
@@ -141,6 +144,13 @@ final class FieldSignalsCLITests: XCTestCase {
         for words in [site, "busy", "SQSYNC_BUSY_TIMEOUT (1 s)", "safe to retry"] {
             XCTAssertTrue(busy.stderr.contains(words), "\(words): \(busy.stderr)")
         }
+        let notWritten = h.path("busy.sqsb")
+        for command in [["export", site, "-o", notWritten], ["import", site, fromHQ]] {
+            let waited = try h.sqsync(command, key: "S1", environment: ["SQSYNC_BUSY_TIMEOUT": "1"])
+            XCTAssertEqual(waited.status, 5, "\(command): \(waited.stderr)")
+            XCTAssertTrue(waited.stderr.contains("busy") && waited.stderr.contains("safe to retry"), waited.stderr)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: notWritten), "a busy export leaves no file")
         writer.terminate()
         writer.waitUntilExit()
         XCTAssertEqual(try h.fullDump(site), before, "nothing changed while busy")
@@ -190,5 +200,47 @@ final class FieldSignalsCLITests: XCTestCase {
         XCTAssertTrue(clear.stderr.contains("in the clear"), clear.stderr)
         let sealed = try h.ok(["export", site, "-o", h.path("sealed.sqsb"), "--encrypt-to", h.keyPath("HQ") + ".pub"], key: "S1")
         XCTAssertFalse(sealed.stderr.contains("in the clear"), sealed.stderr)
+    }
+
+    /// `sqsync` in a pseudo-terminal (Python's pty module), with no delay before progress:
+    /// its terminal output, stdout and stderr as a user sees them.
+    private func onATerminal(_ arguments: [String], key: String, extra: [String] = []) throws -> String {
+        let script = "import os, pty, sys\nos.environ['SQSYNC_PROGRESS_DELAY'] = '0'\npty.spawn(sys.argv[1:])"
+        let run = try Harness.run(
+            "/usr/bin/python3",
+            ["-c", script, Harness.binary] + arguments + extra + ["--trust", h.trustFile, "--key", h.keyPath(key)])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        return run.stdout
+    }
+
+    /// Long work (tracking, cloning, exporting, importing, syncing) shows its step, a
+    /// percentage and counts with their total on a terminal; nothing under -q, and nothing at
+    /// all when stderr is a file or a pipe (cron).
+    func testLongWorkShowsProgressWithTotalsOnATerminalOnly() throws {
+        try h.sqlite(
+            hq,
+            "CREATE TABLE big(id INTEGER PRIMARY KEY, v TEXT); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 25000) INSERT INTO big SELECT i, 'v' || i FROM n;"
+        )
+        let tracked = try onATerminal(["track", hq, "big", "--allow-integer-pk"], key: "HQ")
+        XCTAssertTrue(tracked.contains("recording writes ") && tracked.contains(" of 25,000 rows"), tracked)
+        let exported = try onATerminal(["export", hq, "-o", h.path("big.sqsb")], key: "HQ")
+        XCTAssertTrue(exported.contains("exporting ") && exported.contains(" of 25,001 rows"), exported)
+        XCTAssertTrue(exported.contains("\u{1B}[K"), "the line is redrawn in place and cleared: \(exported.debugDescription)")
+        try h.sqlite(site, "CREATE TABLE big(id INTEGER PRIMARY KEY, v TEXT);")
+        try h.ok(["track", site, "big", "--allow-integer-pk"], key: "S1")
+        let imported = try onATerminal(["import", site, h.path("big.sqsb")], key: "S1")
+        XCTAssertTrue(imported.contains("importing big.sqsb ") && imported.contains(" of 25,"), imported)
+        let cloned = try onATerminal(["clone", hq, h.path("copy.db"), "--name", "copy"], key: "HQ")
+        XCTAssertTrue(cloned.contains("copying 100% (") && cloned.contains(" pages"), cloned)
+        let box = try h.folder("box")
+        try h.syncOK(hq, as: "HQ", box)
+        let synced = try onATerminal(["sync", h.path("copy.db"), box], key: "HQ")
+        XCTAssertTrue(synced.contains("synced with"), synced)
+
+        let quiet = try onATerminal(["export", hq, "-o", h.path("quiet.sqsb")], key: "HQ", extra: ["-q"])
+        XCTAssertFalse(quiet.contains("exporting"), quiet)
+        let piped = try h.sqsync(["export", hq, "-o", h.path("piped.sqsb")], key: "HQ", environment: ["SQSYNC_PROGRESS_DELAY": "0"])
+        XCTAssertEqual(piped.status, 0, piped.stderr)
+        XCTAssertFalse(piped.stderr.contains("exporting") || piped.stderr.contains("\r"), piped.stderr)
     }
 }

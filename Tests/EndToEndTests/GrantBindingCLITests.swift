@@ -94,9 +94,15 @@ final class GrantBindingCLITests: XCTestCase {
 
     // MARK: evidence binds
 
+    /// Whether `name`'s conflict log holds a denial.
+    private func logsDenial(_ name: String) throws -> Bool {
+        try h.conflicts(dbs[name]!).contains { ($0["kind"] as? String)?.hasPrefix("denied") == true }
+    }
+
     /// The thief clears every statement and grant f7 holds before f7's first change, then
     /// writes over a south row and a price. f7's signed acknowledgements already told every
-    /// receiver it held hq's changes up to the grant: its bundle is refused (exit 3) at each.
+    /// receiver it held hq's changes up to the grant: each judges the changes by those
+    /// statements, says so, and denies the writes (logged); nobody holds them.
     func testAThiefCannotShedGrantsItsAcknowledgementsShowItHeld() throws {
         try strip(
             """
@@ -106,17 +112,16 @@ final class GrantBindingCLITests: XCTestCase {
             UPDATE prices SET price = 6666.75 WHERE item = 'bolts';
             """)
         let results = try rounds()
-        for name in ["hq", "hub"] {
-            XCTAssertEqual(results[name]?.status, 3, "\(name): \(results[name]?.stderr ?? "")")
-            XCTAssertTrue(["leave out", "name fewer admin statements"].contains { results[name]?.stderr.contains($0) == true }, results[name]?.stderr ?? "")
-        }
+        for name in Self.honest { XCTAssertEqual(results[name]?.status, 0, "\(name): \(results[name]?.stderr ?? "")") }
+        XCTAssertTrue(results["hq"]?.stderr.contains("leave out") == true, results["hq"]?.stderr ?? "")
+        XCTAssertTrue(try logsDenial("hq") || logsDenial("hub"), "a denial is logged")
         try assertNoneHold("FORGED-ITEM")
         try assertNoneHold("6666.75")
     }
 
     /// f7 holds a grant on prices and uses it; hq revokes it; f7 syncs, so its signed
     /// acknowledgement holds the revoke. The thief deletes the revoke and its epoch and
-    /// updates the price: refused everywhere, the price stays.
+    /// updates the price: denied (hq says why and logs it), the price stays everywhere.
     func testARevokeF7HasAcknowledgedCannotBeSkipped() throws {
         try admin(["grant", dbs["hq"]!, "f7", "prices", "update"])
         try rounds()
@@ -132,7 +137,11 @@ final class GrantBindingCLITests: XCTestCase {
             UPDATE prices SET price = 6666.75 WHERE item = 'bolts';
             """)
         let results = try rounds()
-        XCTAssertEqual(results["hq"]?.status, 3, results["hq"]?.stderr ?? "")
+        XCTAssertEqual(results["hq"]?.status, 0, results["hq"]?.stderr ?? "")
+        XCTAssertTrue(results["hq"]?.stderr.contains("leave out 1 admin statement") == true, results["hq"]?.stderr ?? "")
+        // The first of hq and hub to meet it denies it; the other may meet the denier's new
+        // life first, and logs the forged price as lost to it.
+        XCTAssertTrue(try logsDenial("hq") || logsDenial("hub"), "a denial is logged")
         try assertNoneHold("6666.75")
         for name in ["hq", "north", "hub", "south"] { XCTAssertTrue(try rows(name, "prices").contains("bolts|2.5"), name) }
     }
@@ -181,23 +190,31 @@ final class GrantBindingCLITests: XCTestCase {
         }
     }
 
-    /// The thief's rounds: f7 first, then `order`, twice; f7's own bundles removed after its
-    /// first sync when `thiefsBundleGone`. Every honest replica ends with the same rows of its
-    /// scope and no forged value, and hq or hub refuses the thief (exit 3).
-    private func assertThiefRefused(_ theft: Theft, order: [String], thiefsBundleGone: Bool, _ context: String) throws {
+    /// The thief's rounds: f7 first, then `order`, twice (three times with `rounds`); f7's
+    /// own bundles removed after its first sync when `thiefsBundleGone`. Every honest replica
+    /// ends with the same rows of its scope and no forged value, and one logs a denial: a
+    /// replica that took a forged write (it lacked the evidence) gave it up again. With
+    /// `windowOpen` (the thief struck before f7's word reached anyone), no replica may hold
+    /// evidence: then all take the writes alike (docs/SCOPES.md, "The window that remains").
+    private func assertThiefDenied(
+        _ theft: Theft, order: [String], thiefsBundleGone: Bool, rounds: Int = 2, windowOpen: Bool = false, _ context: String
+    ) throws {
         try steal(theft)
-        var refusedBy: [String] = []
-        for round in 0..<2 {
+        for round in 0..<rounds {
             for name in ["f7"] + order.filter({ $0 != "f7" }) {
                 let result = try h.sync(dbs[name]!, as: name, stick)
-                if result.status == 3 { refusedBy.append(name) }
-                XCTAssertTrue([0, 3].contains(result.status), "\(context) \(name): \(result.stderr)")
+                XCTAssertEqual(result.status, 0, "\(context) \(name): \(result.stderr)")
                 if name == "f7" && round == 0 && thiefsBundleGone { try removeF7sOwnBundles() }
             }
         }
-        try assertNoneHold("FORGED-ITEM", context)
-        try assertNoneHold("6666.75", context)
-        XCTAssertFalse(Set(refusedBy).isDisjoint(with: ["hq", "hub"]), "\(context): refused by \(refusedBy)")
+        // Each honest replica with the evidence that meets a forged write first denies it; one
+        // that took it before, or meets the denier's new life first, gives it up unlogged.
+        let denied = try Self.honest.contains { try logsDenial($0) }
+        if denied || !windowOpen {
+            try assertNoneHold("FORGED-ITEM", context)
+            try assertNoneHold("6666.75", context)
+            XCTAssertTrue(denied, "\(context): no denial logged")
+        }
         XCTAssertEqual(try rows("hq", "orders"), try rows("hub", "orders"), context)
         XCTAssertEqual(try rows("hq", "prices"), try rows("hub", "prices"), context)
         for name in ["north", "south"] {
@@ -205,29 +222,29 @@ final class GrantBindingCLITests: XCTestCase {
                 try rows(name, "orders"),
                 try h.sqlite(dbs["hq"]!, "SELECT * FROM orders WHERE region = '\(name)' ORDER BY 1;"), "\(context) \(name)")
         }
-        if theft == .skipRevoke {
+        if theft == .skipRevoke && (denied || !windowOpen) {
             for name in Self.honest { XCTAssertTrue(try rows(name, "prices").contains("bolts|2.5"), "\(context) \(name)") }
         }
     }
 
     /// The issue's orders: the grants reach everyone in hq north south f7 hub; the thief's
     /// rounds go f7 hq hub north south. hq and hub read f7's word only through relays.
-    func testAThiefIsRefusedInTheOrderSitesHappenToMeetIn() throws {
+    func testAThiefIsDeniedInTheOrderSitesHappenToMeetIn() throws {
         let order = ["hq", "north", "south", "f7", "hub"]
         for theft in Theft.allCases {
             try makeNetwork(order: order)
             try rounds(names: order)
             try prepare(theft, order: order)
-            try assertThiefRefused(theft, order: ["hq", "hub", "north", "south"], thiefsBundleGone: false, "\(theft)")
+            try assertThiefDenied(theft, order: ["hq", "hub", "north", "south"], thiefsBundleGone: false, "\(theft)")
         }
     }
 
     /// The thief's own bundle is gone from the mailbox before anyone else syncs.
-    func testAThiefIsRefusedWhenItsOwnBundleIsGone() throws {
+    func testAThiefIsDeniedWhenItsOwnBundleIsGone() throws {
         for theft in Theft.allCases {
             try makeNetwork(order: ["hq", "north", "south", "f7", "hub"])
             try prepare(theft, order: ["hq", "north", "south", "f7", "hub"])
-            try assertThiefRefused(theft, order: ["hq", "hub", "north", "south"], thiefsBundleGone: true, "\(theft)")
+            try assertThiefDenied(theft, order: ["hq", "hub", "north", "south"], thiefsBundleGone: true, "\(theft)")
         }
     }
 
@@ -249,20 +266,26 @@ final class GrantBindingCLITests: XCTestCase {
     }
 
     /// Random visit orders for the set-up and the thief's rounds, each theft, the thief's
-    /// bundle sometimes gone; the thief strikes once f7's word reached everyone (the window
-    /// before that is docs/SCOPES.md's). `SQSYNC_PROPERTY_SEEDS=N` runs N seeds (3 by default).
-    func testAThiefIsRefusedWhateverOrderSitesMeetIn() throws {
+    /// bundle sometimes gone; the thief strikes once f7's word reached everyone, or (every
+    /// third seed) at once, while some replicas lack the evidence and take the forged writes
+    /// until a denial's new life undoes them. `SQSYNC_PROPERTY_SEEDS=N` runs N seeds (3).
+    func testAThiefIsDeniedWhateverOrderSitesMeetIn() throws {
         let seeds = Int(ProcessInfo.processInfo.environment["SQSYNC_PROPERTY_SEEDS"] ?? "") ?? 3
         for seed in 0..<seeds {
             var generator = SplitMix64(seed: UInt64(0x54_0000 + seed))
             let order = ["hq", "north", "south", "f7", "hub"].shuffled(using: &generator)
             let theft = Theft.allCases[seed % 2]
             let gone = Bool.random(using: &generator)
+            // Every third seed the thief strikes at once, before f7's word reached everyone:
+            // replicas without the evidence take the forged writes, and give them up again.
+            let early = seed % 3 == 2
             try makeNetwork(order: order)
             try prepare(theft, order: order)
-            try roundsUntilF7sWordIsEverywhere(order: order)
+            if !early { try roundsUntilF7sWordIsEverywhere(order: order) }
             let thiefRounds = ["hq", "north", "south", "hub"].shuffled(using: &generator)
-            try assertThiefRefused(theft, order: thiefRounds, thiefsBundleGone: gone, "seed \(seed) \(theft) \(order) \(thiefRounds) gone \(gone)")
+            try assertThiefDenied(
+                theft, order: thiefRounds, thiefsBundleGone: gone, rounds: 3, windowOpen: early,
+                "seed \(seed) \(theft) \(order) \(thiefRounds) gone \(gone) early \(early)")
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import XCTest
 
 /// The result of running a process.
@@ -52,37 +53,12 @@ final class Harness {
         _ executable: String, _ arguments: [String], environment: [String: String] = [:],
         input: String? = nil, currentDirectory: String? = nil
     ) throws -> ProcessResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { _, new in new }
-        process.environment = env
-        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
-        let out = Pipe(), err = Pipe(), inPipe = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = inPipe
-        try process.run()
-        // Drain stdout and stderr before feeding stdin, so a chatty child never blocks on a full pipe.
-        let outData = DataBox(), errData = DataBox()
-        let group = DispatchGroup()
-        let outHandle = out.fileHandleForReading, errHandle = err.fileHandleForReading
-        group.enter()
-        DispatchQueue.global().async {
-            outData.data = outHandle.readDataToEndOfFile(); group.leave()
-        }
-        group.enter()
-        DispatchQueue.global().async {
-            errData.data = errHandle.readDataToEndOfFile(); group.leave()
-        }
-        if let input { inPipe.fileHandleForWriting.write(Data(input.utf8)) }
-        try inPipe.fileHandleForWriting.close()
-        process.waitUntilExit()
-        group.wait()
+        let ran = try spawnAndWait(
+            executable, arguments, environment: env, input: input.map { Data($0.utf8) }, currentDirectory: currentDirectory)
         return ProcessResult(
-            status: process.terminationStatus, stdout: String(decoding: outData.data, as: UTF8.self),
-            stderr: String(decoding: errData.data, as: UTF8.self))
+            status: ran.status, stdout: String(decoding: ran.stdout, as: UTF8.self), stderr: String(decoding: ran.stderr, as: UTF8.self))
     }
 
     /// Runs `sqsync` with the harness's trust file (and `--key` for `replica` when given). Its
@@ -173,11 +149,6 @@ final class Harness {
         let file = try export(from.db, as: from.name)
         try ok(["import", to.db, file], key: to.name)
     }
-}
-
-/// Bytes read on another thread; written once before `DispatchGroup.wait()` returns.
-private final class DataBox: @unchecked Sendable {
-    var data = Data()
 }
 
 // MARK: - Helpers added for the CLI end-to-end suites

@@ -2,7 +2,8 @@ import Foundation
 import XCTest
 
 /// `make install` and `make deb` as a site machine gets them: the installed binary runs with no
-/// Swift toolchain in sight. Both reuse the release build `make test` makes first (`make dist`).
+/// Swift toolchain in sight. They package the static release build (`make dist`), so they run
+/// in `make test-install` (which .ci/run runs after `make test`), not in `make test`.
 final class InstallTests: XCTestCase {
     /// Libraries that only a Swift toolchain provides; none may be loaded by the installed binary.
     private static let toolchainLibraries = ["swift", "Foundation", "dispatch", "BlocksRuntime", "icu", "XCTest"]

@@ -92,6 +92,46 @@ final class SyncRcloneTests: XCTestCase {
             stored.keys.filter { $0.hasSuffix(".sqsb") }.count, 3, "bundles every reader holds are removed: \(stored.keys)")
     }
 
+    /// Four replicas sync to one bucket at the same moment, round after round, while a fifth's
+    /// syncs are killed part-way (SIGKILL after a random moment): every sync not killed exits
+    /// 0, whatever the others removed or wrote meanwhile, and all end with the same rows.
+    func testConcurrentSyncsOnOneBucketAllSucceedAndConverge() throws {
+        let d = try h.cloneReplica(a, as: "D"), killed = try h.cloneReplica(a, as: "K")
+        let sites = [(a, "A"), (b, "B"), (c, "C"), (d, "D")]
+        for (db, name) in sites + [(killed, "K")] {
+            try h.write(db, reference: reference, ["INSERT INTO doc VALUES ('\(name)1', 'from \(name)', 1)"])
+        }
+        let environment = ProcessInfo.processInfo.environment.merging(server.rcloneEnvironment) { _, new in new }
+        let outcomes = Outcomes()
+        var random = SplitMix64(seed: 56)
+        for round in 0..<4 {
+            try h.write(sites[round].0, reference: reference, ["INSERT INTO doc VALUES ('r\(round)', 'round \(round)', \(round))"])
+            let killAfter = 0.1 + Double(random.next() % 900) / 1000
+            let runs: [(name: String, words: [String])] =
+                sites.map { (db, name) in (name, [Harness.binary, "sync", db, target, "--trust", h.trustFile, "--key", h.keyPath(name)]) }
+                + [("K", ["/usr/bin/timeout", "-s", "KILL", "\(killAfter)", Harness.binary, "sync", killed, target, "--trust", h.trustFile, "--key", h.keyPath("K")])]
+            DispatchQueue.concurrentPerform(iterations: runs.count) { index in
+                let run = runs[index]
+                let ran = try? spawnAndWait(run.words[0], Array(run.words.dropFirst()), environment: environment)
+                outcomes.add(round: round, name: run.name, status: ran?.status ?? -1, stderr: ran.map { String(decoding: $0.stderr, as: UTF8.self) } ?? "")
+            }
+        }
+        for outcome in outcomes.all where outcome.name != "K" {
+            XCTAssertEqual(outcome.status, 0, "round \(outcome.round), \(outcome.name): \(outcome.stderr)")
+        }
+        for outcome in outcomes.all where outcome.name == "K" {
+            // Killed by timeout(1): 124 or 137 from timeout, or SIGKILL (9) for the group.
+            XCTAssertTrue([0, 9, 124, 137].contains(outcome.status), "killed or done, nothing else: \(outcome.status) \(outcome.stderr)")
+        }
+        // The killed replica's rows are in the reference: it syncs to its end once more, then
+        // everyone takes turns until all agree.
+        for _ in 0..<3 {
+            for (db, name) in sites + [(killed, "K")] { try syncOK(db, as: name) }
+        }
+        let expected = try content(reference)
+        for (db, name) in sites + [(killed, "K")] { XCTAssertEqual(try content(db), expected, name) }
+    }
+
     /// A sync killed after uploading its bundle under a temporary name, before giving it its
     /// final one, leaves nothing a reader takes; the next sync removes the leftover and the
     /// change arrives.
@@ -266,5 +306,29 @@ final class SyncRcloneTests: XCTestCase {
             XCTAssertEqual(result.status, 2, "\(bad): \(result.stderr)")
             XCTAssertTrue(result.stderr.contains("not a valid rclone: address"), result.stderr)
         }
+    }
+}
+
+/// What each concurrent sync of a round ended with, gathered from several threads.
+private final class Outcomes: @unchecked Sendable {
+    struct Outcome {
+        var round: Int
+        var name: String
+        var status: Int32
+        var stderr: String
+    }
+    private let lock = NSLock()
+    private var outcomes: [Outcome] = []
+
+    func add(round: Int, name: String, status: Int32, stderr: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        outcomes.append(Outcome(round: round, name: name, status: status, stderr: stderr))
+    }
+
+    var all: [Outcome] {
+        lock.lock()
+        defer { lock.unlock() }
+        return outcomes
     }
 }

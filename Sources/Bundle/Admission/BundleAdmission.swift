@@ -81,6 +81,10 @@ final class BundleAdmission {
     /// The admin statements the bundle carries that this replica did not hold, once
     /// ``admitBundle()`` admitted them: with those held, all a segment may name.
     private var newStatementIDs: Set<[UInt8]> = []
+    /// One line per segment judged by statements its origin's evidence shows it held though
+    /// the segment leaves them out: what they forbid was denied, and the key may be in other
+    /// hands. The import reports them as warnings.
+    private(set) var evidenceWarnings: [String] = []
 
     init(reader: BundleReader, replica: Replica, trust: AllowedSigners) throws {
         self.reader = reader
@@ -292,24 +296,22 @@ final class BundleAdmission {
             // earlier ones did, unless its key is in other hands, shedding grants. (An honest
             // segment reaching past the claim lies in the claim's epoch or a later one: epochs
             // never shrink, and no segment spans two.)
-            let claim = try replica.adminClaim(of: changes.origin)
-            if let claim, changes.last > claim.last, !Set(claim.ids).isSubset(of: Set(changes.adminStatements)) {
-                return .refuse(
-                    BundleError(
-                        .untrusted,
-                        "\(path): the changes of \(changes.originLabel) after \(claim.last) name fewer admin statements than its changes up to \(claim.last) did, as a key shedding its grants would; refusing the bundle"
-                    ))
-            }
             // Nor fewer than the origin itself signed it held before (AdminEvidence.swift): a
-            // revoke binds from its first change after it acknowledged it.
-            let unnamed = try replica.adminStatementsProvablyHeld(by: changes.origin, before: changes.last)
-                .subtracting(changes.adminStatements)
-            if !unnamed.isEmpty {
-                return .refuse(
-                    BundleError(
-                        .untrusted,
-                        "\(path): the changes of \(changes.originLabel) up to \(changes.last) leave out \(unnamed.count) admin statement(s) its own signed knowledge shows it held before making them, as a key shedding its grants or skipping a revoke would; refusing the bundle (if its key is lost: sqsync peers retire, and remove its line from allowed_signers)"
-                    ))
+            // revoke binds from its first change after it acknowledged it. Such changes are
+            // judged by every statement the evidence shows, not refused: what those statements
+            // forbid is denied and logged, and a replica holding every row starts a new life of
+            // each denied row (ChangeMerger+Grants.swift), which also undoes the change wherever
+            // a replica without the evidence took it. Every replica ends with the same rows.
+            var changes = changes
+            let claim = try replica.adminClaim(of: changes.origin)
+            var shed = Set(claim.map { changes.last > $0.last ? $0.ids : [] } ?? [])
+            shed.formUnion(try replica.adminStatementsProvablyHeld(by: changes.origin, before: changes.last))
+            shed.subtract(changes.adminStatements)
+            if !shed.isEmpty {
+                changes.adminStatements += shed.sorted { $0.lexicographicallyPrecedes($1) }
+                evidenceWarnings.append(
+                    "\(path): the changes of \(changes.originLabel) up to \(changes.last) leave out \(shed.count) admin statement(s) its own signed changes or acknowledgements show it held, as a key shedding its grants or skipping a revoke would: judged by them all, what they forbid is denied (sqsync conflicts); if its key is lost: sqsync peers retire, and remove its line from allowed_signers"
+                )
             }
             guard let named = try replica.adminRules(namedBy: changes.adminStatements) else {
                 return .hold(

@@ -18,7 +18,7 @@ extension BundleExchange {
     public static func export(
         replica: Replica, since base: Knowledge, key: SigningKey, to destination: String, intoDirectory: Bool,
         nameSuffix: String? = nil, receiver: String? = nil, readers: Set<String> = [], encryptTo recipients: [SSHPublicKey] = [],
-        readersKey: ReadersKey? = nil, scope: [String]? = nil, checkpoints: Bool = true, progress: ((Int) -> Void)? = nil
+        readersKey: ReadersKey? = nil, scope: [String]? = nil, checkpoints: Bool = true
     ) throws -> ExportResult {
         try BundleTables.ready(replica)
         try replica.refuseWhileMigrating("export")
@@ -47,6 +47,11 @@ extension BundleExchange {
             let writer = try BundleWriter(
                 destination: path, encryptTo: recipients, readersKey: readersKey,
                 scratchDirectory: URL(fileURLWithPath: replica.path).deletingLastPathComponent().path)
+            // Own changes to send bound the rows written (several changes of one row send one).
+            let ownChanges = Int(header.last - own.base)
+            let progress = replica.progress.map { report in
+                { (written: Int) in report(WorkProgress(step: "exporting", done: written, total: max(written, ownChanges), unit: "rows")) }
+            }
             if header.last > own.base {
                 let parts = ownSegments(
                     after: own.base, through: header.last, epochs: epochs, scope: scope, knownScopes: rules.distinctScopes)

@@ -19,7 +19,7 @@ extension BundleExchange {
     public static func importBundle(
         path: String, into replica: Replica, trust: AllowedSigners, decryptingWith key: SigningKey? = nil,
         readersKeys: [ReadersKey] = [], dryRun: Bool = false,
-        learning: LearningEvent.ByWriter = [:], progress: ((Int) -> Void)? = nil
+        learning: LearningEvent.ByWriter = [:]
     ) throws -> ImportResult {
         try replica.refuseWhileMigrating("import")
         // Read.
@@ -73,13 +73,14 @@ extension BundleExchange {
                     let knownBefore = try replica.knowledge()
                     try replica.mergingWithTriggersOff {
                         result.summary = try mergeSegments(
-                            admittedBy: admission, learning: learning, warnings: &result.warnings, progress: progress)
+                            admittedBy: admission, learning: learning, warnings: &result.warnings)
                         // What this replica kept before and could not count may count now that it
                         // holds more.
                         if try replica.knowledge() != knownBefore {
                             result.summary.add(
                                 try mergeKeptSegments(admittedBy: admission, learning: learning, warnings: &result.warnings))
                         }
+                        result.warnings += admission.evidenceWarnings
                     }
                     try replica.checkNotOlder(thanPurgedBy: envelope.senderReport, path: path)
                     // What others hold counts as far as this replica can check it: now, after the merge.
@@ -106,8 +107,7 @@ extension BundleExchange {
     /// changes nothing, unless it holds a change that differs from the one held here under
     /// the same number, which only a copied database makes (refused).
     private static func mergeSegments(
-        admittedBy admission: BundleAdmission, learning: LearningEvent.ByWriter, warnings: inout [String],
-        progress: ((Int) -> Void)?
+        admittedBy admission: BundleAdmission, learning: LearningEvent.ByWriter, warnings: inout [String]
     ) throws -> ApplySummary {
         let reader = admission.reader, replica = admission.replica
         let envelope = reader.envelope
@@ -116,6 +116,9 @@ extension BundleExchange {
         var summary = ApplySummary()
         summary.knowledgeAdvanced = true
         var applied = 0
+        // The rows the segments merged so far declare: the one segment of most bundles says all.
+        var declared = 0
+        let step = "importing " + URL(fileURLWithPath: reader.path).lastPathComponent
         var waiting = Set(envelope.segments.indices)
         var passes = 0
         while !waiting.isEmpty && passes < maxSegmentPasses {
@@ -170,11 +173,14 @@ extension BundleExchange {
                 case .refuse(let error):
                     throw error
                 case .merge(let plan):
+                    declared += segment.header.recordCount
                     let merged = try merge(
                         segment, by: plan, reader: reader, replica: replica, learning: learning
                     ) { count in
                         applied += count
-                        if applied % 10_000 == 0 { progress?(applied) }
+                        if applied % Replica.progressInterval == 0, let progress = replica.progress {
+                            progress(WorkProgress(step: step, done: applied, total: max(applied, declared), unit: "rows"))
+                        }
                     }
                     summary.add(merged)
                     if merged.knowledgeAdvanced { advanced.insert(index) }

@@ -109,10 +109,13 @@ extension ChangeMerger {
         guard !verdict.allowed else { return true }
         // A set merged again (a relay, a replay) meets its denied changes again: logged once.
         guard !knownHere(local(latest)) else { return false }
-        // A denied life over a row held here stays at its writer: a replica that holds every
-        // row gives that row a new life of its own, which reaches the writer and everyone who
-        // took the denied one for a new row (a replica with a scope that never held the key).
-        if verdict.operation == Self.replacingLife { relabelled.append((table.name, change.key)) }
+        // A denied change stays at its writer, and at any replica that took it (one with a
+        // scope that never held the key, or one without the evidence that binds its writer):
+        // a replica that holds the row undoes it there with a new life of its own, a higher
+        // causal length than the denied update, delete or life gave it, which wins whatever
+        // the clocks say. (A denied new row held nowhere here stays where it was taken: a
+        // deletion of it would tell its key to replicas whose scope never held it.)
+        if try holdsRow(target: target, keyValues: change.key) { undoneByNewLife.append((table.name, change.key)) }
         let stamp = latest
         let labelText = expression == nil ? "" : " with label \(verdict.label ?? "none")"
         try recordConflict(

@@ -75,6 +75,9 @@ public final class ChangeMerger {
     /// Rows (table, key) whose label a concurrent life changed in this merge: the caller
     /// starts new lives of them once the merge is done (``Replica/startNewLives(of:)``).
     public internal(set) var relabelled: [(table: String, key: [SQLValue])] = []
+    /// Rows held here that a denied change wrote to (``ChangeMerger/isAllowed(_:in:by:)``):
+    /// each gets a new life of this replica's.
+    var undoneByNewLife: [(table: String, key: [SQLValue])] = []
     /// Deleted rows whose deletion this replica announces again as its own, to readers the
     /// deletion's origin did not reach (``settleReach(after:in:before:)``).
     public internal(set) var deletedAgain: [(table: String, key: [SQLValue])] = []
@@ -519,6 +522,7 @@ public final class ChangeMerger {
         let merged = try finishRows()
         try replica.startNewLives(of: relabelled)
         try replica.announceDeletions(of: deletedAgain)
+        try replica.startNewLives(undoing: undoneByNewLife)
         let claim = try replica.adminClaim(of: header.origin)?.last ?? 0
         if merged.knowledgeAdvanced && header.last > claim {
             try replica.recordAdminClaim(of: header.origin, last: header.last, ids: header.adminStatements)

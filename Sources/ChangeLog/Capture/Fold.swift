@@ -219,8 +219,14 @@ extension Replica {
             batch.removeAll(keepingCapacity: true)
         }
 
+        let logRows = progress == nil ? 0 : Int(try database.int64(FoldSQL.logRowSpan))
+        var read = 0
         while try log.step() {
             lastID = log.int64(at: 0)
+            read += 1
+            if read % Self.progressInterval == 0, let progress {
+                progress(WorkProgress(step: "recording writes", done: read, total: max(read, logRows), unit: "rows"))
+            }
             let tid = log.value(at: 1), operation = Int(log.int64(at: 2)), stored = log.value(at: 3)
             let key = MetadataKey.of(stored)
             // The triggers log no delta that is not a number; one from elsewhere counts as nothing.
@@ -416,6 +422,12 @@ enum FoldSQL {
     /// The same when every row goes: without WHERE, SQLite clears the table at once.
     static let emptyWholeLog = #"DELETE FROM "_sqsync_log""#
     static let lastLogRow = #"SELECT max("id") FROM "_sqsync_log""#
+
+    /// How many rows the log holds, near enough for progress (ids are dense), read from its ends.
+    /// Each end in its own subquery: SQLite reads one end of the table for a lone min() or max().
+    static let logRowSpan = #"""
+        SELECT coalesce((SELECT max("id") FROM "_sqsync_log") - (SELECT min("id") FROM "_sqsync_log") + 1, 0)
+        """#
 
     static let recordChange = """
         INSERT OR IGNORE INTO "_sqsync_changes" ("site", "seq", "tid", "pk") VALUES (?1, ?2, ?3, ?4)

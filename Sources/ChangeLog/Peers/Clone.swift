@@ -26,7 +26,9 @@ extension Replica {
         let temporary = destination + ".sqsync-clone-tmp"
         defer { Self.removeDatabaseFiles(temporary) }
         Self.removeDatabaseFiles(temporary)
-        try database.backup(toPath: temporary)
+        try database.backup(toPath: temporary) { [progress] copied, total in
+            progress?(WorkProgress(step: "copying", done: copied, total: total, unit: "pages"))
+        }
         let newID = knowledgeID ?? Self.newKnowledgeID()
         do {
             let (copy, _) = try Self.openDatabase(path: temporary, create: false)

@@ -99,6 +99,14 @@ extension Replica {
         try announce(rows, ScopeSQL.logNewLife)
     }
 
+    /// Starts a new life of each row given that is here, to undo a denied change to it
+    /// wherever that was taken (``ChangeMerger/undoneByNewLife``). A replica with a scope
+    /// does so too: it holds such a row whole, as it is here, and may be the only one to
+    /// hold the evidence that denied the change.
+    func startNewLives(undoing rows: [(table: String, key: [SQLValue])]) throws {
+        try announce(rows, ScopeSQL.logNewLife, byScopedReplicas: true)
+    }
+
     /// Announces again, as this replica's own deletion, each row given (table, key) that is
     /// deleted here: readers the deletion's origin did not reach may hold the row
     /// (``ChangeMerger/deletedAgain``). The row's length stays; its deletion's stamp becomes
@@ -110,10 +118,12 @@ extension Replica {
     /// Logs, as this replica's own changes, what `logging` writes for each row, and folds.
     /// Only a replica that holds every row knows a merged row's state for certain; one whose
     /// grants restrict it leaves it to others, whose announcements no grant can deny.
-    private func announce(_ rows: [(table: String, key: [SQLValue])], _ logging: (TableInfo) -> String) throws {
+    private func announce(
+        _ rows: [(table: String, key: [SQLValue])], _ logging: (TableInfo) -> String, byScopedReplicas: Bool = false
+    ) throws {
         guard !rows.isEmpty else { return }
         let rules = try adminRules()
-        guard rules.scope(of: knowledgeID) == nil, !rules.isRestricted(knowledgeID) else { return }
+        guard byScopedReplicas || rules.scope(of: knowledgeID) == nil, !rules.isRestricted(knowledgeID) else { return }
         let tables = Dictionary(try trackedTables(skippingMissing: true).map { ($0.name, $0) }) { first, _ in first }
         try database.inTransaction {
             for (name, key) in rows {

@@ -35,3 +35,10 @@ public func displayValue(_ value: SQLValue, limit: Int = 64) -> String {
         return displayText(value.literal)
     }
 }
+
+/// Text already made of literals (a whole lost row, a key of several columns), escaped and cut
+/// to its start and length past `limit` characters: `--json` keeps it whole.
+public func displayShortened(_ text: String, limit: Int = 200) -> String {
+    guard text.count > limit else { return displayText(text) }
+    return displayText(String(text.prefix(limit))) + "… (\(text.count) characters)"
+}

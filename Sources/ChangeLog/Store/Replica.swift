@@ -72,6 +72,9 @@ public final class Replica {
     var foldBatchSize = Replica.foldBatch
     /// Modules whose migrations ran on this connection (``migrate(_:)``).
     var migratedModules: Set<String> = []
+    /// Told how far long work on this replica has got (a fold of a large log, a clone's copy,
+    /// an import's merge, an export's changes); nil, nothing is counted for it.
+    public var progress: ((WorkProgress) -> Void)?
 
     /// Opens an existing replica; refuses a database that `sqsync init` has not prepared.
     public convenience init(path: String) throws {

@@ -43,7 +43,9 @@ extension SQSync {
                     identity = (key, birth)
                 }
             }
-            let copy = try replica.clone(to: destination, name: name, knowledgeID: id, emptying: Mailbox.perFileTables)
+            let copy = try global.showingProgress(of: replica, destination) {
+                try replica.clone(to: destination, name: name, knowledgeID: id, emptying: Mailbox.perFileTables)
+            }
             if let identity { try KeyBinding.bindOwnIdentity(replica: copy, key: identity.key, birth: identity.birth) }
             if global.json {
                 global.emitJSON([

@@ -45,7 +45,7 @@ extension SQSync {
                     let loser = named(conflict["lost_site"]?.stringValue)
                     let lost =
                         if let row = conflict["lost_row"]?.stringValue {
-                            "lost \(displayText(row)) from \(loser)"
+                            "lost \(displayShortened(row)) from \(loser)"
                         } else if conflict["lost_value_known"] == .integer(0) {
                             "lost what \(loser) wrote (not known here: its insert carried the value that won)"
                         } else {
@@ -58,7 +58,7 @@ extension SQSync {
                         kept = "; kept \(displayValue(won)) from \(named(winner))"
                     }
                     lines.append(
-                        "\(conflict["recorded_at"]?.stringValue ?? "") \(conflict["kind"]?.stringValue ?? ""): \(conflict["table_name"]?.stringValue ?? "")\(column) key \(conflict["pk"]?.stringValue ?? ""): \(lost)\(kept)"
+                        "\(conflict["recorded_at"]?.stringValue ?? "") \(conflict["kind"]?.stringValue ?? ""): \(conflict["table_name"]?.stringValue ?? "")\(column) key \(displayShortened(conflict["pk"]?.stringValue ?? "")): \(lost)\(kept)"
                     )
                 }
                 for orphan in orphans {

@@ -66,10 +66,11 @@ extension SQSync {
             }
             // A scoped peer gets only the rows of its labels (docs/SCOPES.md).
             let scope = try peer.flatMap { try replica.adminRules().scope(of: receiver ?? $0.lowercased()) }
-            let result = try BundleExchange.export(
-                replica: replica, since: base, key: key, to: to ?? output!, intoDirectory: to != nil, receiver: receiver,
-                encryptTo: recipients, scope: scope, checkpoints: since == nil, progress: global.progress("exporting"))
-            global.endProgress()
+            let result = try global.showingProgress(of: replica, db) {
+                try BundleExchange.export(
+                    replica: replica, since: base, key: key, to: to ?? output!, intoDirectory: to != nil, receiver: receiver,
+                    encryptTo: recipients, scope: scope, checkpoints: since == nil)
+            }
             for value in result.withheld {
                 writeStandardError("sqsync: warning: \(describe(value))\n")
             }

@@ -80,13 +80,13 @@ extension SQSync {
         /// One bundle; a failure that concerns only this file is returned, not thrown, so the
         /// other files are still applied.
         private func importing(_ file: String, into replica: Replica, trust: AllowedSigners, key: SigningKey?) throws -> Outcome {
-            defer { global.endProgress() }
             do {
                 return .imported(
-                    try BundleExchange.importBundle(
-                        path: file, into: replica, trust: trust, decryptingWith: key,
-                        readersKeys: Mailbox.readersKeys(besideBundleAt: file, with: key), dryRun: dryRun,
-                        progress: global.progress("importing \(file)")))
+                    try global.showingProgress(of: replica, replica.path) {
+                        try BundleExchange.importBundle(
+                            path: file, into: replica, trust: trust, decryptingWith: key,
+                            readersKeys: Mailbox.readersKeys(besideBundleAt: file, with: key), dryRun: dryRun)
+                    })
             } catch let error as BundleError {
                 return failure(file, error)
             } catch let error as ChangeLogError {

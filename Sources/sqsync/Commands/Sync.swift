@@ -76,8 +76,10 @@ extension SQSync {
                 }
                 transport = DirectoryTransport(root: target)
             }
-            let report = try Mailbox(transport: transport, encrypts: !noEncrypt, startsNewMailbox: newMailbox).sync(
-                replica: replica, key: key, trust: trust)
+            let report = try global.showingProgress(of: replica, db) {
+                try Mailbox(transport: transport, encrypts: !noEncrypt, startsNewMailbox: newMailbox).sync(
+                    replica: replica, key: key, trust: trust)
+            }
             withExtendedLifetime(lock) {}
             emit(report, target: transport.displayName)
             // A bundle refused for its signer stays refused, and says so, until trust changes.

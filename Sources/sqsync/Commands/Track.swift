@@ -26,7 +26,7 @@ extension SQSync {
             var names = tables
             var leftOut: [ChangeLogError] = []
             if all { (names, leftOut) = try replica.trackableTables() }
-            let captured = try replica.track(names, allowIntegerPrimaryKey: allowIntegerPk)
+            let captured = try global.showingProgress(of: replica, db) { try replica.track(names, allowIntegerPrimaryKey: allowIntegerPk) }
             for refusal in leftOut { writeStandardError("sqsync: warning: not tracked: \(refusal.description)\n") }
             if global.json {
                 global.emitJSON([

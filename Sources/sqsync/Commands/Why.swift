@@ -67,7 +67,7 @@ extension SQSync {
         }
 
         static func text(_ history: RowHistory) -> String {
-            let key = history.key.map { "\($0.column) = \(displayText($0.value.literal))" }.joined(separator: ", ")
+            let key = history.key.map { "\($0.column) = \(displayValue($0.value))" }.joined(separator: ", ")
             let lives = (history.causalLength + 1) / 2
             var lines = ["\(history.table) (\(key))"]
             if history.isAlive {
