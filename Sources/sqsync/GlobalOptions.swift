@@ -113,11 +113,11 @@ struct GlobalOptions: ParsableArguments {
 extension ApplySummary {
     var jsonObject: [String: Any] {
         [
-            "changes": changes, "conflicts": conflicts, "knowledge_advanced": knowledgeAdvanced,
+            "changes": changes, "conflicts": conflicts, "knowledge_advanced": knowledgeAdvanced, "left_scope": leftScope,
             "tables": tables.mapValues { counts in
                 [
                     "inserted": counts.inserted, "updated": counts.updated, "deleted": counts.deleted,
-                    "unchanged": counts.unchanged, "conflicts": counts.conflicts,
+                    "unchanged": counts.unchanged, "conflicts": counts.conflicts, "left_scope": counts.leftScope,
                 ]
             },
         ]

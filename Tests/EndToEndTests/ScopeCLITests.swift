@@ -107,15 +107,22 @@ final class ScopeCLITests: XCTestCase {
 
         // HQ moves o1 and its lines from north to south: N loses them, S gets them whole.
         try h.sqlite(hq, "UPDATE orders SET region = 'south', note = 'moved south' WHERE id = 'o1'; UPDATE lines SET region = 'south' WHERE order_id = 'o1';")
-        let movedAway = Int(try h.sqlite(hq, "SELECT 1 + count(*) FROM lines WHERE order_id = 'o1';")) ?? 0
-        var leftAtN = 0
+        let movedAway = Int(try h.sqlite(hq, "SELECT 1 + count(*) FROM lines WHERE order_id = 'o1';").trimmingCharacters(in: .whitespacesAndNewlines))
+        XCTAssertEqual(movedAway, 3, "o1 and its two lines")
+        var leftAtN = 0, movedOutAtN = 0, changedAtN = 0
         for _ in 0..<2 {
             for (name, db) in order {
                 let result = try h.syncOK(db, as: name, stick, ["--json"])
-                if name == "N" { leftAtN += h.json(result)["rows_left_scope"] as? Int ?? 0 }
+                if name == "N" {
+                    leftAtN += h.json(result)["rows_left_scope"] as? Int ?? 0
+                    movedOutAtN += h.json(result)["rows_moved_out"] as? Int ?? 0
+                    changedAtN += h.json(result)["changes_in"] as? Int ?? 0
+                }
             }
         }
-        XCTAssertEqual(leftAtN, movedAway, "N's sync reports every row that left its scope")
+        XCTAssertLessThanOrEqual(leftAtN, movedAway ?? 0, "removed after they arrived, or as they did")
+        XCTAssertEqual(movedOutAtN, movedAway, "N's sync reports every row that moved out of its scope")
+        XCTAssertEqual(changedAtN, 0, "not as changed")
         try assertDepots(dbs, scopes)
         XCTAssertTrue(try rows(dbs["S"]!, "orders").contains("o1|south|1|moved south"))
         XCTAssertFalse(try rows(dbs["N"]!, "lines").contains("l1"))

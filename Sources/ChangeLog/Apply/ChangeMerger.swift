@@ -10,6 +10,9 @@ public struct ApplySummary: Sendable, Equatable {
         public var deleted = 0
         public var unchanged = 0
         public var conflicts = 0
+        /// Rows merged into a label outside this replica's scope: they leave it (once its
+        /// peers hold them), so they are not counted as changed here.
+        public var leftScope = 0
 
         public init() {}
     }
@@ -33,10 +36,12 @@ public struct ApplySummary: Sendable, Equatable {
             sum.deleted += counts.deleted
             sum.unchanged += counts.unchanged
             sum.conflicts += counts.conflicts
+            sum.leftScope += counts.leftScope
             tables[table] = sum
         }
     }
     public var conflicts: Int { tables.values.reduce(0) { $0 + $1.conflicts } }
+    public var leftScope: Int { tables.values.reduce(0) { $0 + $1.leftScope } }
 
     public init() {}
 }
@@ -84,6 +89,8 @@ public final class ChangeMerger {
     /// Whether this replica announces what origins could not (it holds every row, and no
     /// grant restricts it).
     let announcesReach: Bool
+    /// This replica's scope, when it has one and the merge touches a labelled table.
+    private let ownScope: Set<String>?
     let reaches: ReachStatements
     /// Rows of labelled tables this merge touched, whose reach takes their label once merged.
     var reachTouched: [(target: Target, key: [SQLValue])] = []
@@ -164,8 +171,10 @@ public final class ChangeMerger {
         if targets.contains(where: { $0.info.label != nil }) {
             let rules = try replica.adminRules()
             announcesReach = rules.scope(of: replica.knowledgeID) == nil && !rules.isRestricted(replica.knowledgeID)
+            ownScope = rules.scope(of: replica.knowledgeID).map(Set.init)
         } else {
             announcesReach = false
+            ownScope = nil
         }
         foreignKeysOn = try database.int64("PRAGMA foreign_keys") != 0
         try database.execute(MergeSQL.startApplying)
@@ -373,7 +382,21 @@ public final class ChangeMerger {
             target: target, key: key, keyValues: change.key, cl: change.causalLength, stamp: stamp, cells: cells,
             checksum: checksum)
         if known { try deleteCounters(of: target, key: key) }
-        if liveHere { target.counts.updated += 1 } else { target.counts.inserted += 1 }
+        try countChanged(target: target, keyValues: change.key, inserted: !liveHere)
+    }
+
+    /// Counts a row this merge wrote; one whose label is now outside this replica's scope is
+    /// counted as leaving it (it is removed once delivered: docs/SCOPES.md), not as changed.
+    private func countChanged(target: Target, keyValues: [SQLValue], inserted: Bool) throws {
+        if let ownScope, target.info.label != nil,
+            let label = try rowWithLabel(target: target, keyValues: keyValues)?.label, !ownScope.contains(label)
+        {
+            target.counts.leftScope += 1
+        } else if inserted {
+            target.counts.inserted += 1
+        } else {
+            target.counts.updated += 1
+        }
     }
 
     private func endLife(
@@ -508,7 +531,7 @@ public final class ChangeMerger {
             try statement.bind(change.key, from: 3)
         }
         try statement.run()
-        target.counts.updated += 1
+        try countChanged(target: target, keyValues: change.key, inserted: false)
     }
 
     // MARK: Finishing

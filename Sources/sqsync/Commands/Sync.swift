@@ -110,6 +110,7 @@ extension SQSync {
             let held = report.imported.count - applied.count
             let changesIn = applied.reduce(0) { $0 + $1.summary.changes }
             let conflicts = applied.reduce(0) { $0 + $1.summary.conflicts }
+            let movedOut = applied.reduce(0) { $0 + $1.summary.leftScope }
             for problem in report.rejected + report.refused {
                 // Each reason names its file in the mailbox already.
                 writeStandardError("sqsync: \(problem.reason)\n")
@@ -138,7 +139,7 @@ extension SQSync {
                     "leftovers_removed": report.leftoversRemoved, "warnings": report.warnings, "notes": report.notes,
                     "held_bundles": report.stillHeld.map { ["path": $0.path, "reason": $0.reason] },
                     "gaps": report.gaps.map(gapJSON), "refused_before": report.plantedSkipped.map(displayText),
-                    "rows_left_scope": report.rowsLeftScope, "oversized": report.oversized, "untrusted": report.untrusted,
+                    "rows_left_scope": report.rowsLeftScope, "rows_moved_out": movedOut, "oversized": report.oversized, "untrusted": report.untrusted,
                     "withheld": report.withheld.map(withheldJSON), "signed_as_this_replica": report.signedAsThisReplica,
                     "waiting_for_key": report.waitingForKey, "for_other_readers": report.forOtherReaders,
                 ])
@@ -161,7 +162,7 @@ extension SQSync {
                     extras.append("\(counted(report.plantedSkipped.count, "file")) refused before left unread")
                 }
                 global.say(
-                    "synced with \(target): \(counted(applied.count, "bundle")) in (\(counted(changesIn, "row")) changed, \(counted(conflicts, "conflict"))\(held > 0 ? ", \(held) held" : "")), \(out)\(extras.map { ", " + $0 }.joined())"
+                    "synced with \(target): \(counted(applied.count, "bundle")) in (\(counted(changesIn, "row")) changed, \(movedOut > 0 ? "\(counted(movedOut, "row")) moved out of this replica's scope, " : "")\(counted(conflicts, "conflict"))\(held > 0 ? ", \(held) held" : "")), \(out)\(extras.map { ", " + $0 }.joined())"
                 )
             }
         }
