@@ -163,6 +163,32 @@ final class MailboxTamperTests: XCTestCase {
         XCTAssertEqual(try rows(c), try rows(a))
     }
 
+    /// A stick pulled while A's bundle was written leaves it cut short under its final name. B
+    /// refuses it (exit 3, once) and says so in its acknowledgement; A, with nothing new to
+    /// send, leaves the bundle again under another name at its next sync, and B takes it.
+    func testATruncatedBundleIsLeftAgainByItsWriter() throws {
+        try h.syncOK(b, as: "B", box)
+        try h.sqlite(a, "INSERT INTO t VALUES ('1', 'from A');")
+        try h.syncOK(a, as: "A", box)
+        let outbox = box + "/sqsync/outbox/\(try h.knowledgeID(a))"
+        let bundles = try FileManager.default.contentsOfDirectory(atPath: outbox).filter { $0.hasSuffix(".sqsb") }
+        XCTAssertEqual(bundles.count, 1, "\(bundles)")
+        let path = outbox + "/" + bundles[0]
+        let whole = try Data(contentsOf: URL(fileURLWithPath: path))
+        try whole.prefix(whole.count / 2).write(to: URL(fileURLWithPath: path))
+
+        let refused = try h.sync(b, as: "B", box)
+        XCTAssertEqual(refused.status, 3, refused.stderr)
+        XCTAssertEqual(try h.sync(b, as: "B", box).status, 0, "refused once, then left unread")
+        XCTAssertNotEqual(try rows(b), try rows(a))
+        try h.syncOK(a, as: "A", box)
+        let now = try FileManager.default.contentsOfDirectory(atPath: outbox).filter { $0.hasSuffix(".sqsb") }
+        XCTAssertFalse(now.contains(bundles[0]), "the damaged file is gone: \(now) \(refused.stderr)")
+        XCTAssertEqual(now.count, 1, "\(now)")
+        try h.syncOK(b, as: "B", box)
+        XCTAssertEqual(try rows(b), try rows(a))
+    }
+
     func testDirectoryTransportRefusesLinksOutOfTheMailbox() throws {
         try h.syncOK(a, as: "A", box)
         let aID = try h.knowledgeID(a)

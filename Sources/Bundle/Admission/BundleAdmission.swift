@@ -302,18 +302,18 @@ final class BundleAdmission {
             // forbid is denied and logged, and a replica holding every row starts a new life of
             // each denied row (ChangeMerger+Grants.swift), which also undoes the change wherever
             // a replica without the evidence took it. Every replica ends with the same rows.
-            var changes = changes
+            // The header stays as its origin signed it (what is recorded of the origin's word);
+            // only the judging takes the statements the evidence adds.
             let claim = try replica.adminClaim(of: changes.origin)
             var shed = Set(claim.map { changes.last > $0.last ? $0.ids : [] } ?? [])
             shed.formUnion(try replica.adminStatementsProvablyHeld(by: changes.origin, before: changes.last))
             shed.subtract(changes.adminStatements)
             if !shed.isEmpty {
-                changes.adminStatements += shed.sorted { $0.lexicographicallyPrecedes($1) }
-                evidenceWarnings.append(
+                let warning =
                     "\(path): the changes of \(changes.originLabel) up to \(changes.last) leave out \(shed.count) admin statement(s) its own signed changes or acknowledgements show it held, as a key shedding its grants or skipping a revoke would: judged by them all, what they forbid is denied (sqsync conflicts); if its key is lost: sqsync peers retire, and remove its line from allowed_signers"
-                )
+                if !evidenceWarnings.contains(warning) { evidenceWarnings.append(warning) }
             }
-            guard let named = try replica.adminRules(namedBy: changes.adminStatements) else {
+            guard let named = try replica.adminRules(namedBy: changes.adminStatements + shed) else {
                 return .hold(
                     HoldReason(
                         .adminStatementsMissing(origin: changes.origin),

@@ -232,8 +232,10 @@ public enum AgeFile {
             let box = try ChaChaPoly.SealedBox(
                 nonce: chunkNonce(counter, last: last), ciphertext: sealed.prefix(take - tagSize), tag: sealed.suffix(tagSize))
             guard let plain = try? ChaChaPoly.open(box, using: payloadKey) else {
-                throw BundleError(
+                var error = BundleError(
                     .untrusted, "\(path): the encrypted bundle was altered or cut short (chunk \(counter + 1) does not authenticate)")
+                error.altered = true
+                throw error
             }
             try output.write(Array(plain))
             counter += 1

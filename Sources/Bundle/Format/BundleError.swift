@@ -26,6 +26,18 @@ public struct BundleError: Error, CustomStringConvertible, Equatable {
     /// exchange of lines, which `status` lists until the line is added.
     public var signerNotTrusted = false
 
+    /// Its bytes are not the ones signed or sealed (cut short by a stick pulled mid-write, or
+    /// altered): damaged, as a ``Kind/corrupt`` file is. A mailbox reader says so to its
+    /// writer, which leaves the bundle again.
+    public var bytesDamaged: Bool { kind == .corrupt || altered }
+    var altered = false
+
+    /// A bundle whose bytes are not the ones its writer signed.
+    init(altered description: String) {
+        self.init(.untrusted, description)
+        altered = true
+    }
+
     public init(_ kind: Kind, _ description: String) {
         self.kind = kind
         self.description = description

@@ -141,7 +141,7 @@ public final class BundleReader {
         guard signature.isValid(messageDigest: SHA512.hash(data: envelopeBytes), namespace: BundleCodec.signatureNamespace)
         else {
             throw trust != nil && trusted == nil
-                ? untrusted : BundleError(.untrusted, "\(path): bad signature: the bundle was altered after it was signed")
+                ? untrusted : BundleError(altered: "\(path): bad signature: the bundle was altered after it was signed")
         }
         let envelope = try BundleEnvelope.decode(envelopeBytes, path: path, version: version)
         var principal: String?
@@ -157,7 +157,7 @@ public final class BundleReader {
         let body = try HashingFileInput(descriptor: descriptor, path: path, range: 0..<envelopeOffset)
         try body.drain()
         guard Array(body.digest()) == envelope.bodyDigest else {
-            throw BundleError(.untrusted, "\(path): bad signature: the bundle was altered after it was signed")
+            throw BundleError(altered: "\(path): bad signature: the bundle was altered after it was signed")
         }
         return (signature, principal, envelope, envelopeOffset, envelopeLength)
     }

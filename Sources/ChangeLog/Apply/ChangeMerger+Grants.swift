@@ -109,13 +109,19 @@ extension ChangeMerger {
         guard !verdict.allowed else { return true }
         // A set merged again (a relay, a replay) meets its denied changes again: logged once.
         guard !knownHere(local(latest)) else { return false }
+        // A denied change the row here is past already (a later life, this replica's undo of
+        // it when its set is merged again) would lose anyway: nothing to log or undo.
+        let entry = try rowEntry(tid: table.tid, key: try metadataKey(change.key))
+        if let entry, entry.cl > change.causalLength { return false }
         // A denied change stays at its writer, and at any replica that took it (one with a
         // scope that never held the key, or one without the evidence that binds its writer):
-        // a replica that holds the row undoes it there with a new life of its own, a higher
-        // causal length than the denied update, delete or life gave it, which wins whatever
-        // the clocks say. (A denied new row held nowhere here stays where it was taken: a
+        // a replica that holds the row undoes it there with a new life of its own, above the
+        // causal length the denied update, delete or life gave it, which wins whatever the
+        // clocks say. (A denied new row held nowhere here stays where it was taken: a
         // deletion of it would tell its key to replicas whose scope never held it.)
-        if try holdsRow(target: target, keyValues: change.key) { undoneByNewLife.append((table.name, change.key)) }
+        if try holdsRow(target: target, keyValues: change.key) {
+            undoneByNewLife.append((table.name, change.key, change.causalLength))
+        }
         let stamp = latest
         let labelText = expression == nil ? "" : " with label \(verdict.label ?? "none")"
         try recordConflict(

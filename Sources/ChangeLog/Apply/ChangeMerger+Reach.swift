@@ -68,7 +68,7 @@ extension ChangeMerger {
 
     /// A life denied here still stands at its writer and wherever it was taken: its reach
     /// joins the row's, so that the life this replica gives the row in answer
-    /// (``relabelled``) and whatever follows reach those readers too.
+    /// (``undoneByNewLife``) and whatever follows reach those readers too.
     func widenReach(byDenied change: RowChange, in target: Target) throws {
         guard change.rowStamp != nil, let before = try reachBefore(change, in: target), before.entry != nil else { return }
         try reaches.record(before.reach.joined(change.reach), tid: target.info.tid, key: before.key)

@@ -80,9 +80,9 @@ public final class ChangeMerger {
     /// Rows (table, key) whose label a concurrent life changed in this merge: the caller
     /// starts new lives of them once the merge is done (``Replica/startNewLives(of:)``).
     public internal(set) var relabelled: [(table: String, key: [SQLValue])] = []
-    /// Rows held here that a denied change wrote to (``ChangeMerger/isAllowed(_:in:by:)``):
-    /// each gets a new life of this replica's.
-    var undoneByNewLife: [(table: String, key: [SQLValue])] = []
+    /// Rows held here that a denied change wrote to, with the causal length it gave them
+    /// (``ChangeMerger/isAllowed(_:in:by:)``): each gets a new life of this replica's above it.
+    var undoneByNewLife: [(table: String, key: [SQLValue], above: Int64)] = []
     /// Deleted rows whose deletion this replica announces again as its own, to readers the
     /// deletion's origin did not reach (``settleReach(after:in:before:)``).
     public internal(set) var deletedAgain: [(table: String, key: [SQLValue])] = []

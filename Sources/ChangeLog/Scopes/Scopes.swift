@@ -99,12 +99,25 @@ extension Replica {
         try announce(rows, ScopeSQL.logNewLife)
     }
 
-    /// Starts a new life of each row given that is here, to undo a denied change to it
-    /// wherever that was taken (``ChangeMerger/undoneByNewLife``). A replica with a scope
-    /// does so too: it holds such a row whole, as it is here, and may be the only one to
-    /// hold the evidence that denied the change.
-    func startNewLives(undoing rows: [(table: String, key: [SQLValue])]) throws {
-        try announce(rows, ScopeSQL.logNewLife, byScopedReplicas: true)
+    /// Starts a new life of each row given that is here, above the causal length a denied
+    /// change gave it, to undo that change wherever it was taken
+    /// (``ChangeMerger/undoneByNewLife``). A replica with a scope does so too: it holds such a
+    /// row whole, as it is here, and may be the only one to hold the evidence that denied it.
+    /// The row's own length is raised first (it stays alive here), so the new life is above
+    /// both; a denied length at the top of the range cannot be passed, and is left.
+    func startNewLives(undoing rows: [(table: String, key: [SQLValue], above: Int64)]) throws {
+        guard !rows.isEmpty else { return }
+        let rules = try adminRules()
+        guard !rules.isRestricted(knowledgeID) else { return }
+        let tables = Dictionary(try trackedTables(skippingMissing: true).map { ($0.name, $0) }) { first, _ in first }
+        try database.inTransaction {
+            for (name, key, above) in rows where above < RowChange.maxCausalLength - 2 {
+                guard let table = tables[name], key.count == table.primaryKey.count else { continue }
+                try database.run(ScopeSQL.raiseLiveLength(table), key + [.integer(above | 1)])
+                try database.run(ScopeSQL.logNewLife(table), key)
+            }
+            try fold()
+        }
     }
 
     /// Announces again, as this replica's own deletion, each row given (table, key) that is
@@ -118,12 +131,10 @@ extension Replica {
     /// Logs, as this replica's own changes, what `logging` writes for each row, and folds.
     /// Only a replica that holds every row knows a merged row's state for certain; one whose
     /// grants restrict it leaves it to others, whose announcements no grant can deny.
-    private func announce(
-        _ rows: [(table: String, key: [SQLValue])], _ logging: (TableInfo) -> String, byScopedReplicas: Bool = false
-    ) throws {
+    private func announce(_ rows: [(table: String, key: [SQLValue])], _ logging: (TableInfo) -> String) throws {
         guard !rows.isEmpty else { return }
         let rules = try adminRules()
-        guard byScopedReplicas || rules.scope(of: knowledgeID) == nil, !rules.isRestricted(knowledgeID) else { return }
+        guard rules.scope(of: knowledgeID) == nil, !rules.isRestricted(knowledgeID) else { return }
         let tables = Dictionary(try trackedTables(skippingMissing: true).map { ($0.name, $0) }) { first, _ in first }
         try database.inTransaction {
             for (name, key) in rows {
@@ -496,6 +507,17 @@ enum ScopeSQL {
             INSERT INTO "_sqsync_log" ("tid", "op", "pk")
               SELECT \(table.tid), \(TriggerSQL.Operation.delete), \(key)
               WHERE EXISTS (SELECT 1 FROM "_sqsync_rows" WHERE "tid" = \(table.tid) AND "pk" = \(MetadataKey.sql(key)) AND "cl" % 2 = 0)
+            """
+    }
+
+    /// The live row's causal length raised to ?(n+1) (odd; n: the key's columns) where it is
+    /// lower: a new life logged next starts above a denied one (``startNewLives(undoing:)``).
+    static func raiseLiveLength(_ table: TableInfo) -> String {
+        let count = table.primaryKey.count
+        let key = MetadataKey.sql(TriggerSQL.storedKey((0..<count).map { "?\($0 + 1)" }))
+        return """
+            UPDATE "_sqsync_rows" SET "cl" = ?\(count + 1)
+            WHERE "tid" = \(table.tid) AND "pk" = \(key) AND "cl" % 2 = 1 AND "cl" < ?\(count + 1)
             """
     }
 

@@ -21,6 +21,7 @@ import Glibc
 ///     learned <id>:<previous>:<reached>:<own-seq>,…     (see ``LearningEvent``)
 ///     birth <hex>                                      (the replica's birth, ``ReplicaIdentity``; absent when empty)
 ///     unopened <key-file>,…                            (readers' keys it could not open; absent when none)
+///     damaged <bundle-file>,…                          (bundles it found damaged; absent when none)
 ///     written <ms>                                     (when it was written: its file name's stamp; absent before 0.5)
 ///     -----BEGIN SSH SIGNATURE-----      (over every byte above this line)
 ///     …
@@ -44,7 +45,10 @@ struct MailboxAcknowledgement {
     /// stanza not for its key, as a key planted by another reader's stolen key would have):
     /// a writer that encrypts to one moves to a key of its own.
     var unopened: [String] = []
-    /// At most this many are said (the rest next time): a few lines per replica.
+    /// Bundle files of this mailbox the replica found damaged (truncated: a stick pulled while
+    /// one was written): their writer leaves each again under another name.
+    var damaged: [String] = []
+    /// At most this many of each are said (the rest next time): a few lines per replica.
     static let maxUnopened = 16
     /// When the replica wrote it (Unix ms), the stamp its file name starts with, signed: a copy
     /// of the file under another name is a replay, not a newer word.
@@ -61,6 +65,7 @@ struct MailboxAcknowledgement {
         ]
         if !birth.isEmpty { lines.append("birth " + hexString(birth)) }
         if !unopened.isEmpty { lines.append("unopened " + unopened.prefix(Self.maxUnopened).joined(separator: ",")) }
+        if !damaged.isEmpty { lines.append("damaged " + damaged.prefix(Self.maxUnopened).joined(separator: ",")) }
         if let written { lines.append("written \(written)") }
         lines.append("")
         let payload = lines.joined(separator: "\n")
@@ -174,10 +179,12 @@ struct MailboxAcknowledgement {
         // Only names a key file can have, and a few: anything else is not a readers' key.
         let unopened = (fields["unopened"] ?? "").split(separator: ",").map(String.init).filter(ReadersKey.isFileName)
             .prefix(Self.maxUnopened)
+        let damaged = (fields["damaged"] ?? "").split(separator: ",").map(String.init).filter(BundleExchange.isBundleFileName)
+            .prefix(Self.maxUnopened)
         return (
             MailboxAcknowledgement(
                 replica: replica, name: fields["name"] ?? "", knowledge: knowledge, learned: learned, birth: birth,
-                unopened: Array(unopened), written: fields["written"].flatMap { UInt64($0) }), signer,
+                unopened: Array(unopened), damaged: Array(damaged), written: fields["written"].flatMap { UInt64($0) }), signer,
             signature.publicKey
         )
     }

@@ -277,10 +277,18 @@ struct MailboxState {
         return planted
     }
 
-    func rememberPlanted(_ path: String, _ file: PlantedFile, reason: String, untrustedSigner: Bool) throws {
+    func rememberPlanted(_ path: String, _ file: PlantedFile, reason: String, untrustedSigner: Bool, damaged: Bool = false) throws {
         try database.run(
             MailboxSQL.rememberPlanted, .text(mailbox), .text(path), .integer(Int64(file.size)), .blob(file.head), .text(file.context),
-            .text(reason), .integer(untrustedSigner ? 1 : 0))
+            .text(reason), .integer(untrustedSigner ? 1 : 0), .integer(damaged ? 1 : 0))
+    }
+
+    /// Bundles in other writers' outboxes here refused as damaged (a stick pulled while one was
+    /// written), by file name: this replica's acknowledgement names them.
+    func damagedBundles() throws -> [String] {
+        try database.rows(MailboxSQL.damagedBundles, .text(mailbox), .text(Mailbox.outbox + "/%")).map {
+            String(try $0.string("path").split(separator: "/").last ?? "")
+        }
     }
 
     /// Files refused in any mailbox for a signer not trusted here, unchanged since, with the
@@ -369,8 +377,13 @@ enum MailboxSQL {
     static let plantedFiles = #"SELECT "path", "size", "head", "context" FROM "_sqsync_planted_files" WHERE "mailbox" = ?"#
 
     static let rememberPlanted = """
-        INSERT OR REPLACE INTO "_sqsync_planted_files" ("mailbox", "path", "size", "head", "context", "reason", "untrusted_signer")
-        VALUES (?, ?, ?, ?, ?, ?, ?)
+        INSERT OR REPLACE INTO "_sqsync_planted_files" ("mailbox", "path", "size", "head", "context", "reason", "untrusted_signer", "damaged")
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
+    static let damagedBundles = """
+        SELECT "path" FROM "_sqsync_planted_files" WHERE "mailbox" = ?1 AND "damaged" = 1 AND "path" LIKE ?2
+        ORDER BY "path" LIMIT \(MailboxAcknowledgement.maxUnopened)
         """
 
     static let untrustedSignerFiles = """

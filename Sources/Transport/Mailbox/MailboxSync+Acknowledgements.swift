@@ -44,9 +44,10 @@ extension MailboxSync {
         }
         let learned = LearningEvent.after(earlier, before: before, after: knowledge, ownSeq: before[me], me: me)
         let unopened = try state.keysNotOpened()
+        let damaged = try state.damagedBundles()
         // A quiet sync leaves the file it wrote last time: same knowledge, same name, same news.
         if let unchanged, unchanged.knowledge == servable, unchanged.learned == learned, unchanged.name == replicaName,
-            unchanged.unopened == unopened,
+            unchanged.unopened == unopened, unchanged.damaged == damaged,
             let previous = old.filter({ $0.hasSuffix(".ack") }).max()
         {
             for stale in old where stale != previous { try writing { try transport.removeFile("\(folder)/\(stale)") } }
@@ -58,7 +59,7 @@ extension MailboxSync {
         let local = scratch.path + "/" + name
         let text = try MailboxAcknowledgement(
             replica: me, name: replicaName, knowledge: servable, learned: learned, birth: try KeyBinding.birth(of: replica),
-            unopened: unopened, written: now
+            unopened: unopened, damaged: damaged, written: now
         ).signedText(key: key)
         try Data(text.utf8).write(to: URL(fileURLWithPath: local))
         // Recorded before it is written, as a bundle is: a sync killed after writing it still

@@ -87,20 +87,23 @@ extension MailboxSync {
         let fingerprint = Mailbox.fingerprint(
             knowledge: knowledge, base: base, recipients: recipients, scope: scope.isEveryRow ? "" : scope.text,
             content: content + (readersKey.map { "|" + $0.name } ?? ""))
-        let named = { (name: String) in name.hasSuffix("_\(fingerprint).sqsb") || name.hasSuffix("_\(fingerprint)-1.sqsb") }
-        if let existing = mine.first(where: { named($0) && uploaded.contains($0) }) {
+        let names = ["", "-1", "-2"].map { "_\(fingerprint)\($0).sqsb" }
+        let named = { (name: String) in names.contains { name.hasSuffix($0) } }
+        // A bundle a reader found damaged (a stick pulled while it was written) is left again.
+        let damaged = Set(peers.values.flatMap(\.damaged))
+        if let existing = mine.first(where: { named($0) && uploaded.contains($0) && !damaged.contains($0) }) {
             keep.insert(existing)
             try state.noteBundleReadersKey(bundle: existing, key: readersKey?.name)
         } else {
             let exported = try BundleExchange.export(
                 replica: replica, since: base, key: key, to: scratch.path, intoDirectory: true, nameSuffix: fingerprint,
                 encryptTo: recipients, readersKey: readersKey, scope: scope.sorted)
-            var name = URL(fileURLWithPath: exported.path).lastPathComponent
-            if takenNames.contains(name) {
-                // A folder (or an object store's prefix) was put under the name: the bundle goes
-                // under another, which readers take as they take any name.
-                name = name.replacing("_\(fingerprint).sqsb", with: "_\(fingerprint)-1.sqsb")
-            }
+            let exportedName = URL(fileURLWithPath: exported.path).lastPathComponent
+            // A folder (or an object store's prefix) put under the name, or a reader that found
+            // the bundle there damaged: it goes under another, which readers take as any name.
+            let name =
+                names.map { exportedName.replacing(names[0], with: $0) }.first { !takenNames.contains($0) && !damaged.contains($0) }
+                ?? exportedName
             // A file under that name this replica did not upload (a copy of one it left in
             // another mailbox, or planted) goes first: the name says what this bundle
             // carries, so a publish is never refused for a name taken.

@@ -84,7 +84,7 @@ extension MailboxSync {
             if let context, error.concernsTheFileAlone {
                 try state.rememberPlanted(
                     remote, try PlantedFile(local: local, context: context), reason: naming(error.description, local, bundle),
-                    untrustedSigner: error.signerNotTrusted)
+                    untrustedSigner: error.signerNotTrusted, damaged: error.bytesDamaged)
             }
         } catch let error as ChangeLogError {
             report.refused.append((bundle.name, naming(error.description, local, bundle)))

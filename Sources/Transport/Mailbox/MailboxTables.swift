@@ -123,6 +123,14 @@ enum MailboxTables {
                     "seen_at" INTEGER NOT NULL
                 );
                 """),
+            .init(
+                6,
+                """
+                -- Whether a refused file was damaged (truncated, or not a bundle at all) rather
+                -- than refused for its signer or its content: this replica's acknowledgement
+                -- names damaged bundles, so that their writer leaves them again.
+                ALTER TABLE "_sqsync_planted_files" ADD COLUMN "damaged" INTEGER NOT NULL DEFAULT 0;
+                """),
         ])
 
     /// What a copy made by `clone` must not inherit: the original's mailbox history.
