@@ -216,6 +216,41 @@ final class SyncRcloneTests: XCTestCase {
         XCTAssertEqual(try content(b), try content(a))
     }
 
+    /// Twenty damaged objects planted under bundle names, each in an outbox of its own, cost a
+    /// first sync one rclone download for them all, not one process each; each is refused
+    /// once, then left unread.
+    func testManyPlantedObjectsCostOneDownload() throws {
+        try syncOK(a, as: "A")
+        let junk = h.path("junk.sqsb")
+        try Data(repeating: 0x5a, count: 300).write(to: URL(fileURLWithPath: junk))
+        let staging = h.path("staging")
+        for index in 0..<20 {
+            let sender = String(format: "0badf00d-0000-4000-8000-%012d", index)
+            let folder = "\(staging)/sqsync/outbox/\(sender)"
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: junk, toPath: "\(folder)/\(sender)_1-1_0badf00d.sqsb")
+        }
+        XCTAssertEqual(try rclone(["copy", staging, "\(server.remoteName):mailbox/site"]).status, 0)
+        let calls = h.path("rclone-calls")
+        let counting = h.path("rclone-counting")
+        try """
+            #!/bin/sh
+            echo "$1" >> '\(calls)'
+            exec /usr/bin/rclone "$@"
+            """.write(toFile: counting, atomically: true, encoding: .utf8)
+        chmod(counting, 0o755)
+        let first = try sync(b, as: "B", rclone: counting)
+        XCTAssertEqual(first.status, 3, first.stderr)
+        XCTAssertEqual(first.stderrLines.filter { $0.contains("0badf00d-0000-4000-8000") }.count, 20, first.stderr)
+        let commands = try String(contentsOfFile: calls, encoding: .utf8).split(separator: "\n")
+        XCTAssertLessThanOrEqual(commands.filter { $0 == "cat" }.count, 2, "\(commands)")
+        XCTAssertEqual(commands.filter { $0 == "copy" }.count, 1, "\(commands)")
+        let second = try sync(b, as: "B", ["--json"])
+        XCTAssertEqual(second.status, 0, second.stderr)
+        XCTAssertEqual((h.json(second)["refused_before"] as? [String])?.count, 20, second.stdout)
+        XCTAssertEqual(try content(b), try content(a))
+    }
+
     /// Objects planted to hide or block the mailbox change nothing: an object named like the
     /// mailbox's folder, objects named like a replica's outbox and acknowledgement folders, and
     /// a bundle name longer than any local file name.
@@ -298,6 +333,22 @@ final class SyncRcloneTests: XCTestCase {
         XCTAssertTrue(tls.stderr.contains("AWS_CA_BUNDLE is set to \(bundle)"), tls.stderr)
         XCTAssertEqual(try h.fullDump(a), before)
         XCTAssertEqual(try syncOK(a, as: "A").status, 0, "the bucket that exists works")
+    }
+
+    /// A bucket emptied behind the replica's back (or a prefix mistyped in a cron line after
+    /// the first run) holds no mailbox now: refused as an unmounted stick is, nothing written;
+    /// `--new-mailbox` starts one there on purpose.
+    func testAnEmptiedMailboxIsRefusedNotRefilled() throws {
+        try syncOK(a, as: "A")
+        XCTAssertEqual(try rclone(["purge", "\(server.remoteName):mailbox/site"]).status, 0)
+        try h.write(a, reference: reference, ["INSERT INTO doc VALUES ('a2', 'after', 2)"])
+        let refused = try sync(a, as: "A")
+        XCTAssertEqual(refused.status, 1, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("synced with one here before") && refused.stderr.contains("--new-mailbox"), refused.stderr)
+        XCTAssertEqual(try objects(), [:], "nothing written")
+        XCTAssertEqual(try sync(a, as: "A", ["--new-mailbox"]).status, 0)
+        try syncOK(b, as: "B")
+        XCTAssertEqual(try content(b), try content(a))
     }
 
     func testMalformedAddressesAreUsageErrors() throws {

@@ -72,6 +72,26 @@ final class RcloneTransportTests: XCTestCase {
 
     /// A file removed by another writer after the listing reads as gone (the mailbox then
     /// skips it), and drops out of the listing.
+    /// Files announced together are fetched by one rclone process and then read from it: here
+    /// they are removed from the remote after the prefetch and still read whole; one removed
+    /// before it is gone, as ever.
+    func testPrefetchedFilesAreReadFromOneDownload() throws {
+        let box = root + "/box"
+        try FileManager.default.createDirectory(atPath: box, withIntermediateDirectories: true)
+        for name in ["a", "b", "c"] { try Data(name.utf8).write(to: URL(fileURLWithPath: "\(box)/\(name).sqsb")) }
+        let transport = try transport()
+        XCTAssertEqual(try transport.listFiles(in: "box"), ["a.sqsb", "b.sqsb", "c.sqsb"])
+        try FileManager.default.removeItem(atPath: box + "/c.sqsb")
+        try transport.prefetch(["box/a.sqsb", "box/b.sqsb", "box/c.sqsb"], maxBytes: 1000, into: scratch.appendingPathComponent("prefetch").path)
+        for name in ["a", "b"] { try FileManager.default.removeItem(atPath: "\(box)/\(name).sqsb") }
+        for name in ["a", "b"] {
+            let local = scratch.appendingPathComponent("\(name)-read").path
+            try transport.readFile("box/\(name).sqsb", to: local, maxBytes: 1000)
+            XCTAssertEqual(try String(contentsOfFile: local, encoding: .utf8), name)
+        }
+        XCTAssertThrowsError(try transport.readFile("box/c.sqsb", to: scratch.appendingPathComponent("c-read").path, maxBytes: 1000))
+    }
+
     func testAFileRemovedSinceTheListingIsGone() throws {
         let box = root + "/box"
         try FileManager.default.createDirectory(atPath: box, withIntermediateDirectories: true)

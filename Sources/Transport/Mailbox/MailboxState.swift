@@ -286,9 +286,12 @@ struct MailboxState {
     /// Bundles in other writers' outboxes here refused as damaged (a stick pulled while one was
     /// written), by file name: this replica's acknowledgement names them.
     func damagedBundles() throws -> [String] {
-        try database.rows(MailboxSQL.damagedBundles, .text(mailbox), .text(Mailbox.outbox + "/%")).map {
-            String(try $0.string("path").split(separator: "/").last ?? "")
-        }
+        // Only a name its outbox's writer gives a bundle: a junk file planted is no news to tell.
+        try database.rows(MailboxSQL.damagedBundles, .text(mailbox), .text(Mailbox.outbox + "/%")).compactMap { row in
+            let parts = try row.string("path").split(separator: "/")
+            guard parts.count >= 2, let name = parts.last, name.hasPrefix(parts[parts.count - 2] + "_") else { return nil }
+            return BundleExchange.isBundleFileName(String(name)) ? String(name) : nil
+        }.prefix(MailboxAcknowledgement.maxUnopened).map { $0 }
     }
 
     /// Files refused in any mailbox for a signer not trusted here, unchanged since, with the
@@ -383,7 +386,7 @@ enum MailboxSQL {
 
     static let damagedBundles = """
         SELECT "path" FROM "_sqsync_planted_files" WHERE "mailbox" = ?1 AND "damaged" = 1 AND "path" LIKE ?2
-        ORDER BY "path" LIMIT \(MailboxAcknowledgement.maxUnopened)
+        ORDER BY "path" LIMIT 1024
         """
 
     static let untrustedSignerFiles = """

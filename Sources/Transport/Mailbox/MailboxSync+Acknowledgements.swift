@@ -45,9 +45,10 @@ extension MailboxSync {
         let learned = LearningEvent.after(earlier, before: before, after: knowledge, ownSeq: before[me], me: me)
         let unopened = try state.keysNotOpened()
         let damaged = try state.damagedBundles()
-        // A quiet sync leaves the file it wrote last time: same knowledge, same name, same news.
+        // A quiet sync leaves the file it wrote last time: same knowledge, same name, same news
+        // (a damaged bundle gone since is no news).
         if let unchanged, unchanged.knowledge == servable, unchanged.learned == learned, unchanged.name == replicaName,
-            unchanged.unopened == unopened, unchanged.damaged == damaged,
+            unchanged.unopened == unopened, Set(damaged).isSubset(of: Set(unchanged.damaged)),
             let previous = old.filter({ $0.hasSuffix(".ack") }).max()
         {
             for stale in old where stale != previous { try writing { try transport.removeFile("\(folder)/\(stale)") } }

@@ -19,6 +19,7 @@ extension MailboxSync {
         retired = try replica.retiredPeerIDs()
         // Trust that depends on the time (validity windows) gives no context to compare.
         let context = plantedContext
+        var toRead: [(sender: String, name: String)] = []
         for bundle in bundles
         where bundle.sender != me && marks.seen[bundle.name] == nil && !marks.unaddressed.contains(bundle.name)
             && !waiting.contains(bundle.name) && !retired.contains(bundle.sender)
@@ -29,7 +30,12 @@ extension MailboxSync {
                 report.plantedSkipped.append(remote)
                 continue
             }
-            try importBundle(bundle, plantedBefore: planted[remote] != nil, context: context)
+            toRead.append(bundle)
+        }
+        // Fetched together where each read costs a process (an object store through rclone).
+        try transport.prefetch(toRead.map(remotePath), maxBytes: BundleLimits.maxBundleBytes, into: scratch.path + "/prefetch")
+        for bundle in toRead {
+            try importBundle(bundle, plantedBefore: planted[remotePath(bundle)] != nil, context: context)
         }
         importedBeforeWriting = report.imported
         try state.forgetSeen(keeping: Set(bundles.map(\.name)))

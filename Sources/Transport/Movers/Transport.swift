@@ -39,6 +39,11 @@ public protocol Transport: AnyObject {
 
     /// Creates `path` and any missing parents; an existing folder is not an error.
     func makeDirectories(_ path: String) throws
+
+    /// Says which files ``readFile(_:to:maxBytes:)`` is about to be asked for, so that a medium
+    /// where each read costs a process or a round trip can fetch them together into the local
+    /// folder `directory`. Best effort: a file it did not fetch is read as usual.
+    func prefetch(_ paths: [String], maxBytes: Int, into directory: String) throws
 }
 
 /// One folder's entries, by name, sorted (``Transport/list(_:)``).
@@ -86,6 +91,9 @@ public protocol StampedFolders: Transport {
 }
 
 extension Transport {
+    /// Folders and SFTP read a file as cheaply one at a time.
+    public func prefetch(_ paths: [String], maxBytes: Int, into directory: String) throws {}
+
     /// Names (not paths) of the regular files in `directory`, unfinished uploads left out.
     public func listFiles(in directory: String) throws -> [String] { try list(directory).files }
 
