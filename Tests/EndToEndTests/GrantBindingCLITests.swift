@@ -413,8 +413,8 @@ final class GrantBindingCLITests: XCTestCase {
     }
 
     /// The same writes with f7's triggers dropped: denied at every receiver, with or without a
-    /// scope (north holds the south row's key as a ghost), logged as denied at hq, and the
-    /// south row and the deleted north row intact everywhere.
+    /// scope (north holds the south row's key as a ghost), each logged as denied where first
+    /// met, and the south row and the deleted north row intact everywhere.
     func testReceiversJudgeANewLifeAsTheRowItReplaces() throws {
         try strip(
             """
@@ -426,7 +426,9 @@ final class GrantBindingCLITests: XCTestCase {
         for name in ["hq", "north", "hub"] {
             XCTAssertTrue(try rows(name, "orders").contains("n1|north|bolts|1"), "\(name) lost n1")
         }
-        let denied = try h.conflicts(dbs["hq"]!).compactMap { $0["kind"] as? String }.filter { $0.hasPrefix("denied") }.sorted()
+        // A replica that meets the denier's new life first finds the write beaten already.
+        let denied = Set(
+            try Self.honest.flatMap { try h.conflicts(dbs[$0]!).compactMap { $0["kind"] as? String } }.filter { $0.hasPrefix("denied") })
         XCTAssertEqual(
             denied,
             ["denied: delete of orders with label north not granted", "denied: new life over a row of orders with label south → north not granted"])
