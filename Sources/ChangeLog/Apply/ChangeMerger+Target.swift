@@ -11,6 +11,8 @@ extension ChangeMerger {
         let nonKeyColumns: [Int]
         /// Change-set indexes of columns a migration dropped here: their values are ignored.
         let dropped: Set<Int>
+        /// The local column IDs the table's label reads, found once (``TableInfo/labelColumns``).
+        lazy var labelColumnIDs = Set(info.labelColumns.map(\.cid))
         let insertEverything: Statement
         /// Writes the entry of a row just written, with its checksum.
         let upsertLiveRowEntry: Statement

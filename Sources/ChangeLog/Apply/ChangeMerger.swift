@@ -338,14 +338,15 @@ public final class ChangeMerger {
             target: target, key: key, keyValues: change.key, cl: change.causalLength, stamp: stamp, cells: cells,
             checksum: checksum)
         if known { try deleteCounters(of: target, key: key) }
-        try countChanged(target: target, keyValues: change.key, inserted: !liveHere)
+        try countChanged(change, target: target, inserted: !liveHere)
     }
 
     /// Counts a row this merge wrote; one whose label is now outside this replica's scope is
     /// counted as leaving it (it is removed once delivered: docs/SCOPES.md), not as changed.
-    private func countChanged(target: Target, keyValues: [SQLValue], inserted: Bool) throws {
-        if let ownScope, target.info.label != nil,
-            let label = try rowWithLabel(target: target, keyValues: keyValues)?.label, !ownScope.contains(label)
+    /// Only a change that wrote a column the label reads can move the row: no other costs a read.
+    private func countChanged(_ change: RowChange, target: Target, inserted: Bool) throws {
+        if let ownScope, target.info.label != nil, writesLabel(change, in: target),
+            let label = try rowWithLabel(target: target, keyValues: change.key)?.label, !ownScope.contains(label)
         {
             target.counts.leftScope += 1
         } else if inserted {
@@ -353,6 +354,10 @@ public final class ChangeMerger {
         } else {
             target.counts.updated += 1
         }
+    }
+
+    private func writesLabel(_ change: RowChange, in target: Target) -> Bool {
+        change.columns.contains { target.labelColumnIDs.contains(target.columns[$0.column].cid) }
     }
 
     private func endLife(
@@ -442,8 +447,7 @@ public final class ChangeMerger {
         // starts a new life instead).
         var labelBefore: String??
         if target.info.label != nil {
-            let reads = Set(target.info.labelColumns.map(\.cid))
-            if winners.contains(where: { reads.contains($0.column.cid) }) {
+            if winners.contains(where: { target.labelColumnIDs.contains($0.column.cid) }) {
                 labelBefore = .some(try rowWithLabel(target: target, keyValues: change.key)?.label)
             }
         }
@@ -487,7 +491,7 @@ public final class ChangeMerger {
             try statement.bind(change.key, from: 3)
         }
         try statement.run()
-        try countChanged(target: target, keyValues: change.key, inserted: false)
+        try countChanged(change, target: target, inserted: false)
     }
 
     // MARK: Finishing

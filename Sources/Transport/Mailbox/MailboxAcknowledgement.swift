@@ -49,7 +49,7 @@ struct MailboxAcknowledgement {
     /// one was written): their writer leaves each again under another name.
     var damaged: [String] = []
     /// At most this many of each are said (the rest next time): a few lines per replica.
-    static let maxUnopened = 16
+    static let maxNamedFiles = 16
     /// When the replica wrote it (Unix ms), the stamp its file name starts with, signed: a copy
     /// of the file under another name is a replay, not a newer word.
     var written: UInt64?
@@ -64,8 +64,8 @@ struct MailboxAcknowledgement {
             "learned " + events.joined(separator: ","),
         ]
         if !birth.isEmpty { lines.append("birth " + hexString(birth)) }
-        if !unopened.isEmpty { lines.append("unopened " + unopened.prefix(Self.maxUnopened).joined(separator: ",")) }
-        if !damaged.isEmpty { lines.append("damaged " + damaged.prefix(Self.maxUnopened).joined(separator: ",")) }
+        if !unopened.isEmpty { lines.append("unopened " + unopened.prefix(Self.maxNamedFiles).joined(separator: ",")) }
+        if !damaged.isEmpty { lines.append("damaged " + damaged.prefix(Self.maxNamedFiles).joined(separator: ",")) }
         if let written { lines.append("written \(written)") }
         lines.append("")
         let payload = lines.joined(separator: "\n")
@@ -178,9 +178,9 @@ struct MailboxAcknowledgement {
         }
         // Only names a key file can have, and a few: anything else is not a readers' key.
         let unopened = (fields["unopened"] ?? "").split(separator: ",").map(String.init).filter(ReadersKey.isFileName)
-            .prefix(Self.maxUnopened)
+            .prefix(Self.maxNamedFiles)
         let damaged = (fields["damaged"] ?? "").split(separator: ",").map(String.init).filter(BundleExchange.isBundleFileName)
-            .prefix(Self.maxUnopened)
+            .prefix(Self.maxNamedFiles)
         return (
             MailboxAcknowledgement(
                 replica: replica, name: fields["name"] ?? "", knowledge: knowledge, learned: learned, birth: birth,

@@ -291,7 +291,7 @@ struct MailboxState {
             let parts = try row.string("path").split(separator: "/")
             guard parts.count >= 2, let name = parts.last, name.hasPrefix(parts[parts.count - 2] + "_") else { return nil }
             return BundleExchange.isBundleFileName(String(name)) ? String(name) : nil
-        }.prefix(MailboxAcknowledgement.maxUnopened).map { $0 }
+        }.prefix(MailboxAcknowledgement.maxNamedFiles).map { $0 }
     }
 
     /// Files refused in any mailbox for a signer not trusted here, unchanged since, with the
@@ -402,7 +402,7 @@ enum MailboxSQL {
         SELECT DISTINCT k."key" FROM "_sqsync_seen_bundles" s
         JOIN "_sqsync_bundle_readers_keys" k ON k."bundle" = s."name" AND k."mailbox" = ?1
         WHERE s."knowledge" LIKE ?3 AND s."knowledge" != ?2 AND k."key" IS NOT NULL
-        ORDER BY k."key" LIMIT \(MailboxAcknowledgement.maxUnopened)
+        ORDER BY k."key" LIMIT \(MailboxAcknowledgement.maxNamedFiles)
         """
     static let markSeen = #"INSERT OR REPLACE INTO "_sqsync_seen_bundles" ("name", "knowledge") VALUES (?, ?)"#
     static let forgetSeen = #"DELETE FROM "_sqsync_seen_bundles" WHERE "name" = ?"#
