@@ -40,7 +40,7 @@ let package = Package(
         // Sample data made in SQL, for the tests and the bench alike (no XCTest in it).
         .target(name: "SampleData", path: "Tests/SampleData"),
         .target(
-            name: "TestSupport", dependencies: ["SQLiteDatabase", .product(name: "Crypto", package: "swift-crypto")],
+            name: "TestSupport", dependencies: ["SQLiteDatabase", "Bundle", .product(name: "Crypto", package: "swift-crypto")],
             path: "Tests/TestSupport"),
         .testTarget(name: "SQLiteDatabaseTests", dependencies: ["SQLiteDatabase", "CSQLite"]),
         .testTarget(name: "ChangeLogTests", dependencies: ["ChangeLog", "SQLiteDatabase", "TestSupport"]),
@@ -50,7 +50,8 @@ let package = Package(
                 "Bundle", "ChangeLog", "SQLiteDatabase", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
             ]),
         .testTarget(
-            name: "TransportTests", dependencies: ["Transport", "Bundle", "ChangeLog", "SQLiteDatabase", "TestSupport"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["sqsync", "SQLiteDatabase", "TestSupport", "SampleData"]),
+            name: "TransportTests",
+            dependencies: ["Transport", "Bundle", "ChangeLog", "SQLiteDatabase", "TestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["sqsync", "Bundle", "SQLiteDatabase", "TestSupport", "SampleData"]),
     ]
 )

@@ -1,3 +1,4 @@
+import Bundle
 import Foundation
 import TestSupport
 import XCTest
@@ -24,6 +25,45 @@ final class MailboxAttackTests: XCTestCase {
 
     private func rows(_ db: String) throws -> String { try h.dump(db, table: "t", orderBy: "id") }
     private func id(_ name: String) -> String { keys[name]!.replicaID }
+
+    /// Issue 55, item 2, with the built binary: past one direct recipient (as past a few dozen
+    /// readers), bundles go to a readers' key. C's stolen key plants, before A made one, a key
+    /// for exactly {A, B, C} whose stanza for B wraps another key (a file written by hand). A
+    /// takes it (it can check only its own stanza); B's sync cannot open it, says what waits
+    /// and names the key in its signed acknowledgement; A's next sync leaves it; B's next reads.
+    func testAReadersKeyPoisonedForOneReaderCostsItOneRound() throws {
+        for _ in 0..<2 { for (db, name) in [(a, "A"), (b, "B"), (c, "C")] { try h.syncOK(db, as: name, box) } }
+        let signing = try ["A", "B", "C"].map { try SigningKey.load(path: h.keyPath($0)) }
+        let planted = try PoisonedReadersKey.plant(
+            readers: signing, maker: signing[2], victim: signing[1], inMailbox: box, scratch: h.path("."))
+        let manyReaders = ["SQSYNC_MAX_DIRECT_RECIPIENTS": "1"]
+        func sync(_ db: String, _ name: String) throws -> ProcessResult {
+            try h.sqsync(["sync", db, box], key: name, environment: manyReaders)
+        }
+        func keyOfBundle(_ name: String) throws -> String? {
+            let outbox = box + "/sqsync/outbox/" + id(name)
+            let files = try FileManager.default.contentsOfDirectory(atPath: outbox).filter { $0.hasSuffix(".sqsb") }
+            return files.compactMap { AgeFile.readersKeyName(ofFile: outbox + "/" + $0) }.first
+        }
+
+        try h.sqlite(a, "INSERT INTO t VALUES ('a1', 'after the plant');")
+        XCTAssertEqual(try sync(a, "A").status, 0)
+        XCTAssertEqual(try keyOfBundle("A"), planted, "A took the planted key: it cannot check B's stanza")
+        let starved = try sync(b, "B")
+        XCTAssertEqual(starved.status, 0, starved.stderr)
+        XCTAssertTrue(starved.stderr.contains("waiting: 1 bundle for a readers' key"), starved.stderr)
+        XCTAssertFalse(try rows(b).contains("after the plant"))
+        let word = try FileManager.default.contentsOfDirectory(atPath: box + "/sqsync/acks/" + id("B")).sorted().last ?? ""
+        let said = try String(contentsOfFile: box + "/sqsync/acks/\(id("B"))/\(word)", encoding: .utf8)
+        XCTAssertTrue(said.contains("unopened \(planted)"), said)
+
+        XCTAssertEqual(try sync(a, "A").status, 0)
+        XCTAssertNotEqual(try keyOfBundle("A"), planted, "A left the key B said it cannot open")
+        let fed = try sync(b, "B")
+        XCTAssertEqual(fed.status, 0, fed.stderr)
+        XCTAssertFalse(fed.stderr.contains("waiting"), fed.stderr)
+        XCTAssertTrue(try rows(b).contains("after the plant"))
+    }
 
     /// A bundle that claims to be A's, signed by C's key, planted in A's own outbox: B, which
     /// reads it first, refuses it naming the file and blaming C's key, not A; A removes it

@@ -75,4 +75,59 @@ final class RestoreCLITests: XCTestCase {
     func testABackupRestoredBySQLiteIsCaughtAndLosesNothing() throws {
         try restoreInPlace { backup in try h.sqlite(north, ".restore '\(backup)'") }
     }
+
+    /// The restored file writes a bundle by hand (`export`, which no mailbox check sees) and
+    /// a stick carries it to hub and hq: each then holds two different changes under north's
+    /// numbers and says so, every sync, under -q too, with exit 0 (their data still
+    /// converge), until its conflict log is cleared. Then north follows the fix, and every
+    /// replica ends with what north wrote before and after the restore.
+    func testAThirdReplicaHoldingTwoChangesUnderOneNumberSaysSo() throws {
+        try twoChangesUnderOneNumber(rowAfterRestore: "n2")
+    }
+
+    /// The same when both changes wrote one row: the receivers are not stopped (a refusal
+    /// would starve them of every bundle that relays the second), and agree on one value.
+    func testTwoChangesToOneRowUnderOneNumberAreSaidNotRefused() throws {
+        try twoChangesUnderOneNumber(rowAfterRestore: "n1")
+    }
+
+    private func twoChangesUnderOneNumber(rowAfterRestore row: String) throws {
+        let backup = h.path("north-backup.db")
+        try h.sqlite(north, ".backup '\(backup)'")
+        try h.sqlite(north, "UPDATE items SET v = 'CHANGE-A' WHERE id = 'n1';")
+        try rounds(2)
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: north + suffix) }
+        XCTAssertEqual(try Harness.run("/bin/cp", [backup, north]).status, 0)
+        try h.sqlite(north, "UPDATE items SET v = 'CHANGE-B' WHERE id = '\(row)';")
+
+        let stick = try h.export(north, as: "north")
+        let imported = try h.ok(["import", hub, stick], key: "hub")
+        let sentence = "signed two different changes under the same numbers"
+        XCTAssertTrue(imported.stderr.contains(sentence), imported.stderr)
+        XCTAssertTrue(imported.stderr.contains("north ("), imported.stderr)
+        XCTAssertTrue(imported.stderr.contains("sqsync reidentify"), imported.stderr)
+
+        let hubSync = try h.sqsync(["sync", "-q", hub, box], key: "hub")
+        XCTAssertEqual(hubSync.status, 0, hubSync.stderr)
+        XCTAssertTrue(hubSync.stderr.contains(sentence), "every sync says it again: \(hubSync.stderr)")
+        try h.ok(["import", hq, stick], key: "hq")
+        let hqSync = try h.sqsync(["sync", hq, box, "--json"], key: "hq")
+        XCTAssertEqual(hqSync.status, 0, hqSync.stderr)
+        XCTAssertTrue(hqSync.stderr.contains(sentence), hqSync.stderr)
+        XCTAssertEqual((h.json(hqSync)["numbered_twice"] as? [String])?.count, 1, hqSync.stdout)
+
+        try h.ok(["conflicts", hq, "--clear"])
+        let cleared = try h.syncOK(hq, as: "hq", box)
+        XCTAssertFalse(cleared.stderr.contains(sentence), cleared.stderr)
+
+        let caught = try h.sync(north, as: "north", box)
+        XCTAssertNotEqual(caught.status, 0, caught.stderr)
+        try h.ok(["reidentify", north], key: "north")
+        try h.ok(["conflicts", north, "--clear"])
+        try rounds(3)
+        let expected = try items(hq)
+        XCTAssertTrue(expected.contains("CHANGE-B"), expected)
+        if row == "n2" { XCTAssertTrue(expected.contains("CHANGE-A"), expected) }
+        for replica in replicas { XCTAssertEqual(try items(replica.db), expected, replica.name) }
+    }
 }

@@ -12,7 +12,9 @@ import XCTest
 /// visiting its mailboxes in random order; files lost, put back late and copied to another
 /// mailbox; purges; late joiners made with `init` (with rows of their own) and with `clone`,
 /// attached through one site, one of them after a purge; a site's file copied with `cp` and
-/// used as a site of its own, which follows the fix its first sync prints. In half the networks
+/// used as a site of its own, which follows the fix its first sync prints; a site's file
+/// restored in place from a backup of itself taken earlier in the run (its change numbers go
+/// back), which follows the fix once a sync says so (`reidentify`). In half the networks
 /// values are capped (`SQSYNC_MAX_VALUE_BYTES`) and some writes are larger: each origin leaves
 /// them out, then sends them once the cap is raised, before the end. In half, every bundle goes
 /// to a mailbox's readers' key (lost, put back and copied key files included, as bundles are:
@@ -47,6 +49,8 @@ private final class FuzzNetwork {
         var mailboxes: [Int]
         /// A file copied with `cp` that has not yet followed the fix its first sync prints.
         var unfixedCopy = false
+        /// A file restored from its own backup that no sync has yet said so to.
+        var unfixedRestore = false
     }
 
     let directory: String
@@ -63,6 +67,9 @@ private final class FuzzNetwork {
     var removed: Set<String> = []
     var joiners = 0
     var copies = 0
+    /// A backup of one site's file, taken mid-run, to be restored over it later.
+    var backup: (site: Int, path: String)?
+    var restoredYet = false
     let keys = (0..<30).map { "k\($0)" }
     /// The value cap while the network runs, if any: some writes are larger.
     let valueCap: Int?
@@ -182,6 +189,8 @@ private final class FuzzNetwork {
             default: if joiners < 3 { try join(afterPurge: false) }
             }
             if step == 30 && copies == 0 { try copyWithCp() }
+            if step == 20 { try takeBackup() }
+            if step == 60 { try restoreBackup() }
             if step == 70 && joiners < 3 {
                 for index in sites.indices { try purge(at: index) }
                 try join(afterPurge: true)
@@ -229,6 +238,14 @@ private final class FuzzNetwork {
         let mailbox = Mailbox(transport: DirectoryTransport(root: mailboxes[box].folder), encrypts: sharesReadersKeys)
         if sites[index].unfixedCopy { try followTheFix(index, mailbox) }
         let report = try mailbox.sync(replica: sites[index].replica, key: sites[index].key, trust: trust)
+        if sites[index].unfixedRestore {
+            let toldRestored = report.refused.contains { $0.reason.contains("restored") && $0.reason.contains("sqsync reidentify") }
+            if toldRestored || !report.signedAsThisReplica.isEmpty {
+                if !report.rejected.isEmpty { throw FuzzFailure("\(sites[index].name), restored: rejected \(report.rejected)") }
+                try followTheRestoreFix(index, told: report.refused.map(\.reason) + report.signedAsThisReplica)
+                return report
+            }
+        }
         if !report.rejected.isEmpty || !report.refused.isEmpty {
             throw FuzzFailure("\(sites[index].name) at box\(box): rejected \(report.rejected), refused \(report.refused)")
         }
@@ -311,6 +328,45 @@ private final class FuzzNetwork {
         history.note("\(sites[index].name) reidentified: \(result.changesTaken) writes its own")
     }
 
+    /// A backup of a site's file (SQLite's online backup, as `sqlite3 .backup` makes).
+    private func takeBackup() throws {
+        let index = history.below(sites.count)
+        guard !sites[index].unfixedCopy else { return }
+        let path = directory + "/backup-\(sites[index].name).db"
+        try sites[index].replica.database.backup(toPath: path)
+        backup = (index, path)
+        history.note("\(sites[index].name) backed up")
+    }
+
+    /// The backup copied back over the site's file, in place (as `sqlite3 .restore` does):
+    /// what it wrote since is gone from the file, and it writes under the numbers it reused.
+    /// Rows only that file held are lost with it, not by sqsync: they leave what must arrive.
+    private func restoreBackup() throws {
+        guard let backup, !sites[backup.site].unfixedCopy, !sites[backup.site].unfixedRestore else { return }
+        let index = backup.site, path = sites[index].replica.path
+        let before = Set(try ids(of: sites[index].replica))
+        var elsewhere: Set<String> = []
+        for other in sites.indices where other != index { elsewhere.formUnion(try ids(of: sites[other].replica)) }
+        try Database(path: backup.path).backup(toPath: path)
+        sites[index].replica = try Replica(path: path)
+        sites[index].unfixedRestore = true
+        restoredYet = true
+        let lost = before.subtracting(try ids(of: sites[index].replica)).subtracting(elsewhere)
+        inserted.subtract(lost)
+        history.note("\(sites[index].name) restored from its backup in place\(lost.isEmpty ? "" : ", losing \(lost.sorted()) only it held")")
+    }
+
+    /// A sync told the restored file so (its own acknowledgement or change written by the
+    /// file before the restore): it says to run `reidentify`, which it does.
+    private func followTheRestoreFix(_ index: Int, told: [String]) throws {
+        let birth = ReplicaIdentity.newBirth()
+        let result = try sites[index].replica.reidentify(as: ReplicaIdentity.knowledgeID(for: sites[index].key.publicKey, birth: birth))
+        try KeyBinding.bindOwnIdentity(replica: sites[index].replica, key: sites[index].key.publicKey, birth: birth)
+        try sites[index].replica.clearConflicts()
+        sites[index].unfixedRestore = false
+        history.note("\(sites[index].name) told it was restored (\(told.first ?? "")), reidentified: \(result.changesTaken) writes its own")
+    }
+
     private func purge(at index: Int) throws {
         let result = try sites[index].replica.purge(dryRun: false)
         history.note("\(sites[index].name) purges \(result.tombstones) tombstones")
@@ -329,7 +385,11 @@ private final class FuzzNetwork {
             sites.append(site)
             history.note("\(name) joins through \(sites[through].name), made with init\(afterPurge ? " after a purge" : "")")
         } else {
-            let source = (through + 1 + history.below(sites.count - 1)) % sites.count
+            var source = (through + 1 + history.below(sites.count - 1)) % sites.count
+            // Not a clone of a file that a backup will be restored over: the clone would hold
+            // writes of the file's that only the file could sign, and the restore drops them
+            // (docs/TROUBLESHOOTING.md, "A backup restored in place").
+            if let backup, backup.site == source, !restoredYet { source = (source + 1) % sites.count }
             let key = SigningKey.generate(comment: name)
             let clone = try sites[source].replica.clone(
                 to: directory + "/\(name).db", name: name, knowledgeID: ReplicaIdentity.knowledgeID(for: key.publicKey),

@@ -1,6 +1,7 @@
 import ChangeLog
 import Foundation
 import SQLiteDatabase
+import TestSupport
 import XCTest
 
 @testable import Bundle
@@ -210,6 +211,12 @@ final class ReadersKeyMailboxTests: XCTestCase {
         return key.name
     }
 
+    private func plantPoisonedKey(
+        readers: [SigningKey], maker: SigningKey, victim: SigningKey, inMailbox mailboxFolder: String? = nil
+    ) throws -> String {
+        try PoisonedReadersKey.plant(readers: readers, maker: maker, victim: victim, inMailbox: mailboxFolder ?? box, scratch: folder)
+    }
+
     private func readersKeyOfBundle(_ replica: Replica) throws -> String {
         try XCTUnwrap(AgeFile.readersKeyName(ofFile: try XCTUnwrap(outbox(of: replica).first)))
     }
@@ -273,6 +280,69 @@ final class ReadersKeyMailboxTests: XCTestCase {
         XCTAssertTrue(atNorth.contains("h2=second"), "\(atNorth)")
     }
 
+    /// A key whose stanza for one reader wraps another (``PoisonedReadersKey``, end to end in
+    /// `MailboxAttackTests`), planted over and over by the last replica's stolen key, in random
+    /// networks and orders: 3 to 5 replicas share a mailbox, all encrypting to readers' keys;
+    /// they write and sync in random order while f7 plants keys poisoned for a random reader
+    /// (before and after writers made their own) and removes key files. Once it stops, a few
+    /// rounds later every replica holds every row written anywhere: no reader starves.
+    /// 3 seeds; `SQSYNC_PROPERTY_SEEDS=N` runs N.
+    func testPoisonedReadersKeysStarveNoReaderInAnyOrder() throws {
+        setenv("SQSYNC_MAX_DIRECT_RECIPIENTS", "1", 1)
+        for seed in PropertyHistory.seeds(from: 0x9015_0000, default: 3) {
+            var history = PropertyHistory(seed: seed)
+            let network = folder + "/seed-\(seed)", shared = network + "/box"
+            try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+            let names = (0..<(3 + history.below(3))).map { "r\($0)" }
+            let keys = names.map { SigningKey.generate(comment: $0) }
+            let thief = keys.count - 1
+            let trust = try AllowedSigners(
+                text: zip(names, keys).map { AllowedSigners.line(principal: $0.0, key: $0.1.publicKey) }.joined(separator: "\n"))
+            try Database(path: network + "/r0.db").execute("CREATE TABLE t (id TEXT PRIMARY KEY, v TEXT);")
+            let first = try Replica.initialize(path: network + "/r0.db", name: "r0").replica
+            try first.track(["t"], allowIntegerPrimaryKey: false)
+            let replicas = [first] + (try names.dropFirst().map { try first.clone(to: network + "/\($0).db", name: $0) })
+            let box = Mailbox(transport: DirectoryTransport(root: shared))
+            var written: Set<String> = []
+            func sync(_ index: Int) throws {
+                _ = try box.sync(replica: replicas[index], key: keys[index], trust: trust)
+                history.note("\(names[index]) syncs")
+            }
+            do {
+                for step in 0..<40 {
+                    switch history.below(10) {
+                    case 0..<3:
+                        let writer = history.below(replicas.count)
+                        let id = "\(names[writer])-\(step)"
+                        try replicas[writer].database.run("INSERT INTO t VALUES (?, 'x')", .text(id))
+                        written.insert(id)
+                        history.note("\(names[writer]) writes \(id)")
+                    case 3..<8:
+                        try sync(history.below(replicas.count))
+                    case 8:
+                        let victim = history.below(thief)
+                        let name = try plantPoisonedKey(readers: keys, maker: keys[thief], victim: keys[victim], inMailbox: shared)
+                        history.note("the thief plants \(name), poisoned for \(names[victim])")
+                    default:
+                        for file in (try? FileManager.default.contentsOfDirectory(atPath: shared + "/sqsync/keys")) ?? []
+                        where history.chance(50) {
+                            try FileManager.default.removeItem(atPath: shared + "/sqsync/keys/" + file)
+                            history.note("the thief removes key \(file)")
+                        }
+                    }
+                }
+                for _ in 0..<4 { for index in replicas.indices { try sync(index) } }
+                for (index, replica) in replicas.enumerated() {
+                    let held = Set(try rows(replica).map { String($0.prefix { $0 != "=" }) })
+                    let missing = written.subtracting(held)
+                    if !missing.isEmpty { throw FuzzStop("\(names[index]) never received \(missing.sorted())") }
+                }
+            } catch {
+                XCTFail("seed \(seed): \(error)\n\(history.tail)")
+            }
+        }
+    }
+
     /// A, B and C share a readers' key; A and B retire C (its key still trusted, every reader's
     /// key pinned): A's next bundle goes to a new key that neither C's SSH key nor the keys C
     /// holds open, and B still reads it.
@@ -304,4 +374,9 @@ final class ReadersKeyMailboxTests: XCTestCase {
         _ = try mailbox.sync(replica: replicas[1], key: keys[1], trust: trust)
         XCTAssertTrue(try rows(replicas[1]).contains("after=C was retired"))
     }
+}
+
+private struct FuzzStop: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
 }

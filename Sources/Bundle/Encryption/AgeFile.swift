@@ -97,7 +97,7 @@ public enum AgeFile {
 
     /// One `ssh-ed25519` stanza: the file key sealed under a key only `recipient`'s private
     /// half can agree on (agessh's `Wrap`). Nil for a key with no X25519 form.
-    private static func wrap(_ fileKey: SymmetricKey, for recipient: SSHPublicKey) throws -> [UInt8]? {
+    static func wrap(_ fileKey: SymmetricKey, for recipient: SSHPublicKey) throws -> [UInt8]? {
         guard let theirs = EdwardsToMontgomery.publicKey(recipient),
             let theirKey = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: theirs)
         else { return nil }
@@ -324,11 +324,11 @@ public enum AgeFile {
         HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: shared), salt: salt, info: sshLabel, outputByteCount: 32)
     }
 
-    private static func headerKey(_ fileKey: SymmetricKey) -> SymmetricKey {
+    static func headerKey(_ fileKey: SymmetricKey) -> SymmetricKey {
         HKDF<SHA256>.deriveKey(inputKeyMaterial: fileKey, salt: [UInt8](), info: Array("header".utf8), outputByteCount: 32)
     }
 
-    private static func payloadKey(_ fileKey: SymmetricKey, nonce: [UInt8]) -> SymmetricKey {
+    static func payloadKey(_ fileKey: SymmetricKey, nonce: [UInt8]) -> SymmetricKey {
         HKDF<SHA256>.deriveKey(inputKeyMaterial: fileKey, salt: nonce, info: Array("payload".utf8), outputByteCount: 32)
     }
 
@@ -336,7 +336,7 @@ public enum AgeFile {
     private static var zeroNonce: ChaChaPoly.Nonce { try! ChaChaPoly.Nonce(data: [UInt8](repeating: 0, count: 12)) }
 
     /// STREAM's nonce: an 11-byte big-endian chunk counter, then 1 for the last chunk.
-    private static func chunkNonce(_ counter: UInt64, last: Bool) -> ChaChaPoly.Nonce {
+    static func chunkNonce(_ counter: UInt64, last: Bool) -> ChaChaPoly.Nonce {
         var bytes = [UInt8](repeating: 0, count: 3)
         for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: counter >> UInt64(shift))) }
         bytes.append(last ? 1 : 0)

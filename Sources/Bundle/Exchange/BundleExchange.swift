@@ -80,7 +80,7 @@ public enum BundleExchange {
     static func copiedIdentity(_ path: String, replica: Replica, _ detail: String) -> ChangeLogError {
         ChangeLogError(
             .identityClash,
-            "\(path): written by another copy of this database, knowledge ID \(replica.knowledgeID) (\(detail)), a file copied with cp; run `sqsync reidentify` on the copy, then sync both"
+            "\(path): written by another copy of this database, knowledge ID \(replica.knowledgeID) (\(detail)), a file copied with cp or this file before a backup was restored over it; run `sqsync reidentify` on the copy (or on this file, after a restore), then sync both"
         )
     }
 

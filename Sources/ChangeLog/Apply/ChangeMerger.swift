@@ -72,6 +72,8 @@ public final class ChangeMerger {
     /// This replica holds at least what every change set it merged said its origin held, and
     /// purged nothing: each change it knows of left a trace here (``applyKept(_:to:)``).
     private let holdsWhatItWasTold: Bool
+    /// The origin's numbering as this replica has seen it, checked stamp by stamp.
+    var numbering: OriginNumbering
 
     /// The statements every row change runs, prepared once per merge.
     struct Statements {
@@ -121,6 +123,7 @@ public final class ChangeMerger {
         originKnows[originSite] = max(originKnows[originSite] ?? 0, header.last)
         senderKnows = originKnows
         holdsWhatItWasTold = try database.int64(MergeSQL.holdsWhatItWasTold) == 1
+        numbering = OriginNumbering(before: try replica.topStamp(of: originSite))
         highestClock = header.createdHLC
         statements = try Statements(database)
         reaches = try ReachStatements(database)
@@ -178,14 +181,6 @@ public final class ChangeMerger {
         return a.seq > b.seq
     }
 
-    private func copiedReplica(_ site: Int, seq: Int64) -> ChangeLogError {
-        let id = siteIDs[site] ?? "?"
-        return ChangeLogError(
-            .identityClash,
-            "\(replica.path): replica \(id) exists twice, as a database and a copy of it made with cp (its change \(seq) in the bundle differs from the one held here); run `sqsync reidentify` on the copy, then sync both"
-        )
-    }
-
     func knownHere(_ stamp: LocalStamp) -> Bool {
         assert(stamp.site == originSite, "a change set carries its origin's stamps only")
         return originKnownBefore >= stamp.seq
@@ -199,6 +194,9 @@ public final class ChangeMerger {
     /// so an error of such a row (a NOT NULL or CHECK constraint) can surface from a later
     /// call, and the table shows the rows only once ``finish()`` returned.
     public func apply(_ change: RowChange) throws {
+        if let rowStamp = change.rowStamp { numbering.see(rowStamp) }
+        for column in change.columns { numbering.see(column.stamp) }
+        for counter in change.counters { numbering.see(counter.stamp) }
         let target = targets[change.table]
         if let authorization, try !isAllowed(change, in: target, by: authorization) {
             try widenReach(byDenied: change, in: target)
@@ -240,17 +238,23 @@ public final class ChangeMerger {
             // A life this replica holds the origin's changes past but has no trace of. Another
             // replica's change may have replaced it before the origin's snapshot, and be on its
             // way: old news. But a replica that holds all its senders held has that change
-            // already: then this life was made by a second database under the origin's ID.
-            if holdsWhatItWasTold && !change.isDelete { throw copiedReplica(rowStamp.site, seq: rowStamp.seq) }
-            target.counts.unchanged += 1
-            return
+            // already: then this life was made by a second file under the origin's ID. That is
+            // said, and the life merged as any: both files' writes are real, and every replica
+            // that meets both holds both.
+            if holdsWhatItWasTold && !change.isDelete {
+                numbering.noteClash(at: rowStamp.seq)
+            } else {
+                target.counts.unchanged += 1
+                return
+            }
         }
         if let entry, let rowStamp = change.rowStamp.map(local), entry.stamp.site == rowStamp.site,
             entry.stamp.seq == rowStamp.seq, entry.stamp.hlc != rowStamp.hlc
         {
             // One replica stamps a row once per change: the same change with another clock
-            // was made by a second file under the origin's identity.
-            throw copiedReplica(rowStamp.site, seq: rowStamp.seq)
+            // was made by a second file under the origin's identity. Said, and merged as any
+            // change: every replica orders the two alike (``isLater(_:than:)``).
+            numbering.noteClash(at: rowStamp.seq)
         }
         let localLength = entry?.cl ?? 0
         if change.causalLength < localLength {
@@ -414,13 +418,13 @@ public final class ChangeMerger {
             if theirs.site == ours.site {
                 // One replica's own history: its later change supersedes, nothing conflicts.
                 // A sequence number names one change, so the same number with another clock
-                // can only come from a copy of that replica. (A later change this replica
-                // claims to hold may still be missing here: its origin left it out of a later
-                // set because another replica's write superseded it, which comes on its own.)
-                if theirs.seq == ours.seq && theirs.hlc != ours.hlc {
-                    throw copiedReplica(theirs.site, seq: theirs.seq)
-                }
-                if theirs.seq > ours.seq { winners.append((incoming, column, theirs)) }
+                // comes from a second file under that identity (a copy, a restored backup):
+                // said, and the later clock wins, so that every replica keeps the same one.
+                // (A later change this replica claims to hold may still be missing here: its
+                // origin left it out of a later set because another replica's write
+                // superseded it, which comes on its own.)
+                if theirs.seq == ours.seq && theirs.hlc != ours.hlc { numbering.noteClash(at: theirs.seq) }
+                if (theirs.seq, theirs.hlc) > (ours.seq, ours.hlc) { winners.append((incoming, column, theirs)) }
                 continue
             }
             if isLater(theirs, than: ours) {
@@ -503,6 +507,7 @@ public final class ChangeMerger {
     /// held (AdminEvidence.swift).
     public func finish() throws -> ApplySummary {
         let merged = try finishRows()
+        try replica.recordNumbering(numbering, site: originSite, origin: header.origin)
         try replica.startNewLives(of: relabelled)
         try replica.announceDeletions(of: deletedAgain)
         try replica.startNewLives(undoing: undoneByNewLife)

@@ -70,7 +70,7 @@ public final class OwnChangeCheck {
     private func copied(_ seq: Int64, _ detail: String) -> ChangeLogError {
         var error = ChangeLogError(
             .identityClash,
-            "\(path): another copy of this database, knowledge ID \(replica.knowledgeID) (a file copied with cp), made its change \(seq) otherwise (\(detail)); run `sqsync reidentify` on the copy, then sync both"
+            "\(path): another copy of this database, knowledge ID \(replica.knowledgeID) (a file copied with cp, or this file before a backup was restored over it), made its change \(seq) otherwise (\(detail)); run `sqsync reidentify` on the copy (or on this file, after a restore), then sync both"
         )
         error.ownChangeClash = seq
         return error

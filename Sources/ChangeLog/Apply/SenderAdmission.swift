@@ -38,8 +38,9 @@ public enum SenderVerdict: Sendable, Equatable {
     /// Merge the bundle.
     case admitted
     /// The bundle is older than one this replica already took from the same sender (its
-    /// clock is behind what the sender reported since): what it says of its sender is
-    /// stale, and only its signed changes count, as a relay's would.
+    /// clock is behind what the sender reported since), or was written by a second file
+    /// under the sender's identity: what it says of its sender is stale or another file's,
+    /// and only its signed changes count, as a relay's would.
     case superseded
 }
 
@@ -65,12 +66,12 @@ extension Replica {
                 }
                 // One replica's clock never goes back and imports may push it forward with no
                 // new change, so more changes never come with an earlier clock, nor fewer with
-                // a later one.
+                // a later one: two files write under its identity (a copy, a backup restored
+                // over it, a stolen key). Said at every sync (``standingNumberedTwice()``), not
+                // refused: refusing would starve this replica of what the bundle relays.
                 if (seq > reportedSeq && hlc < reportedHLC) || (seq < reportedSeq && hlc > reportedHLC) {
-                    throw ChangeLogError(
-                        .identityClash,
-                        "\(path): replica \(report.label) exists twice (its clock went \(reportedSeq)@\(reportedHLC) → \(seq)@\(hlc), which one file never does: a database and a copy of it made with cp); run `sqsync reidentify` on the copy, then sync both"
-                    )
+                    try noteNumberedTwice(report.knowledgeID, at: min(seq, reportedSeq))
+                    return .superseded
                 }
             }
         }

@@ -46,7 +46,7 @@ extension Replica {
             let newSite = try siteNumber(for: knowledgeID, name: chosenName)
             var taken = 0
             for table in try trackedTables(skippingMissing: true) {
-                taken += try logOwnWrites(of: table, site: oldSite, after: shared)
+                taken += try logWritesAgain(of: table, by: oldSite, after: shared)
             }
             try database.run(ReidentifySQL.forgetOwnNotes, .integer(Int64(oldSite)), .integer(shared))
             try database.run(ReidentifySQL.previousHolds, .integer(shared), .integer(Int64(oldSite)))
@@ -67,7 +67,9 @@ extension Replica {
 
     /// Logs, as the triggers would, every write of `site` after `seq` to `table`'s rows:
     /// inserts of the lives it began, deletions it made, updates of the columns it wrote.
-    private func logOwnWrites(of table: TableInfo, site: Int, after seq: Int64) throws -> Int {
+    /// (Also how a replica announces again what an origin wrote under numbers it used twice:
+    /// ``Replica/recordNumbering(_:site:origin:)``.)
+    func logWritesAgain(of table: TableInfo, by site: Int, after seq: Int64) throws -> Int {
         var logged = 0
         for row in try database.rows(ReidentifySQL.entries, .integer(Int64(table.tid))) {
             let key = try row.value("pk")

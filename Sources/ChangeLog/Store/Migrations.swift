@@ -530,6 +530,19 @@ enum MetadataSQL {
                 WHERE "kind" = 'signed as this replica';
             """
         ),
+        (
+            23,
+            """
+            -- Each origin's highest-numbered change this replica merged, and its clock: one
+            -- replica's later number always has the later clock, so a change that disagrees
+            -- with it was signed by a second file or key under that identity (OriginNumbering.swift).
+            ALTER TABLE "_sqsync_sites" ADD COLUMN "top_seq" INTEGER;
+            ALTER TABLE "_sqsync_sites" ADD COLUMN "top_hlc" INTEGER;
+            -- Every sync repeats what it found numbered twice (Conflicts.swift).
+            CREATE INDEX "_sqsync_conflicts_numbered_twice" ON "_sqsync_conflicts" ("lost_site")
+                WHERE "kind" = 'numbered twice';
+            """
+        ),
     ]
 
 

@@ -92,6 +92,7 @@ public final class Mailbox {
         report.untrusted = untrusted.filter { !retired.contains(Self.sender(ofBundleAt: $0.path) ?? "") }.map(\.reason)
         report.withheld = try replica.withheldValues(cap: BundleLimits.maxValueBytes)
         report.signedAsThisReplica = try replica.standingSignedAsThisReplica()
+        report.numberedTwice = try replica.standingNumberedTwice()
         report.waitingForKey = try state(replica).bundlesWaitingForKey()
     }
 

@@ -51,7 +51,7 @@ extension MailboxSync {
                 report.refused.append(
                     (
                         name,
-                        "\(transport.displayName)/\(path): written by another copy of this database (a file copied with cp); run `sqsync reidentify` on the copy, then sync both"
+                        "\(transport.displayName)/\(path): written by another copy of this database, or by this file before it was restored; run `sqsync reidentify` on the copy, then sync both"
                     ))
                 return false
             }

@@ -44,19 +44,23 @@ extension MailboxSync {
     /// bundle names it. A reader retired or untrusted is no longer among the recipients, so what
     /// is written after that goes to a new key the old reader does not hold.
     ///
-    /// A writer cannot check the stanzas of a key file for other readers, so it never adopts
-    /// another's key once it made one of its own for these readers, and it leaves every key a
-    /// reader of the group said (in its signed acknowledgement) that it could not open: a key
-    /// planted with one reader's stolen key starves no other reader past one round.
+    /// A writer cannot check the stanzas of a key file for other readers, so it adopts
+    /// another's key only while it has never held one for these readers: once it made or opened
+    /// one, it keeps to it, and when it loses it (a reader of the group said, in its signed
+    /// acknowledgement, that it could not open it, or its file went) it makes its own. It never
+    /// adopts another's over its own. So keys planted with one reader's stolen key, however
+    /// many, cost each writer one key its readers report at most: no reader starves past a round.
     func readersKey(for recipients: [SSHPublicKey], readers: Set<String>) throws -> ReadersKey {
         let exact = ReadersKey.fullReadersDigest(recipients)
         let prefix = exact.prefix(16) + "-"
         let known = try state.readersKeys()
         let reported = Set(readers.flatMap { peers[$0]?.unopened ?? [] })
         let madeOwn = known.values.contains { $0.madeHere && $0.readersDigest == exact && !reported.contains($0.key.name) }
+        let heldOne = known.values.contains { $0.readersDigest == exact }
         var tried = 0
         for name in try listedKeyFiles().filter({ $0.hasPrefix(prefix) }).sorted() where !reported.contains(name) {
             if madeOwn && known[name]?.madeHere != true { continue }
+            if heldOne && known[name] == nil { continue }
             let opened = known[name].flatMap { $0.readersDigest == exact ? $0 : nil }
             if opened == nil {
                 guard tried < Mailbox.maxKeyFilesTried else { continue }

@@ -51,6 +51,10 @@ public struct SyncReport: Sendable {
     /// in other hands, or a copy of its file writes as it): one line each, naming both fixes,
     /// every sync until the operator clears the conflict log.
     public var signedAsThisReplica: [String] = []
+    /// Other replicas that signed two different changes under the same numbers (a restored
+    /// backup, a copy, a stolen key): one line each, every sync until the conflict log is
+    /// cleared or the replica retired here.
+    public var numberedTwice: [String] = []
     /// Files copied out of the mailbox (bundles, acknowledgements, readers' keys): in steady
     /// state bounded, whatever the number of replicas (docs/PERFORMANCE.md, "A thousand replicas").
     public var filesRead = 0

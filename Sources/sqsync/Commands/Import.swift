@@ -64,7 +64,7 @@ extension SQSync {
             if !dryRun && !files.isEmpty {
                 outcomes += try BundleExchange.retryHeld(replica: replica, trust: trust).map(Outcome.imported)
             }
-            report(outcomes)
+            report(outcomes, numberedTwice: dryRun ? [] : try replica.standingNumberedTwice())
             let codes = outcomes.compactMap { outcome -> Int32? in
                 if case .failed(_, _, let code) = outcome { return code }
                 return nil
@@ -100,10 +100,11 @@ extension SQSync {
             return .failed(path: file, message: message, exitCode: failure.exitCode)
         }
 
-        private func report(_ outcomes: [Outcome]) {
+        private func report(_ outcomes: [Outcome], numberedTwice: [String]) {
             for case .failed(_, let message, _) in outcomes {
                 writeStandardError("sqsync: \(message)\n")
             }
+            for standing in numberedTwice { writeStandardError("sqsync: warning: \(db): \(standing)\n") }
             for case .imported(let result) in outcomes {
                 for refused in result.summary.signedAsThisReplica { writeStandardError("sqsync: \(result.path): \(refused)\n") }
             }

@@ -115,7 +115,7 @@ extension SQSync {
                 // Each reason names its file in the mailbox already.
                 writeStandardError("sqsync: \(problem.reason)\n")
             }
-            for warning in report.warnings + report.withheld.map(describe) {
+            for warning in report.warnings + report.withheld.map(describe) + report.numberedTwice {
                 writeStandardError("sqsync: warning: \(warning)\n")
             }
             for standing in report.signedAsThisReplica { writeStandardError("sqsync: \(db): \(standing)\n") }
@@ -141,6 +141,7 @@ extension SQSync {
                     "gaps": report.gaps.map(gapJSON), "refused_before": report.plantedSkipped.map(displayText),
                     "rows_left_scope": report.rowsLeftScope, "rows_moved_out": movedOut, "oversized": report.oversized, "untrusted": report.untrusted,
                     "withheld": report.withheld.map(withheldJSON), "signed_as_this_replica": report.signedAsThisReplica,
+                    "numbered_twice": report.numberedTwice,
                     "waiting_for_key": report.waitingForKey, "for_other_readers": report.forOtherReaders,
                 ])
             } else {
