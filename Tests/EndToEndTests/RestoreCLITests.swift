@@ -91,6 +91,33 @@ final class RestoreCLITests: XCTestCase {
         try twoChangesUnderOneNumber(rowAfterRestore: "n1")
     }
 
+    /// Two receivers meet the two histories of north's numbers and hub's write in opposite
+    /// orders: the restored file's write (a lower number, the latest clock) against the first
+    /// file's (a higher number, an earlier clock) and hub's between. Both keep the same value:
+    /// the latest clock's, as between any two replicas.
+    func testTwoHistoriesOfOneNumberingMergeAlikeInAnyOrder() throws {
+        let east = try h.cloneReplica(hq, as: "east")
+        let backup = h.path("north-backup.db")
+        try h.sqlite(north, ".backup '\(backup)'")
+        try h.sqlite(north, "UPDATE items SET v = 'first-file-other' WHERE id = 'n2';")
+        try h.sqlite(north, "UPDATE items SET v = 'first-file' WHERE id = 'n1';")
+        let fromFirstFile = try h.export(north, as: "north")
+        Thread.sleep(forTimeInterval: 0.01)
+        try h.sqlite(hub, "UPDATE items SET v = 'hub' WHERE id = 'n1';")
+        let fromHub = try h.export(hub, as: "hub")
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: north + suffix) }
+        XCTAssertEqual(try Harness.run("/bin/cp", [backup, north]).status, 0)
+        Thread.sleep(forTimeInterval: 0.01)
+        try h.sqlite(north, "UPDATE items SET v = 'restored-file' WHERE id = 'n1';")
+        let fromRestored = try h.export(north, as: "north")
+
+        for bundle in [fromFirstFile, fromHub, fromRestored] { try h.ok(["import", hq, bundle], key: "hq") }
+        for bundle in [fromRestored, fromHub, fromFirstFile] { try h.ok(["import", east, bundle], key: "east") }
+        let atHQ = try items(hq)
+        XCTAssertEqual(atHQ, try items(east))
+        XCTAssertTrue(atHQ.contains("'n1'|'restored-file'"), atHQ)
+    }
+
     private func twoChangesUnderOneNumber(rowAfterRestore row: String) throws {
         let backup = h.path("north-backup.db")
         try h.sqlite(north, ".backup '\(backup)'")

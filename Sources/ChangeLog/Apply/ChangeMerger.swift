@@ -419,12 +419,13 @@ public final class ChangeMerger {
                 // One replica's own history: its later change supersedes, nothing conflicts.
                 // A sequence number names one change, so the same number with another clock
                 // comes from a second file under that identity (a copy, a restored backup):
-                // said, and the later clock wins, so that every replica keeps the same one.
-                // (A later change this replica claims to hold may still be missing here: its
-                // origin left it out of a later set because another replica's write
-                // superseded it, which comes on its own.)
+                // said. The later clock wins, as between replicas (one file's numbers and
+                // clocks rise together), so that every replica keeps the same value whatever
+                // order the two histories and others' writes arrive in. (A later change this
+                // replica claims to hold may still be missing here: its origin left it out of a
+                // later set because another replica's write superseded it, which comes on its own.)
                 if theirs.seq == ours.seq && theirs.hlc != ours.hlc { numbering.noteClash(at: theirs.seq) }
-                if (theirs.seq, theirs.hlc) > (ours.seq, ours.hlc) { winners.append((incoming, column, theirs)) }
+                if isLater(theirs, than: ours) { winners.append((incoming, column, theirs)) }
                 continue
             }
             if isLater(theirs, than: ours) {

@@ -6,8 +6,11 @@ import SQLiteDatabase
 /// signed by the origin that disagree were made by two files under its identity (a backup
 /// restored over it, a `cp` copy) or by a second holder of its key. A third replica sees this
 /// where neither file does: it compares every stamp it merges with the origin's
-/// highest-numbered stamp it merged before (kept in `_sqsync_sites`) and with the highest of
-/// the set so far.
+/// highest-numbered stamp it merged before (kept in `_sqsync_sites`), and with the highest of
+/// the set so far for its number only. (Entries an sqsync before the capture log left
+/// unnumbered were numbered rows first, then cells, each by clock: within such a history a
+/// cell can carry a higher number and an earlier clock than a row, so order is judged only
+/// against what was merged before, where that history ends.)
 struct OriginNumbering {
     typealias Point = (seq: Int64, hlc: Int64)
 
@@ -27,7 +30,7 @@ struct OriginNumbering {
         if clash == nil {
             if let before, Self.disagree(stamp, before) {
                 clash = (stamp.seq, before.seq)
-            } else if let top, Self.disagree(stamp, top) {
+            } else if let top, stamp.seq == top.seq, stamp.hlc != top.hlc {
                 clash = (stamp.seq, top.seq)
             }
         }
@@ -40,7 +43,7 @@ struct OriginNumbering {
     }
 
     /// Equal clocks under two numbers are let be: entries numbered by an older sqsync's
-    /// migration share their clock.
+    /// migration may share their clock.
     private static func disagree(_ stamp: Stamp, _ point: Point) -> Bool {
         (stamp.seq == point.seq && stamp.hlc != point.hlc) || (stamp.seq < point.seq && stamp.hlc > point.hlc)
             || (stamp.seq > point.seq && stamp.hlc < point.hlc)
@@ -61,7 +64,8 @@ extension Replica {
     /// (``standingNumberedTwice()``) until the log is cleared or the origin retired.
     ///
     /// A replica that holds every row then announces again, as its own writes, what the origin
-    /// wrote here from the first number in question on. Relays keep one segment per range, so
+    /// wrote here from the first number in question on, once per origin (until the conflict
+    /// log is cleared): one pass over the row entries. Relays keep one segment per range, so
     /// the two versions of a range do not both travel under the origin's name: a replica that
     /// took one (the restored file itself, once `reidentify` gave it a new identity and it
     /// takes its old one's changes as any peer's) would never be sent the other's rows. Under
@@ -72,6 +76,8 @@ extension Replica {
         }
         guard let clash = numbering.clash else { return }
         try noteNumberedTwice(origin, at: min(clash.seq, clash.other))
+        try database.run(NumberingSQL.markAnnounced, .text(origin))
+        guard database.changes == 1 else { return }
         let rules = try adminRules()
         guard rules.scope(of: knowledgeID) == nil, !rules.isRestricted(knowledgeID) else { return }
         try database.inTransaction {
@@ -110,6 +116,11 @@ enum NumberingSQL {
         INSERT INTO "_sqsync_conflicts" ("kind", "table_name", "pk", "lost_row", "lost_site", "lost_hlc")
         SELECT '\(kind)', '', '', ?3, ?1, ?2
         WHERE NOT EXISTS (SELECT 1 FROM "_sqsync_conflicts" WHERE "kind" = '\(kind)' AND "lost_site" = ?1)
+        """
+
+    /// The note's "won_hlc" marks that this replica announced the origin's writes again.
+    static let markAnnounced = """
+        UPDATE "_sqsync_conflicts" SET "won_hlc" = 1 WHERE "kind" = '\(kind)' AND "lost_site" = ? AND "won_hlc" IS NULL
         """
 
     static let standing = """

@@ -52,6 +52,7 @@ extension Replica {
     /// sender is ``SenderVerdict/superseded``: a replay, never a reason to alarm, whose
     /// purge marks are not checked (they are older than what the sender said since).
     public func admitSender(_ report: SenderReport, path: String) throws -> SenderVerdict {
+        var verdict = SenderVerdict.admitted
         if let sender = try database.row(MergeSQL.senderRecord, .text(report.knowledgeID)) {
             if try sender.bool("retired") {
                 throw ChangeLogError(
@@ -71,7 +72,7 @@ extension Replica {
                 // refused: refusing would starve this replica of what the bundle relays.
                 if (seq > reportedSeq && hlc < reportedHLC) || (seq < reportedSeq && hlc > reportedHLC) {
                     try noteNumberedTwice(report.knowledgeID, at: min(seq, reportedSeq))
-                    return .superseded
+                    verdict = .superseded
                 }
             }
         }
@@ -86,7 +87,7 @@ extension Replica {
                 )
             }
         }
-        return .admitted
+        return verdict
     }
 
     /// Checks, once a bundle's segments are merged, that this replica is not older than what
