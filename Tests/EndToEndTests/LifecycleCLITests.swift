@@ -59,6 +59,24 @@ final class LifecycleCLITests: XCTestCase {
 
     // MARK: purge waits for every live peer; retire lets a lagging peer go
 
+    /// Acknowledgements travel like changes (issue 54, item 6): A, B and D share one folder,
+    /// B and C another. A deletes a row, which reaches C through B. C has no change to send,
+    /// only its signed word in its folder; B carries that word (C's own signed statement) on
+    /// to A's folder, as it would a change of C's, and A's purge waits on no one.
+    func testAWordCrossesMailboxesWithoutAChangeAndPurgeWaitsOnNoOne() throws {
+        let near = try h.folder("near"), far = try h.folder("far")
+        let visits = [(a, "A", [near]), (b, "B", [near, far]), (c, "C", [far]), (d, "D", [near])]
+        func round() throws { for (db, name, boxes) in visits { for box in boxes { try h.syncOK(db, as: name, box) } } }
+        for _ in 0..<2 { try round() }
+        try h.sqlite(a, "DELETE FROM t WHERE id = 'r2';")
+        // C's word takes the path a change of C's would: C, then B from far to near, then A.
+        for _ in 0..<4 { try round() }
+        XCTAssertFalse(try ids(c).contains("r2"))
+        let purge = try h.okJSON(["purge", a], key: "A")
+        XCTAssertEqual(purge["held_back_by"] as? [String], [], "\(purge)")
+        XCTAssertEqual(purge["tombstones_purged"] as? Int, 1, "\(purge)")
+    }
+
     func testPurgeKeepsTombstonesForLaggingPeerUntilItIsRetired() throws {
         try h.sqlite(a, "DELETE FROM t WHERE id IN ('r2', 'r3');")
         try roundTrip((b, "B"))

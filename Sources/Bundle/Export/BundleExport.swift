@@ -239,6 +239,14 @@ extension BundleExchange {
         return carried
     }
 
+    /// The acknowledgement statements an export carries of replicas other than `readers` (those
+    /// that say their word in a mailbox themselves), as text for a bundle's fingerprint: a
+    /// mailbox writer leaves a bundle when one of them is new, so a replica's word crosses
+    /// mailboxes even when no change does (docs/BUNDLE_FORMAT.md, "Acknowledgement statements").
+    public static func carriedWords(of replica: Replica, except readers: Set<String>) throws -> String {
+        try KeyBinding.carriedStatements(of: replica, except: readers).map { "\($0.replica):\($0.counter)" }.joined(separator: ",")
+    }
+
     /// True when an export since `base` would carry changes: this replica's own after it, or
     /// relayed ones.
     public static func hasChanges(of replica: Replica, since base: Knowledge, scope: [String]? = nil) throws -> Bool {

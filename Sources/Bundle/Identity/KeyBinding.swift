@@ -397,6 +397,24 @@ public enum KeyBinding {
         }
     }
 
+    /// This replica's own latest acknowledgement statement, as bundles carry it: its mailbox
+    /// acknowledgement files carry it too, so that a replica with nothing to send still has
+    /// its word relayed (docs/BUNDLE_FORMAT.md, "Acknowledgement statements").
+    public static func ownStatement(of replica: Replica) throws -> AcknowledgementStatement? {
+        try KeyPins(replica).acknowledgementStatement(of: replica.knowledgeID)
+    }
+
+    /// Keeps, to relay, a statement a mailbox acknowledgement file of `knowledgeID` carried,
+    /// when it is that replica's and signed by `key` (the file's signer, whose binding to the
+    /// replica ``checkAcknowledgementFile(of:name:signedBy:birth:replica:)`` checked), and newer
+    /// than the one held.
+    public static func keepStatement(
+        _ statement: AcknowledgementStatement, of knowledgeID: String, signedBy key: SSHPublicKey, replica: Replica
+    ) throws {
+        guard statement.replica == knowledgeID, statement.replica != replica.knowledgeID, statement.isSigned(by: key) else { return }
+        try KeyPins(replica).store(statement)
+    }
+
     /// The statements an export carries: every replica's latest (this one's included, so
     /// that relays can pass it on), but the receiver's own and those of `leaving` (replicas
     /// that read the same mailbox and say it there themselves); none of retired replicas.

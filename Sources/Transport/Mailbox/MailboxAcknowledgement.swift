@@ -23,6 +23,7 @@ import Glibc
 ///     unopened <key-file>,…                            (readers' keys it could not open; absent when none)
 ///     damaged <bundle-file>,…                          (bundles it found damaged; absent when none)
 ///     written <ms>                                     (when it was written: its file name's stamp; absent before 0.5)
+///     statement <base64>                               (its acknowledgement statement, as bundles carry it; absent before 0.6)
 ///     -----BEGIN SSH SIGNATURE-----      (over every byte above this line)
 ///     …
 ///     -----END SSH SIGNATURE-----
@@ -53,6 +54,10 @@ struct MailboxAcknowledgement {
     /// When the replica wrote it (Unix ms), the stamp its file name starts with, signed: a copy
     /// of the file under another name is a replay, not a newer word.
     var written: UInt64?
+    /// The replica's own acknowledgement statement (signed on its own, as bundles carry it):
+    /// readers keep it and relay it in their bundles, so the replica's word reaches replicas
+    /// beyond this mailbox whether or not it has changes to send.
+    var statement: AcknowledgementStatement?
 
     /// The file's whole text, signed with `key`.
     func signedText(key: SigningKey) throws -> String {
@@ -67,6 +72,7 @@ struct MailboxAcknowledgement {
         if !unopened.isEmpty { lines.append("unopened " + unopened.prefix(Self.maxNamedFiles).joined(separator: ",")) }
         if !damaged.isEmpty { lines.append("damaged " + damaged.prefix(Self.maxNamedFiles).joined(separator: ",")) }
         if let written { lines.append("written \(written)") }
+        if let statement { lines.append("statement " + Data(try statement.stored()).base64EncodedString()) }
         lines.append("")
         let payload = lines.joined(separator: "\n")
         let signature = try SSHSignature.sign(
@@ -184,7 +190,9 @@ struct MailboxAcknowledgement {
         return (
             MailboxAcknowledgement(
                 replica: replica, name: fields["name"] ?? "", knowledge: knowledge, learned: learned, birth: birth,
-                unopened: Array(unopened), damaged: Array(damaged), written: fields["written"].flatMap { UInt64($0) }), signer,
+                unopened: Array(unopened), damaged: Array(damaged), written: fields["written"].flatMap { UInt64($0) },
+                statement: fields["statement"].flatMap { Data(base64Encoded: $0) }.flatMap { try? AcknowledgementStatement(stored: Array($0)) }),
+            signer,
             signature.publicKey
         )
     }

@@ -75,7 +75,11 @@ extension MailboxSync {
         scope: Scope, readers: [String: Knowledge], rules: AdminRules, uploaded: Set<String>
     ) throws {
         let base = Knowledge.common(Array(readers.values))
-        if !readers.isEmpty, try !BundleExchange.hasChanges(of: replica, since: base, scope: scope.sorted) { return }
+        // The word of replicas that do not read here, relayed even when no change is: a replica
+        // with nothing to send is still heard beyond its mailbox, and purges wait on no one
+        // for good (docs/BUNDLE_FORMAT.md, "Acknowledgement statements").
+        let words = try BundleExchange.carriedWords(of: replica, except: Set(readers.keys).union([me]))
+        if !readers.isEmpty, words.isEmpty, try !BundleExchange.hasChanges(of: replica, since: base, scope: scope.sorted) { return }
         var recipients = try self.recipients(readers: Set(readers.keys), unscoped: scope.isEveryRow, rules: rules)
         // Past a few dozen readers, once to their shared key and once to this replica's own.
         var readersKey: ReadersKey?
@@ -86,7 +90,7 @@ extension MailboxSync {
         let content = try BundleExchange.plannedContent(of: replica, since: base, scope: scope.sorted)
         let fingerprint = Mailbox.fingerprint(
             knowledge: knowledge, base: base, recipients: recipients, scope: scope.isEveryRow ? "" : scope.text,
-            content: content + (readersKey.map { "|" + $0.name } ?? ""))
+            content: content + (readersKey.map { "|" + $0.name } ?? "") + (words.isEmpty ? "" : "|words " + words))
         let names = ["", "-1", "-2"].map { "_\(fingerprint)\($0).sqsb" }
         let named = { (name: String) in names.contains { name.hasSuffix($0) } }
         // A bundle a reader found damaged (a stick pulled while it was written) is left again.
