@@ -75,6 +75,16 @@ final class LifecycleCLITests: XCTestCase {
         let purge = try h.okJSON(["purge", a], key: "A")
         XCTAssertEqual(purge["held_back_by"] as? [String], [], "\(purge)")
         XCTAssertEqual(purge["tombstones_purged"] as? Int, 1, "\(purge)")
+
+        // Then the chain goes quiet: no sync takes or leaves a bundle once every word is across.
+        for _ in 0..<3 { try round() }
+        for (db, name, boxes) in visits {
+            for box in boxes {
+                let report = try h.syncJSON(db, as: name, box)
+                XCTAssertEqual(report["bundles_in"] as? Int, 0, "\(name) at \(box): \(report)")
+                XCTAssertTrue(report["bundle_out"] is NSNull, "\(name) at \(box): \(report)")
+            }
+        }
     }
 
     func testPurgeKeepsTombstonesForLaggingPeerUntilItIsRetired() throws {

@@ -244,7 +244,9 @@ extension BundleExchange {
     /// mailbox writer leaves a bundle when one of them is new, so a replica's word crosses
     /// mailboxes even when no change does (docs/BUNDLE_FORMAT.md, "Acknowledgement statements").
     public static func carriedWords(of replica: Replica, except readers: Set<String>) throws -> String {
-        try KeyBinding.carriedStatements(of: replica, except: readers).map { "\($0.replica):\($0.counter)" }.joined(separator: ",")
+        let retired = try replica.retiredPeerIDs()
+        return try KeyPins(replica).statementCounters().filter { !readers.contains($0.replica) && !retired.contains($0.replica) }
+            .map { "\($0.replica):\($0.counter)" }.joined(separator: ",")
     }
 
     /// True when an export since `base` would carry changes: this replica's own after it, or

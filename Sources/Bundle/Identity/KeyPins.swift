@@ -94,6 +94,12 @@ struct KeyPins {
         return statements
     }
 
+    /// Each replica's latest statement's counter, without reading the statements (each lists
+    /// every replica): what a mailbox writer compares every sync.
+    func statementCounters() throws -> [(replica: String, counter: Int64)] {
+        try database.rows(KeyPinSQL.statementCounters).map { (try $0.string("replica"), try $0.int64("counter")) }
+    }
+
     /// One replica's latest statement: every sync checks its own, and each statement lists
     /// every replica, so it is not read through ``acknowledgementStatements()``.
     func acknowledgementStatement(of replica: String) throws -> AcknowledgementStatement? {
@@ -132,6 +138,7 @@ enum KeyPinSQL {
         WHERE k."move" IS NOT NULL AND s."retired" = 0 ORDER BY k."site", k."after_seq"
         """
     static let statements = #"SELECT "replica", "statement" FROM "_sqsync_statements""#
+    static let statementCounters = #"SELECT "replica", "counter" FROM "_sqsync_statements" ORDER BY "replica""#
     static let statement = #"SELECT "statement" FROM "_sqsync_statements" WHERE "replica" = ?"#
     static let storeStatement = """
         INSERT INTO "_sqsync_statements" ("replica", "counter", "statement") VALUES (?, ?, ?)

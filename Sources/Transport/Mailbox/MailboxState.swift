@@ -174,6 +174,17 @@ struct MailboxState {
 
     // MARK: Uploads
 
+    /// The statements of replicas that do not read this mailbox that the last bundle this
+    /// replica left for one scope group carried (``BundleExchange/carriedWords(of:except:)``):
+    /// it leaves another only when they change, so chained mailboxes go quiet again.
+    func relayedWords(scope: String) throws -> String? {
+        try database.row(MailboxSQL.relayedWords, .text(mailbox), .text(scope)).map { try $0.string("words") }
+    }
+
+    func recordRelayedWords(_ words: String, scope: String) throws {
+        try database.run(MailboxSQL.recordRelayedWords, .text(mailbox), .text(scope), .text(words))
+    }
+
     /// Bundles this replica left in the mailbox's outbox: a file there with a matching name
     /// that it did not upload (planted by whoever can write to the folder) is never kept.
     func uploadedBundles() throws -> Set<String> {
@@ -411,6 +422,8 @@ enum MailboxSQL {
         INSERT OR REPLACE INTO "_sqsync_mailbox_acks" ("mailbox", "replica", "file", "text") VALUES (?, ?, ?, ?)
         """
     static let uploads = #"SELECT "file" FROM "_sqsync_mailbox_uploads" WHERE "mailbox" = ?"#
+    static let relayedWords = #"SELECT "words" FROM "_sqsync_relayed_words" WHERE "mailbox" = ? AND "scope" = ?"#
+    static let recordRelayedWords = #"INSERT OR REPLACE INTO "_sqsync_relayed_words" ("mailbox", "scope", "words") VALUES (?, ?, ?)"#
     static let syncedHereBefore = """
         SELECT EXISTS (SELECT 1 FROM "_sqsync_mailbox_acks" WHERE "mailbox" = ?1)
             OR EXISTS (SELECT 1 FROM "_sqsync_mailbox_uploads" WHERE "mailbox" = ?1)

@@ -78,8 +78,10 @@ extension MailboxSync {
         // The word of replicas that do not read here, relayed even when no change is: a replica
         // with nothing to send is still heard beyond its mailbox, and purges wait on no one
         // for good (docs/BUNDLE_FORMAT.md, "Acknowledgement statements").
-        let words = try BundleExchange.carriedWords(of: replica, except: Set(readers.keys).union([me]))
-        if !readers.isEmpty, words.isEmpty, try !BundleExchange.hasChanges(of: replica, since: base, scope: scope.sorted) { return }
+        let words = try BundleExchange.carriedWords(of: replica, except: Set(self.readers.keys).union([me]))
+        let lastWords = try state.relayedWords(scope: scope.text)
+        let newWords = !words.isEmpty && words != lastWords
+        if !readers.isEmpty, !newWords, try !BundleExchange.hasChanges(of: replica, since: base, scope: scope.sorted) { return }
         var recipients = try self.recipients(readers: Set(readers.keys), unscoped: scope.isEveryRow, rules: rules)
         // Past a few dozen readers, once to their shared key and once to this replica's own.
         var readersKey: ReadersKey?
@@ -95,6 +97,7 @@ extension MailboxSync {
         let named = { (name: String) in names.contains { name.hasSuffix($0) } }
         // A bundle a reader found damaged (a stick pulled while it was written) is left again.
         let damaged = Set(peers.values.flatMap(\.damaged))
+        try state.recordRelayedWords(words, scope: scope.text)
         if let existing = mine.first(where: { named($0) && uploaded.contains($0) && !damaged.contains($0) }) {
             keep.insert(existing)
             try state.noteBundleReadersKey(bundle: existing, key: readersKey?.name)

@@ -131,11 +131,24 @@ enum MailboxTables {
                 -- names damaged bundles, so that their writer leaves them again.
                 ALTER TABLE "_sqsync_planted_files" ADD COLUMN "damaged" INTEGER NOT NULL DEFAULT 0;
                 """),
+            .init(
+                7,
+                """
+                -- Per mailbox and scope group, the acknowledgement statements of replicas that do
+                -- not read there that this replica's last bundle carried (their "replica:counter"
+                -- list): a writer leaves a bundle for them only when they change.
+                CREATE TABLE IF NOT EXISTS "_sqsync_relayed_words" (
+                    "mailbox" TEXT NOT NULL,
+                    "scope" TEXT NOT NULL,
+                    "words" TEXT NOT NULL,
+                    PRIMARY KEY ("mailbox", "scope")
+                );
+                """),
         ])
 
     /// What a copy made by `clone` must not inherit: the original's mailbox history.
     static let perFileState = [
         "_sqsync_seen_bundles", "_sqsync_mailbox_acks", "_sqsync_mailbox_uploads", "_sqsync_quiet_syncs", "_sqsync_planted_files",
-        "_sqsync_readers_keys", "_sqsync_bundle_readers_keys", "_sqsync_unmarked_mailboxes",
+        "_sqsync_readers_keys", "_sqsync_bundle_readers_keys", "_sqsync_unmarked_mailboxes", "_sqsync_relayed_words",
     ]
 }
