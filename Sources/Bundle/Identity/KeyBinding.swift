@@ -405,13 +405,11 @@ public enum KeyBinding {
     }
 
     /// Keeps, to relay, a statement a mailbox acknowledgement file of `knowledgeID` carried,
-    /// when it is that replica's and signed by `key` (the file's signer, whose binding to the
-    /// replica ``checkAcknowledgementFile(of:name:signedBy:birth:replica:)`` checked), and newer
-    /// than the one held.
-    public static func keepStatement(
-        _ statement: AcknowledgementStatement, of knowledgeID: String, signedBy key: SSHPublicKey, replica: Replica
-    ) throws {
-        guard statement.replica == knowledgeID, statement.replica != replica.knowledgeID, statement.isSigned(by: key) else { return }
+    /// when it is that replica's and newer than the one held. The file's signature, by the
+    /// replica's current key (``checkAcknowledgementFile(of:name:signedBy:birth:replica:)``),
+    /// covers it; its own signature is what every receiver of a bundle that relays it checks.
+    public static func keepStatement(_ statement: AcknowledgementStatement, of knowledgeID: String, replica: Replica) throws {
+        guard statement.replica == knowledgeID, statement.replica != replica.knowledgeID else { return }
         try KeyPins(replica).store(statement)
     }
 

@@ -54,10 +54,16 @@ struct MailboxAcknowledgement {
     /// When the replica wrote it (Unix ms), the stamp its file name starts with, signed: a copy
     /// of the file under another name is a replay, not a newer word.
     var written: UInt64?
-    /// The replica's own acknowledgement statement (signed on its own, as bundles carry it):
-    /// readers keep it and relay it in their bundles, so the replica's word reaches replicas
-    /// beyond this mailbox whether or not it has changes to send.
-    var statement: AcknowledgementStatement?
+    /// The replica's own acknowledgement statement (signed on its own, as bundles carry it),
+    /// base64 as the file holds it: readers keep it and relay it in their bundles, so the
+    /// replica's word reaches replicas beyond this mailbox whether or not it has changes to
+    /// send. Decoded only where needed (``statement``): every sync reads every reader's file
+    /// from its cache, and a statement lists every replica.
+    var statementText: String?
+
+    var statement: AcknowledgementStatement? {
+        statementText.flatMap { Data(base64Encoded: $0) }.flatMap { try? AcknowledgementStatement(stored: Array($0)) }
+    }
 
     /// The file's whole text, signed with `key`.
     func signedText(key: SigningKey) throws -> String {
@@ -72,7 +78,7 @@ struct MailboxAcknowledgement {
         if !unopened.isEmpty { lines.append("unopened " + unopened.prefix(Self.maxNamedFiles).joined(separator: ",")) }
         if !damaged.isEmpty { lines.append("damaged " + damaged.prefix(Self.maxNamedFiles).joined(separator: ",")) }
         if let written { lines.append("written \(written)") }
-        if let statement { lines.append("statement " + Data(try statement.stored()).base64EncodedString()) }
+        if let statementText { lines.append("statement " + statementText) }
         lines.append("")
         let payload = lines.joined(separator: "\n")
         let signature = try SSHSignature.sign(
@@ -191,7 +197,7 @@ struct MailboxAcknowledgement {
             MailboxAcknowledgement(
                 replica: replica, name: fields["name"] ?? "", knowledge: knowledge, learned: learned, birth: birth,
                 unopened: Array(unopened), damaged: Array(damaged), written: fields["written"].flatMap { UInt64($0) },
-                statement: fields["statement"].flatMap { Data(base64Encoded: $0) }.flatMap { try? AcknowledgementStatement(stored: Array($0)) }),
+                statementText: fields["statement"]),
             signer,
             signature.publicKey
         )

@@ -47,12 +47,12 @@ extension MailboxSync {
         let damaged = try state.damagedBundles()
         // Signed anew for what this sync's imports brought, as an export would.
         try KeyBinding.prepareToSign(replica: replica, key: key)
-        let statement = try KeyBinding.ownStatement(of: replica)
+        let statement = try KeyBinding.ownStatement(of: replica).map { Data(try $0.stored()).base64EncodedString() }
         // A quiet sync leaves the file it wrote last time: same knowledge, same name, same news
         // (a damaged bundle gone since is no news).
         if let unchanged, unchanged.knowledge == servable, unchanged.learned == learned, unchanged.name == replicaName,
             unchanged.unopened == unopened, Set(damaged).isSubset(of: Set(unchanged.damaged)),
-            unchanged.statement?.counter == statement?.counter,
+            unchanged.statementText == statement,
             let previous = old.filter({ $0.hasSuffix(".ack") }).max()
         {
             for stale in old where stale != previous { try writing { try transport.removeFile("\(folder)/\(stale)") } }
@@ -64,7 +64,7 @@ extension MailboxSync {
         let local = scratch.path + "/" + name
         let text = try MailboxAcknowledgement(
             replica: me, name: replicaName, knowledge: servable, learned: learned, birth: try KeyBinding.birth(of: replica),
-            unopened: unopened, damaged: damaged, written: now, statement: statement
+            unopened: unopened, damaged: damaged, written: now, statementText: statement
         ).signedText(key: key)
         try Data(text.utf8).write(to: URL(fileURLWithPath: local))
         // Recorded before it is written, as a bundle is: a sync killed after writing it still
@@ -183,7 +183,7 @@ extension MailboxSync {
                     acknowledgementKeys[reader] = verified.key
                     try replica.recordAcknowledgement(of: reader, name: acknowledgement.name, knowledge: acknowledgement.knowledge)
                     if let statement = acknowledgement.statement {
-                        try KeyBinding.keepStatement(statement, of: reader, signedBy: verified.key, replica: replica)
+                        try KeyBinding.keepStatement(statement, of: reader, replica: replica)
                     }
                     verifiedAcknowledgements.append((reader, name, text))
                     if planted[path] != nil { try state.forgetPlanted(path) }
