@@ -72,6 +72,12 @@ final class LifecycleCLITests: XCTestCase {
         // C's word takes the path a change of C's would: C, then B from far to near, then A.
         for _ in 0..<4 { try round() }
         XCTAssertFalse(try ids(c).contains("r2"))
+        // Its file names the statement's counter, fold and signature only: the knowledge is the file's.
+        let cFolder = far + "/sqsync/acks/" + (try h.knowledgeID(c))
+        let word = try FileManager.default.contentsOfDirectory(atPath: cFolder).sorted().last ?? ""
+        let statementLine = try String(contentsOfFile: cFolder + "/" + word, encoding: .utf8)
+            .split(separator: "\n").first { $0.hasPrefix("statement ") } ?? ""
+        XCTAssertEqual(statementLine.split(separator: " ").count, 4, String(statementLine))
         let purge = try h.okJSON(["purge", a], key: "A")
         XCTAssertEqual(purge["held_back_by"] as? [String], [], "\(purge)")
         XCTAssertEqual(purge["tombstones_purged"] as? Int, 1, "\(purge)")

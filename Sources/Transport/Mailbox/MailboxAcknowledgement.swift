@@ -23,7 +23,8 @@ import Glibc
 ///     unopened <key-file>,…                            (readers' keys it could not open; absent when none)
 ///     damaged <bundle-file>,…                          (bundles it found damaged; absent when none)
 ///     written <ms>                                     (when it was written: its file name's stamp; absent before 0.5)
-///     statement <base64>                               (its acknowledgement statement, as bundles carry it; absent before 0.6)
+///     statement <counter> <folded> <signature base64>  (its acknowledgement statement, whose knowledge is the line above; absent before 0.6)
+///     statement <base64>                               (or the whole statement, as bundles carry it, when its knowledge is another)
 ///     -----BEGIN SSH SIGNATURE-----      (over every byte above this line)
 ///     …
 ///     -----END SSH SIGNATURE-----
@@ -55,14 +56,29 @@ struct MailboxAcknowledgement {
     /// of the file under another name is a replay, not a newer word.
     var written: UInt64?
     /// The replica's own acknowledgement statement (signed on its own, as bundles carry it),
-    /// base64 as the file holds it: readers keep it and relay it in their bundles, so the
-    /// replica's word reaches replicas beyond this mailbox whether or not it has changes to
-    /// send. Decoded only where needed (``statement``): every sync reads every reader's file
-    /// from its cache, and a statement lists every replica.
+    /// as the file holds it: readers keep it and relay it in their bundles, so the replica's
+    /// word reaches replicas beyond this mailbox whether or not it has changes to send. When
+    /// its knowledge is the file's, only its counter, fold and signature are written, so the
+    /// file does not list every replica twice. Decoded only where needed (``statement``):
+    /// every sync reads every reader's file from its cache.
     var statementText: String?
 
+    /// The line for `statement`, given the file's `knowledge`.
+    static func statementText(_ statement: AcknowledgementStatement, knowledge: Knowledge) throws -> String {
+        guard statement.knowledge == knowledge else { return Data(try statement.stored()).base64EncodedString() }
+        return "\(statement.counter) \(statement.countersFolded) " + Data(statement.signature).base64EncodedString()
+    }
+
     var statement: AcknowledgementStatement? {
-        statementText.flatMap { Data(base64Encoded: $0) }.flatMap { try? AcknowledgementStatement(stored: Array($0)) }
+        guard let statementText else { return nil }
+        let parts = statementText.split(separator: " ")
+        if parts.count == 3, let counter = Int64(parts[0]), let folded = Int64(parts[1]),
+            let signature = Data(base64Encoded: String(parts[2])), signature.count == 64
+        {
+            return AcknowledgementStatement(
+                replica: replica, counter: counter, countersFolded: folded, knowledge: knowledge, signature: Array(signature))
+        }
+        return Data(base64Encoded: statementText).flatMap { try? AcknowledgementStatement(stored: Array($0)) }
     }
 
     /// The file's whole text, signed with `key`.

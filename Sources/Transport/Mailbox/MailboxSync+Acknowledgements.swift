@@ -47,7 +47,7 @@ extension MailboxSync {
         let damaged = try state.damagedBundles()
         // Signed anew for what this sync's imports brought, as an export would.
         try KeyBinding.prepareToSign(replica: replica, key: key)
-        let statement = try KeyBinding.ownStatement(of: replica).map { Data(try $0.stored()).base64EncodedString() }
+        let statement = try KeyBinding.ownStatement(of: replica).map { try MailboxAcknowledgement.statementText($0, knowledge: servable) }
         // A quiet sync leaves the file it wrote last time: same knowledge, same name, same news
         // (a damaged bundle gone since is no news).
         if let unchanged, unchanged.knowledge == servable, unchanged.learned == learned, unchanged.name == replicaName,
