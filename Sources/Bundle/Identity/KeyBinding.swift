@@ -54,19 +54,20 @@ public enum KeyBinding {
     }
 
     /// Signs this replica's acknowledgement statement anew when what it holds, or its counter
-    /// fold, changed since the one it holds.
-    private static func signOwnStatement(replica: Replica, key: SigningKey) throws {
+    /// fold, changed since the one it holds; returns the current one.
+    @discardableResult
+    private static func signOwnStatement(replica: Replica, key: SigningKey) throws -> AcknowledgementStatement {
         let pins = try KeyPins(replica)
         let knowledge = try replica.knowledge()
         let folded = try replica.countersFolded()
         let stored = try pins.acknowledgementStatement(of: replica.knowledgeID)
         if let stored, stored.knowledge == knowledge, stored.countersFolded == folded, stored.isSigned(by: key.publicKey) {
-            return
+            return stored
         }
-        try pins.store(
-            try AcknowledgementStatement.sign(
-                replica: replica.knowledgeID, counter: (stored?.counter ?? 0) + 1, countersFolded: folded,
-                knowledge: knowledge, key: key))
+        let signed = try AcknowledgementStatement.sign(
+            replica: replica.knowledgeID, counter: (stored?.counter ?? 0) + 1, countersFolded: folded, knowledge: knowledge, key: key)
+        try pins.store(signed)
+        return signed
     }
 
     /// Moves this replica to a new key from its next change on: the move is signed by the
@@ -397,11 +398,13 @@ public enum KeyBinding {
         }
     }
 
-    /// This replica's own latest acknowledgement statement, as bundles carry it: its mailbox
-    /// acknowledgement files carry it too, so that a replica with nothing to send still has
-    /// its word relayed (docs/BUNDLE_FORMAT.md, "Acknowledgement statements").
-    public static func ownStatement(of replica: Replica) throws -> AcknowledgementStatement? {
-        try KeyPins(replica).acknowledgementStatement(of: replica.knowledgeID)
+    /// This replica's own acknowledgement statement, as bundles carry it, signed anew for
+    /// what it holds now: its mailbox acknowledgement files carry it too, so that a replica
+    /// with nothing to send still has its word relayed (docs/BUNDLE_FORMAT.md,
+    /// "Acknowledgement statements"). `key` is one ``prepareToSign(replica:key:)`` checked
+    /// against the replica's key chain, in this sync or a quiet one with the same key pins.
+    public static func ownStatement(of replica: Replica, signedWith key: SigningKey) throws -> AcknowledgementStatement {
+        try signOwnStatement(replica: replica, key: key)
     }
 
     /// Keeps, to relay, a statement a mailbox acknowledgement file of `knowledgeID` carried,

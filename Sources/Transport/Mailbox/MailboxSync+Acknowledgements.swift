@@ -46,8 +46,8 @@ extension MailboxSync {
         let unopened = try state.keysNotOpened()
         let damaged = try state.damagedBundles()
         // Signed anew for what this sync's imports brought, as an export would.
-        try KeyBinding.prepareToSign(replica: replica, key: key)
-        let statement = try KeyBinding.ownStatement(of: replica).map { try MailboxAcknowledgement.statementText($0, knowledge: servable) }
+        let statement = try MailboxAcknowledgement.statementText(
+            try KeyBinding.ownStatement(of: replica, signedWith: key), knowledge: servable)
         // A quiet sync leaves the file it wrote last time: same knowledge, same name, same news
         // (a damaged bundle gone since is no news).
         if let unchanged, unchanged.knowledge == servable, unchanged.learned == learned, unchanged.name == replicaName,
