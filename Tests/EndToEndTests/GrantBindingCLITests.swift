@@ -344,6 +344,28 @@ final class GrantBindingCLITests: XCTestCase {
         }
     }
 
+    /// s1 was a south order before `label` was issued, as rows are in a database that gets
+    /// labels later (issue 54, case 4 and item 7). It gets its reach when the label is issued,
+    /// so once hq deletes it, `purge` waits only for south and hub: north and f7, whose scope
+    /// never held it under the label, hold nothing back while they are away, and when they come
+    /// back they hold no s1. Tried with the set-up rounds in two orders.
+    func testAPurgeOfARowFromBeforeTheLabelWaitsOnlyForScopesThatHeldIt() throws {
+        for order in [["hq", "f7", "north", "south", "hub"], ["hub", "south", "north", "f7", "hq"]] {
+            try makeNetwork(order: order)
+            let hq = dbs["hq"]!
+            try h.sqlite(hq, "DELETE FROM orders WHERE id = 's1';")
+            try rounds(names: order.filter { $0 != "north" && $0 != "f7" })
+            let purge = try h.okJSON(["purge", hq], key: "hq")
+            XCTAssertEqual(purge["held_back_by"] as? [String], [], "\(order): \(purge)")
+            XCTAssertEqual(purge["tombstones_purged"] as? Int, 1, "\(order): \(purge)")
+            try rounds(names: order)
+            for name in ["hq", "f7", "north", "south", "hub"] {
+                let held = try rows(name, "orders")
+                XCTAssertFalse(held.contains("s1|"), "\(order), \(name): \(held)")
+            }
+        }
+    }
+
     // MARK: notes that mean something
 
     /// With scopes, bundles for another scope group are counted in the summary line and

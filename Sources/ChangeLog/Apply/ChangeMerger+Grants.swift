@@ -112,7 +112,16 @@ extension ChangeMerger {
         // A denied change the row here is past already (a later life, this replica's undo of
         // it when its set is merged again) would lose anyway: nothing to log or undo.
         let entry = try rowEntry(tid: table.tid, key: try metadataKey(change.key))
-        if let entry, entry.cl > change.causalLength { return false }
+        if let entry, entry.cl > change.causalLength {
+            // But a life its writer made without knowing the later one (a key a scoped replica
+            // never held, taken by an insert of its own) stays there unless the later life
+            // reached it, and its reach may not meet the writer's scope: a new life of this
+            // replica's, whose reach now holds the writer's labels, tells it.
+            if change.rowStamp != nil, try holdsRow(target: target, keyValues: change.key) {
+                undoneByNewLife.append((table.name, change.key, entry.cl))
+            }
+            return false
+        }
         // A denied change stays at its writer, and at any replica that took it (one with a
         // scope that never held the key, or one without the evidence that binds its writer):
         // a replica that holds the row undoes it there with a new life of its own, above the

@@ -17,12 +17,24 @@ extension ChangeMerger {
     /// change carries nothing that moves it (an update within a life, or a table without a
     /// label).
     func reachBefore(_ change: RowChange, in target: Target) throws -> ReachBefore? {
-        guard target.info.label != nil, change.rowStamp != nil || change.reach != nil else { return nil }
+        guard target.info.label != nil, change.rowStamp != nil || change.reach != nil || target.madeWithoutItsLabel else {
+            return nil
+        }
+        // A record without a reach held here already was merged before: before the label was
+        // known here (the reach the label gave the row covers what it did) or after (it left
+        // the reach unknown then). Relays send such records again and again.
+        if change.reach == nil, isOldNews(change) { return nil }
         let key = try metadataKey(change.key)
         let entry = try rowEntry(tid: target.info.tid, key: key)
         // A key new here has been nowhere through this replica: an empty reach.
         let reach = entry == nil ? Reach([]) : try reaches.reach(tid: target.info.tid, key: key)
         return ReachBefore(key: key, entry: entry, reach: reach)
+    }
+
+    /// Every stamp of the record is one this replica held before the merge.
+    private func isOldNews(_ change: RowChange) -> Bool {
+        (change.rowStamp.map { knownHere(local($0)) } ?? true) && change.columns.allSatisfy { knownHere(local($0.stamp)) }
+            && change.counters.allSatisfy { knownHere(local($0.stamp)) }
     }
 
     /// Records the row's reach after `change`, and notes the row for an announcement of this
@@ -34,12 +46,18 @@ extension ChangeMerger {
     ///   labels this replica did not know: readers of those labels hold the record's
     ///   life and must see the state that won.
     func settleReach(after change: RowChange, in target: Target, before: ReachBefore) throws {
-        let incoming: Reach? = change.reach
-        if announcesReach, let was = before.entry, let rowStamp = change.rowStamp.map(local),
+        // An update carries no reach: one made where the label was not known may have moved
+        // the row anywhere, so its reach is unknown.
+        let incoming = change.reach
+        // An update without a row stamp is judged by its life only: one made where the label
+        // was not known, lost to a later life here (a deletion, a move), may have moved the
+        // row to readers that life never reached.
+        let rowStamp = change.rowStamp.map(local)
+        if announcesReach, rowStamp != nil || target.madeWithoutItsLabel, let was = before.entry,
             let now = try rowEntry(tid: target.info.tid, key: before.key)
         {
             let changedHere = now.cl != was.cl || now.stamp != was.stamp || now.cells != was.cells
-            let settled = now.cl == change.causalLength && now.stamp == rowStamp
+            let settled = now.cl == change.causalLength && (rowStamp == nil || now.stamp == rowStamp)
             if (changedHere && !before.reach.isWithin(incoming)) || (!settled && !incoming.isWithin(before.reach)) {
                 if now.cl % 2 == 1 {
                     relabelled.append((target.info.name, change.key))

@@ -131,6 +131,10 @@ public final class ChangeMerger {
             let rules = try replica.adminRules()
             announcesReach = rules.scope(of: replica.knowledgeID) == nil && !rules.isRestricted(replica.knowledgeID)
             ownScope = rules.scope(of: replica.knowledgeID).map(Set.init)
+            let madeUnder = try replica.adminRules(namedBy: header.adminStatements)
+            for target in targets where target.info.label != nil {
+                target.madeWithoutItsLabel = madeUnder?.labels[target.info.name] != target.info.label
+            }
         } else {
             announcesReach = false
             ownScope = nil

@@ -124,6 +124,42 @@ enum ReachSQL {
         ON CONFLICT ("tid", "pk") DO UPDATE SET "labels" = excluded."labels"
         """
     static let forget = #"DELETE FROM "_sqsync_reach" WHERE "tid" = ?1 AND "pk" = ?2"#
+    static let forgetTable = #"DELETE FROM "_sqsync_reach" WHERE "tid" = ?1"#
+
+    /// Each row held of table ?1 (a live entry), its label as its reach ([] for a NULL label,
+    /// which no scope holds); a label past the byte limit leaves the reach unknown.
+    static func startFromLabels(_ table: TableInfo, expression: String) -> String {
+        let key = MetadataKey.sql(TriggerSQL(table: table).keyExpression("t"))
+        let label = ScopeSQL.labelValue(expression)
+        return """
+            INSERT OR REPLACE INTO "_sqsync_reach" ("tid", "pk", "labels")
+            SELECT ?1, \(key), CASE WHEN \(label) IS NULL THEN '[]' ELSE json_array(\(label)) END
+            FROM \(quoteIdentifier(table.name)) AS t
+            WHERE (\(label) IS NULL OR length(CAST(\(label) AS BLOB)) <= \(Reach.maxLabelBytes))
+              AND EXISTS (SELECT 1 FROM "_sqsync_rows" r WHERE r."tid" = ?1 AND r."pk" = \(key) AND r."cl" % 2 = 1)
+            """
+    }
+
+    /// Each known reach of table ?1 whose row is held joins the row's label.
+    static func joinLabels(_ table: TableInfo, expression: String) -> String {
+        let key = MetadataKey.sql(TriggerSQL(table: table).keyExpression("t"))
+        let label = ScopeSQL.labelValue(expression)
+        return """
+            UPDATE "_sqsync_reach" AS x
+            SET "labels" = (SELECT json_group_array(v."value") FROM (
+                SELECT "value" FROM json_each(x."labels") UNION SELECT held."label" ORDER BY 1) AS v)
+            FROM (SELECT \(key) AS "pk", \(label) AS "label" FROM \(quoteIdentifier(table.name)) AS t
+                  WHERE \(label) IS NOT NULL) AS held
+            WHERE x."tid" = ?1 AND x."pk" = held."pk"
+            """
+    }
+
+    /// Reaches of table ?1 past ?2 labels or with a label past ?3 bytes: unknown.
+    static let forgetPastLimits = """
+        DELETE FROM "_sqsync_reach" WHERE "tid" = ?1
+          AND (json_array_length("labels") > ?2
+               OR EXISTS (SELECT 1 FROM json_each("labels") j WHERE length(CAST(j."value" AS BLOB)) > ?3))
+        """
 
     /// This replica's own changes after ?2 to rows of table ?3, with their entry's length:
     /// the rows whose reach a fold extends.
@@ -186,6 +222,28 @@ extension Replica {
                 }
                 try reaches.record(Optional(before).joined(label), tid: table.tid, key: key)
             }
+        }
+    }
+
+    /// Gives the rows this replica holds of `table` a reach when its label statement changes
+    /// here (issued, or first learned): each row's label under the new expression joins the
+    /// reach it had, and a table labelled for the first time starts every row's reach at its
+    /// label. So a deletion of a row that was written before the label goes only to readers
+    /// whose scope may hold it, and a purge waits only for them (docs/SCOPES.md, "Reach": why
+    /// this stays sound when another replica held another version of the row). A reach
+    /// unknown under the old expression stays unknown; a removed label forgets them all.
+    func reachRowsHeld(in table: TableInfo, labelledBefore oldLabel: String?) throws {
+        let tid = SQLValue.integer(Int64(table.tid))
+        guard let label = table.label else {
+            try database.run(ReachSQL.forgetTable, tid)
+            return
+        }
+        if oldLabel == nil {
+            try database.run(ReachSQL.forgetTable, tid)
+            try database.run(ReachSQL.startFromLabels(table, expression: label), tid)
+        } else {
+            try database.run(ReachSQL.joinLabels(table, expression: label), tid)
+            try database.run(ReachSQL.forgetPastLimits, tid, .integer(Int64(Reach.maxLabels)), .integer(Int64(Reach.maxLabelBytes)))
         }
     }
 

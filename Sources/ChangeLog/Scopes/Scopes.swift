@@ -201,9 +201,6 @@ extension Replica {
                 ScopeSQL.setTableRules, label.map(SQLValue.text) ?? .null, grantsText.map(SQLValue.text) ?? .null,
                 .integer(Int64(table.tid)))
             if label != table.label {
-                // Reaches name the old label's values: every row's becomes unknown (every
-                // reader), as for rows written before any label.
-                try database.run(#"DELETE FROM "_sqsync_reach" WHERE "tid" = ?"#, .integer(Int64(table.tid)))
                 try database.execute("DROP INDEX IF EXISTS \(ScopeSQL.labelIndex(table.name))")
                 if let label {
                     do {
@@ -222,6 +219,7 @@ extension Replica {
             var updated = table
             updated.label = label
             updated.grants = grants
+            if label != table.label { try reachRowsHeld(in: updated, labelledBefore: table.label) }
             try installTriggers(for: updated)
             if label != nil && label != table.label { relabelled.append(updated) }
         }
