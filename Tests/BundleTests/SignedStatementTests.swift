@@ -237,4 +237,51 @@ final class SignedStatementTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("untrusted key"), "\(error)")
         }
     }
+
+    /// A stolen key signs its replica's statement with a counter no genuine one will reach:
+    /// receivers keep it to relay over every later statement of the same key, so the replica's
+    /// word is frozen. Once the replica moves to a new key, its first statement by that key
+    /// replaces the frozen one, and the old key cannot freeze it again: a statement is
+    /// believed only by the replica's current key.
+    func testAStatementAStolenKeySignedFarAheadGivesWayToTheReplicasNextKey() throws {
+        let field = HandKey("field"), fieldNew = HandKey("field-new")
+        let trust = try AllowedSigners(text: field.allowedSignersLine + "\n")
+        let receiver = try Replica.initialize(path: directory + "/receiver.db", name: "receiver").replica
+        func importing(_ bundle: HandBundle) throws {
+            let file = directory + "/\(UUID().uuidString.prefix(8)).sqsb"
+            try bundle.write(to: file)
+            _ = try BundleExchange.importBundle(path: file, into: receiver, trust: trust)
+        }
+        func signingKey(_ hand: HandKey) throws -> SigningKey {
+            try hand.write(to: directory + "/\(hand.name).key")
+            return try SigningKey.load(path: directory + "/\(hand.name).key")
+        }
+        func statement(counter: Int64, seq: Int64, by key: SigningKey) throws -> AcknowledgementStatement {
+            try AcknowledgementStatement.sign(
+                replica: field.replicaID, counter: counter, countersFolded: 0, knowledge: Knowledge([field.replicaID: seq]), key: key)
+        }
+        func heldCounter() throws -> Int64? { try KeyPins(receiver).acknowledgementStatement(of: field.replicaID)?.counter }
+        var first = HandBundle(
+            sites: [HandSite(id: field.replicaID, name: "field", knowledge: 0)], senderSeq: 0, senderHLC: ClockBound.now, signer: field)
+        first.identities = [(0, field.identity)]
+        try importing(first)
+
+        let oldKey = try signingKey(field), newKey = try signingKey(fieldNew)
+        try KeyBinding.keepStatement(try statement(counter: 1 << 40, seq: 0, by: oldKey), of: field.replicaID, replica: receiver)
+        try KeyBinding.keepStatement(try statement(counter: 2, seq: 0, by: oldKey), of: field.replicaID, replica: receiver)
+        XCTAssertEqual(try heldCounter(), 1 << 40, "while the key is current, the higher counter stands")
+
+        var moved = HandBundle(
+            sites: [HandSite(id: field.replicaID, name: "field", knowledge: 0)], senderSeq: 0, senderHLC: ClockBound.now + 1,
+            signer: fieldNew)
+        moved.identities = [(0, field.identity)]
+        moved.moves = [HandMove(site: 0, from: field, to: fieldNew.publicKey, afterSeq: 0)]
+        try importing(moved)
+        try KeyBinding.keepStatement(try statement(counter: 3, seq: 0, by: newKey), of: field.replicaID, replica: receiver)
+        XCTAssertEqual(try heldCounter(), 3, "the new key's statement replaces the frozen one")
+        try KeyBinding.keepStatement(try statement(counter: 1 << 41, seq: 0, by: oldKey), of: field.replicaID, replica: receiver)
+        XCTAssertEqual(try heldCounter(), 3, "the old key cannot freeze it again")
+        try KeyBinding.keepStatement(try statement(counter: 4, seq: 0, by: newKey), of: field.replicaID, replica: receiver)
+        XCTAssertEqual(try heldCounter(), 4)
+    }
 }

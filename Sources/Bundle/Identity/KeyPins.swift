@@ -106,10 +106,17 @@ struct KeyPins {
         try database.row(KeyPinSQL.statement, .text(replica)).flatMap { try? AcknowledgementStatement(stored: try $0.blob("statement")) }
     }
 
-    /// Keeps a replica's statement when it is newer than the one held.
+    /// Keeps a replica's statement when it is newer than the one held, or when the one held
+    /// was signed by a key the replica has since moved from and this one by its current key:
+    /// a stolen key could sign a counter no later statement reaches, and freeze the replica's
+    /// word everywhere; moving to a new key (`keygen --rotate`) ends that (docs/KEYS.md).
     func store(_ statement: AcknowledgementStatement) throws {
-        try database.run(
-            KeyPinSQL.storeStatement, .text(statement.replica), .integer(statement.counter), .blob(try statement.stored()))
+        let stored = SQLValue.blob(try statement.stored())
+        try database.run(KeyPinSQL.storeStatement, .text(statement.replica), .integer(statement.counter), stored)
+        guard database.changes == 0, let held = try acknowledgementStatement(of: statement.replica), held.counter > statement.counter,
+            let key = try currentKey(of: statement.replica), !held.isSigned(by: key), statement.isSigned(by: key)
+        else { return }
+        try database.run(KeyPinSQL.replaceStatement, .text(statement.replica), .integer(statement.counter), stored)
     }
 }
 
@@ -145,4 +152,5 @@ enum KeyPinSQL {
         ON CONFLICT DO UPDATE SET "counter" = excluded."counter", "statement" = excluded."statement"
         WHERE excluded."counter" > "counter"
         """
+    static let replaceStatement = #"UPDATE "_sqsync_statements" SET "counter" = ?2, "statement" = ?3 WHERE "replica" = ?1"#
 }
