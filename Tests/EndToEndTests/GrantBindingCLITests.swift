@@ -186,6 +186,7 @@ final class GrantBindingCLITests: XCTestCase {
                 DELETE FROM "_sqsync_admin"; DELETE FROM "_sqsync_admin_epochs"; DELETE FROM "_sqsync_admin_claims";
                 UPDATE "_sqsync_tables" SET "grants" = NULL;
                 INSERT INTO orders VALUES ('s1', 'north', 'FORGED-ITEM', 9);
+                INSERT INTO orders VALUES ('s9', 'south', 'FORGED-NEW-ROW', 9);
                 UPDATE prices SET price = 6666.75 WHERE item = 'bolts';
                 """)
         case .skipRevoke:
@@ -232,6 +233,7 @@ final class GrantBindingCLITests: XCTestCase {
         let denied = try Self.honest.contains { try logsDenial($0) }
         if denied || !windowOpen {
             try assertNoneHold("FORGED-ITEM", context)
+            try assertNoneHold("FORGED-NEW-ROW", context)
             try assertNoneHold("6666.75", context)
             XCTAssertTrue(denied, "\(context): no denial logged")
         }
@@ -257,6 +259,31 @@ final class GrantBindingCLITests: XCTestCase {
             try prepare(theft, order: order)
             try assertThiefDenied(theft, order: ["hq", "hub", "north", "south"], thiefsBundleGone: false, "\(theft)")
         }
+    }
+
+    /// South was away while the statements went out, and meets f7 on a stick of their own:
+    /// the thief's bundle there names no statement, and south, holding no evidence, takes
+    /// its new south row. hq, holding f7's word, denies it and holds it nowhere; it answers
+    /// with a deletion above the row whose reach is the row's label, and south, meeting hq on
+    /// another stick, lets the row go. Without that deletion south kept it for good.
+    func testAForgedNewRowTakenWithoutTheEvidenceIsDeletedByTheDenier() throws {
+        topologyPlan = [["f7", "south"], ["hq", "f7", "hub", "north"], ["hq", "south"]]
+        try makeNetwork(order: ["hq", "f7", "north", "hub"])
+        try steal(.shedBeforeFirstChange)
+        _ = try visit("f7")
+        _ = try visit("south")
+        XCTAssertTrue(try rows("south", "orders").contains("FORGED-NEW-ROW"), "south took it without the evidence")
+        for _ in 0..<3 {
+            for name in ["hq", "north", "hub", "south"] {
+                for box in topology where box.members.contains(name) {
+                    let result = try h.sync(dbs[name]!, as: name, box.folder)
+                    XCTAssertEqual(result.status, 0, "\(name): \(result.stderr)")
+                }
+            }
+        }
+        XCTAssertTrue(try logsDenial("hq"))
+        try assertNoneHold("FORGED-NEW-ROW")
+        try assertNoneHold("FORGED-ITEM")
     }
 
     /// The thief's own bundle is gone from the mailbox before anyone else syncs.
@@ -542,6 +569,9 @@ final class GrantBindingCLITests: XCTestCase {
         try assertNoneHold("FORGED-ITEM")
         let denied = try h.conflicts(dbs["hq"]!).compactMap { $0["kind"] as? String }.filter { $0.hasPrefix("denied") }
         XCTAssertEqual(denied, ["denied: insert of orders with label south not granted"])
+        // The new row no honest replica held gets a deletion above it, which reaches f7.
+        let atF7 = try rows("f7", "orders")
+        XCTAssertFalse(atF7.contains("s8|"), atF7)
     }
 
     // MARK: replicas nobody vouches for

@@ -126,10 +126,13 @@ extension ChangeMerger {
         // scope that never held the key, or one without the evidence that binds its writer):
         // a replica that holds the row undoes it there with a new life of its own, above the
         // causal length the denied update, delete or life gave it, which wins whatever the
-        // clocks say. (A denied new row held nowhere here stays where it was taken: a
-        // deletion of it would tell its key to replicas whose scope never held it.)
+        // clocks say. A denied new row held nowhere here gets a deletion above it, whose
+        // reach is the life's label and reach: it goes to the readers that may hold the row,
+        // and tells its key to no one else.
         if try holdsRow(target: target, keyValues: change.key) {
             undoneByNewLife.append((table.name, change.key, change.causalLength))
+        } else if change.rowStamp != nil, !change.isDelete, let denied = try deniedNewRow(change, in: target) {
+            deniedNewRows.append(denied)
         }
         let stamp = latest
         let labelText = expression == nil ? "" : " with label \(verdict.label ?? "none")"
@@ -194,10 +197,35 @@ extension ChangeMerger {
         return try database.row(sql, columns.map { values[$0.name] ?? .null })?.values.first?.stringValue
     }
 
+    /// A denied life of a row not held here, as ``Replica/endDeniedNewRows(_:)`` ends it; nil
+    /// when its reach cannot be told (a label past the limits), so a deletion would go to
+    /// every reader.
+    private func deniedNewRow(_ change: RowChange, in target: Target) throws -> DeniedNewRow? {
+        guard let expression = target.info.label else {
+            return DeniedNewRow(table: target.info.name, key: change.key, above: change.causalLength, reach: nil)
+        }
+        var values: [String: SQLValue] = [:]
+        for (position, column) in target.info.primaryKey.enumerated() { values[column.name] = change.key[position] }
+        for column in change.columns { values[target.columns[column.column].name] = column.value }
+        let label = try self.label(of: values, in: target, expression: expression)
+        let reach = Reach(label.map { [$0] } ?? []).union(change.reach ?? Reach([]))
+        guard reach.fits else { return nil }
+        return DeniedNewRow(table: target.info.name, key: change.key, above: change.causalLength, reach: reach)
+    }
+
     /// Whether the row is in the user's table here.
     func holdsRow(target: Target, keyValues: [SQLValue]) throws -> Bool {
         try rowWithLabel(target: target, keyValues: keyValues) != nil
     }
+}
+
+/// A new row a denied life made, held nowhere here: the causal length the life gave it, and
+/// the readers that may hold it where it was taken (nil: an unlabelled table, every reader).
+struct DeniedNewRow {
+    var table: String
+    var key: [SQLValue]
+    var above: Int64
+    var reach: Reach?
 }
 
 /// A row a new life replaces, by its label (nil: none, or not known here).

@@ -39,6 +39,10 @@ public final class ChangeMerger {
     /// Rows held here that a denied change wrote to, with the causal length it gave them
     /// (``ChangeMerger/isAllowed(_:in:by:)``): each gets a new life of this replica's above it.
     var undoneByNewLife: [(table: String, key: [SQLValue], above: Int64)] = []
+    /// New rows a denied life made that are held nowhere here, with the causal length it gave
+    /// them and its reach: each gets a deletion of this replica's above it
+    /// (``Replica/endDeniedNewRows(_:)``).
+    var deniedNewRows: [DeniedNewRow] = []
     /// Deleted rows whose deletion this replica announces again as its own, to readers the
     /// deletion's origin did not reach (``settleReach(after:in:before:)``).
     public internal(set) var deletedAgain: [(table: String, key: [SQLValue])] = []
@@ -516,6 +520,7 @@ public final class ChangeMerger {
         try replica.startNewLives(of: relabelled)
         try replica.announceDeletions(of: deletedAgain)
         try replica.startNewLives(undoing: undoneByNewLife)
+        try replica.endDeniedNewRows(deniedNewRows)
         let claim = try replica.adminClaim(of: header.origin)?.last ?? 0
         if merged.knowledgeAdvanced && header.last > claim {
             try replica.recordAdminClaim(of: header.origin, last: header.last, ids: header.adminStatements)

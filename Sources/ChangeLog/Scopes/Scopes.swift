@@ -120,6 +120,30 @@ extension Replica {
         }
     }
 
+    /// Ends each new row given, which a denied life made and which is held nowhere here, with
+    /// a deletion of this replica's own above the life (``ChangeMerger/deniedNewRows``): the
+    /// row stays at its writer and wherever it was taken (a replica that lacked the evidence
+    /// that denies it), and the deletion wins there whatever the clocks say. Its reach is the
+    /// life's label and reach, so it reaches those readers and tells the key to no other
+    /// scope. A key with an entry here (a ghost, a later life, a deletion above) is left.
+    func endDeniedNewRows(_ rows: [DeniedNewRow]) throws {
+        guard !rows.isEmpty else { return }
+        guard !(try adminRules()).isRestricted(knowledgeID) else { return }
+        let tables = Dictionary(try trackedTables(skippingMissing: true).map { ($0.name, $0) }) { first, _ in first }
+        let reaches = try ReachStatements(database)
+        try database.inTransaction {
+            for row in rows where row.above < RowChange.maxCausalLength - 1 {
+                guard let table = tables[row.table], row.key.count == table.primaryKey.count else { continue }
+                let key = try metadataKey(row.key)
+                try database.run(ScopeSQL.deletionAbove, .integer(Int64(table.tid)), key, .integer(row.above + 1), .integer(Int64(site)))
+                guard database.changes > 0 else { continue }
+                if table.label != nil { try reaches.record(row.reach, tid: table.tid, key: key) }
+                try database.run(ScopeSQL.logDeletion(table), row.key)
+            }
+            try fold()
+        }
+    }
+
     /// Announces again, as this replica's own deletion, each row given (table, key) that is
     /// deleted here: readers the deletion's origin did not reach may hold the row
     /// (``ChangeMerger/deletedAgain``). The row's length stays; its deletion's stamp becomes
@@ -507,6 +531,15 @@ enum ScopeSQL {
               WHERE EXISTS (SELECT 1 FROM "_sqsync_rows" WHERE "tid" = \(table.tid) AND "pk" = \(MetadataKey.sql(key)) AND "cl" % 2 = 0)
             """
     }
+
+    /// An entry for key ?2 of table ?1, deleted at causal length ?3 (even), where there is
+    /// none or only a deletion below it; the fold then stamps the deletion logged after it as
+    /// this replica's (site ?4).
+    static let deletionAbove = """
+        INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq") VALUES (?1, ?2, ?3, 0, ?4, 0)
+        ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = excluded."cl", "cells" = NULL
+        WHERE "cl" % 2 = 0 AND "cl" < excluded."cl"
+        """
 
     /// The live row's causal length raised to ?(n+1) (odd; n: the key's columns) where it is
     /// lower: a new life logged next starts above a denied one (``startNewLives(undoing:)``).
