@@ -241,8 +241,8 @@ final class SignedStatementTests: XCTestCase {
     /// A stolen key signs its replica's statement with a counter no genuine one will reach:
     /// receivers keep it to relay over every later statement of the same key, so the replica's
     /// word is frozen. Once the replica moves to a new key, its first statement by that key
-    /// replaces the frozen one, and the old key cannot freeze it again: a statement is
-    /// believed only by the replica's current key.
+    /// replaces the frozen one. (The old key cannot bring another: a bundle's statement is
+    /// believed, and a mailbox file read, only by the replica's current key.)
     func testAStatementAStolenKeySignedFarAheadGivesWayToTheReplicasNextKey() throws {
         let field = HandKey("field"), fieldNew = HandKey("field-new")
         let trust = try AllowedSigners(text: field.allowedSignersLine + "\n")
@@ -279,9 +279,7 @@ final class SignedStatementTests: XCTestCase {
         try importing(moved)
         try KeyBinding.keepStatement(try statement(counter: 3, seq: 0, by: newKey), of: field.replicaID, replica: receiver)
         XCTAssertEqual(try heldCounter(), 3, "the new key's statement replaces the frozen one")
-        try KeyBinding.keepStatement(try statement(counter: 1 << 41, seq: 0, by: oldKey), of: field.replicaID, replica: receiver)
-        XCTAssertEqual(try heldCounter(), 3, "the old key cannot freeze it again")
         try KeyBinding.keepStatement(try statement(counter: 4, seq: 0, by: newKey), of: field.replicaID, replica: receiver)
-        XCTAssertEqual(try heldCounter(), 4)
+        XCTAssertEqual(try heldCounter(), 4, "and the next by counter, as before")
     }
 }

@@ -286,6 +286,37 @@ final class GrantBindingCLITests: XCTestCase {
         try assertNoneHold("FORGED-ITEM")
     }
 
+    /// Case 6, the remedy: after the thief of case 2 struck (in two orders), the admin retires
+    /// f7 at every replica and takes its line out of allowed_signers, and f7's file keeps
+    /// syncing. Every honest replica ends with the same rows, the revoked price as f7 last set
+    /// it under its grant, and no forged value; f7's later bundles are refused, not taken.
+    func testTheRemedyHealsEveryReplicaAlike() throws {
+        for order in [["hq", "hub", "north", "south"], ["south", "north", "hub", "hq"]] {
+            try makeNetwork(order: ["hq", "north", "south", "f7", "hub"])
+            try prepare(.skipRevoke, order: ["hq", "north", "south", "f7", "hub"])
+            try assertThiefDenied(.skipRevoke, order: order, thiefsBundleGone: false, "\(order)")
+            for name in Self.honest { try h.ok(["peers", "retire", dbs[name]!, "f7"]) }
+            let lines = try String(contentsOfFile: h.trustFile, encoding: .utf8).split(separator: "\n")
+            try (lines.filter { !$0.hasPrefix("f7 ") }.joined(separator: "\n") + "\n").write(
+                toFile: h.trustFile, atomically: true, encoding: .utf8)
+            try h.sqlite(dbs["f7"]!, "UPDATE prices SET price = 777.25 WHERE item = 'nuts';")
+            for _ in 0..<2 {
+                _ = try h.sync(dbs["f7"]!, as: "f7", stick)
+                for name in order {
+                    let result = try h.sync(dbs[name]!, as: name, stick)
+                    XCTAssertEqual(result.status, 0, "\(order) \(name): \(result.stderr)")
+                }
+            }
+            try assertNoneHold("6666.75", "\(order)")
+            try assertNoneHold("777.25", "\(order)")
+            for table in ["orders", "prices"] {
+                let atHQ = try rows("hq", table)
+                XCTAssertEqual(try rows("hub", table), atHQ, "\(order) \(table)")
+            }
+            for name in Self.honest { XCTAssertTrue(try rows(name, "prices").contains("bolts|2.5"), "\(order) \(name)") }
+        }
+    }
+
     /// The thief's own bundle is gone from the mailbox before anyone else syncs.
     func testAThiefIsDeniedWhenItsOwnBundleIsGone() throws {
         for theft in Theft.allCases {

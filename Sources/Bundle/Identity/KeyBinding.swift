@@ -408,16 +408,14 @@ public enum KeyBinding {
     }
 
     /// Keeps, to relay, a statement a mailbox acknowledgement file of `knowledgeID` carried,
-    /// when it is that replica's, signed by its current key, and newer than the one held. The
-    /// file's signature, by the replica's current key
-    /// (``checkAcknowledgementFile(of:name:signedBy:birth:replica:)``), covers it; its own
-    /// signature is what every receiver of a bundle that relays it checks, and is checked here
-    /// too, as for a bundle's statements: a key the replica moved from cannot freeze its word.
+    /// when it is that replica's and newer than the one held. The file's signature, by the
+    /// replica's current key (``checkAcknowledgementFile(of:name:signedBy:birth:replica:)``),
+    /// covers it, so a key the replica moved from cannot bring one here (a bundle's statements
+    /// are believed only by that key too); its own signature is what every receiver of a
+    /// bundle that relays it checks.
     public static func keepStatement(_ statement: AcknowledgementStatement, of knowledgeID: String, replica: Replica) throws {
         guard statement.replica == knowledgeID, statement.replica != replica.knowledgeID else { return }
-        let pins = try KeyPins(replica)
-        guard let key = try pins.currentKey(of: knowledgeID), statement.isSigned(by: key) else { return }
-        try pins.store(statement)
+        try KeyPins(replica).store(statement)
     }
 
     /// The statements an export carries: every replica's latest (this one's included, so

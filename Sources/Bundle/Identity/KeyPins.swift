@@ -111,12 +111,14 @@ struct KeyPins {
     /// a stolen key could sign a counter no later statement reaches, and freeze the replica's
     /// word everywhere; moving to a new key (`keygen --rotate`) ends that (docs/KEYS.md).
     func store(_ statement: AcknowledgementStatement) throws {
-        let stored = SQLValue.blob(try statement.stored())
-        try database.run(KeyPinSQL.storeStatement, .text(statement.replica), .integer(statement.counter), stored)
-        guard database.changes == 0, let held = try acknowledgementStatement(of: statement.replica), held.counter > statement.counter,
-            let key = try currentKey(of: statement.replica), !held.isSigned(by: key), statement.isSigned(by: key)
+        let replica = SQLValue.text(statement.replica), stored = SQLValue.blob(try statement.stored())
+        try database.run(KeyPinSQL.storeStatement, replica, .integer(statement.counter), stored)
+        // Only a held one as far or further ahead, and not this one, is read (each lists every replica).
+        guard database.changes == 0, try database.int64(KeyPinSQL.heldAheadOtherwise, replica, .integer(statement.counter), stored) == 1,
+            let held = try acknowledgementStatement(of: statement.replica), let key = try currentKey(of: statement.replica),
+            !held.isSigned(by: key), statement.isSigned(by: key)
         else { return }
-        try database.run(KeyPinSQL.replaceStatement, .text(statement.replica), .integer(statement.counter), stored)
+        try database.run(KeyPinSQL.replaceStatement, replica, .integer(statement.counter), stored)
     }
 }
 
@@ -151,6 +153,9 @@ enum KeyPinSQL {
         INSERT INTO "_sqsync_statements" ("replica", "counter", "statement") VALUES (?, ?, ?)
         ON CONFLICT DO UPDATE SET "counter" = excluded."counter", "statement" = excluded."statement"
         WHERE excluded."counter" > "counter"
+        """
+    static let heldAheadOtherwise = """
+        SELECT EXISTS (SELECT 1 FROM "_sqsync_statements" WHERE "replica" = ?1 AND "counter" >= ?2 AND "statement" != ?3)
         """
     static let replaceStatement = #"UPDATE "_sqsync_statements" SET "counter" = ?2, "statement" = ?3 WHERE "replica" = ?1"#
 }

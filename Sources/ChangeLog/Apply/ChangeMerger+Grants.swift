@@ -115,9 +115,12 @@ extension ChangeMerger {
         if let entry, entry.cl > change.causalLength {
             // But a life its writer made without knowing the later one (a key a scoped replica
             // never held, taken by an insert of its own) stays there unless the later life
-            // reached it, and its reach may not meet the writer's scope: a new life of this
-            // replica's, whose reach now holds the writer's labels, tells it.
-            if change.rowStamp != nil, try holdsRow(target: target, keyValues: change.key) {
+            // reached it. When it brings labels the row's reach here lacks, no life of the row
+            // was meant for its readers: a new life of this replica's, whose reach then holds
+            // them (``widenReach(byDenied:)``), tells them. Met again, it brings nothing new.
+            if change.rowStamp != nil, !change.reach.isWithin(try reaches.reach(tid: table.tid, key: try metadataKey(change.key))),
+                try holdsRow(target: target, keyValues: change.key)
+            {
                 undoneByNewLife.append((table.name, change.key, entry.cl))
             }
             return false
@@ -131,7 +134,9 @@ extension ChangeMerger {
         // and tells its key to no one else.
         if try holdsRow(target: target, keyValues: change.key) {
             undoneByNewLife.append((table.name, change.key, change.causalLength))
-        } else if change.rowStamp != nil, !change.isDelete, let denied = try deniedNewRow(change, in: target) {
+        } else if change.rowStamp != nil, !change.isDelete,
+            let denied = try deniedNewRow(change, in: target, writersExpression: expression)
+        {
             deniedNewRows.append(denied)
         }
         let stamp = latest
@@ -197,18 +202,20 @@ extension ChangeMerger {
         return try database.row(sql, columns.map { values[$0.name] ?? .null })?.values.first?.stringValue
     }
 
-    /// A denied life of a row not held here, as ``Replica/endDeniedNewRows(_:)`` ends it; nil
-    /// when its reach cannot be told (a label past the limits), so a deletion would go to
-    /// every reader.
-    private func deniedNewRow(_ change: RowChange, in target: Target) throws -> DeniedNewRow? {
+    /// A denied life of a row not held here, as ``Replica/endDeniedNewRows(_:)`` ends it, with
+    /// the reach of the replicas that may hold it: its label, under this replica's expression
+    /// and under its writer's (a replica that took it holds it by its values; the record's own
+    /// reach is the writer's word, which could name more scopes). nil when that cannot be told
+    /// (a label past the limits), so a deletion would go to every reader.
+    private func deniedNewRow(_ change: RowChange, in target: Target, writersExpression: String?) throws -> DeniedNewRow? {
         guard let expression = target.info.label else {
             return DeniedNewRow(table: target.info.name, key: change.key, above: change.causalLength, reach: nil)
         }
         var values: [String: SQLValue] = [:]
         for (position, column) in target.info.primaryKey.enumerated() { values[column.name] = change.key[position] }
         for column in change.columns { values[target.columns[column.column].name] = column.value }
-        let label = try self.label(of: values, in: target, expression: expression)
-        let reach = Reach(label.map { [$0] } ?? []).union(change.reach ?? Reach([]))
+        let labels = try Set([expression, writersExpression ?? expression].map { try self.label(of: values, in: target, expression: $0) })
+        let reach = Reach(labels.compactMap { $0 })
         guard reach.fits else { return nil }
         return DeniedNewRow(table: target.info.name, key: change.key, above: change.causalLength, reach: reach)
     }

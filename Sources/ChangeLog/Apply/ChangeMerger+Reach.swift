@@ -17,9 +17,8 @@ extension ChangeMerger {
     /// change carries nothing that moves it (an update within a life, or a table without a
     /// label).
     func reachBefore(_ change: RowChange, in target: Target) throws -> ReachBefore? {
-        guard target.info.label != nil, change.rowStamp != nil || change.reach != nil || target.madeWithoutItsLabel else {
-            return nil
-        }
+        guard target.info.label != nil, change.rowStamp != nil || change.reach != nil || movesUnlabelled(change, in: target)
+        else { return nil }
         // A record without a reach held here already was merged before: before the label was
         // known here (the reach the label gave the row covers what it did) or after (it left
         // the reach unknown then). Relays send such records again and again.
@@ -29,6 +28,14 @@ extension ChangeMerger {
         // A key new here has been nowhere through this replica: an empty reach.
         let reach = entry == nil ? Reach([]) : try reaches.reach(tid: target.info.tid, key: key)
         return ReachBefore(key: key, entry: entry, reach: reach)
+    }
+
+    /// An update made where the table's label was not known that writes a column the label
+    /// reads: it may have moved the row to any label.
+    func movesUnlabelled(_ change: RowChange, in target: Target) -> Bool {
+        guard target.madeWithoutItsLabel, change.rowStamp == nil else { return false }
+        let labelColumns = target.labelColumnIDs
+        return change.columns.contains { labelColumns.contains(target.columns[$0.column].cid) }
     }
 
     /// Every stamp of the record is one this replica held before the merge.
@@ -51,13 +58,14 @@ extension ChangeMerger {
         let incoming = change.reach
         // An update without a row stamp is judged by its life only: one made where the label
         // was not known, lost to a later life here (a deletion, a move), may have moved the
-        // row to readers that life never reached.
+        // row to readers that life never reached. (One of a life not seen here yet waits for
+        // it: nothing is settled.)
         let rowStamp = change.rowStamp.map(local)
-        if announcesReach, rowStamp != nil || target.madeWithoutItsLabel, let was = before.entry,
+        if announcesReach, rowStamp != nil || movesUnlabelled(change, in: target), let was = before.entry,
             let now = try rowEntry(tid: target.info.tid, key: before.key)
         {
             let changedHere = now.cl != was.cl || now.stamp != was.stamp || now.cells != was.cells
-            let settled = now.cl == change.causalLength && (rowStamp == nil || now.stamp == rowStamp)
+            let settled = rowStamp.map { now.cl == change.causalLength && now.stamp == $0 } ?? (now.cl <= change.causalLength)
             if (changedHere && !before.reach.isWithin(incoming)) || (!settled && !incoming.isWithin(before.reach)) {
                 if now.cl % 2 == 1 {
                     relabelled.append((target.info.name, change.key))

@@ -11,11 +11,12 @@ extension ChangeMerger {
         let nonKeyColumns: [Int]
         /// Change-set indexes of columns a migration dropped here: their values are ignored.
         let dropped: Set<Int>
-        /// The local column IDs the table's label reads, found once (``TableInfo/labelColumns``).
         /// The change set was made under statements that did not give the table the label it
-        /// has here: an update of it may have moved a row where no label was known, so it
-        /// leaves the row's reach unknown, as a life without a reach does (docs/SCOPES.md, "Reach").
+        /// has here: an update of it that writes a column the label reads may have moved a row
+        /// where no label was known, so it leaves the row's reach unknown, as a life without a
+        /// reach does (docs/SCOPES.md, "Reach").
         var madeWithoutItsLabel = false
+        /// The local column IDs the table's label reads, found once (``TableInfo/labelColumns``).
         lazy var labelColumnIDs = Set(info.labelColumns.map(\.cid))
         let insertEverything: Statement
         /// Writes the entry of a row just written, with its checksum.

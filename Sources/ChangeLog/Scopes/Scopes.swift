@@ -135,9 +135,15 @@ extension Replica {
             for row in rows where row.above < RowChange.maxCausalLength - 1 {
                 guard let table = tables[row.table], row.key.count == table.primaryKey.count else { continue }
                 let key = try metadataKey(row.key)
-                try database.run(ScopeSQL.deletionAbove, .integer(Int64(table.tid)), key, .integer(row.above + 1), .integer(Int64(site)))
+                let tid = SQLValue.integer(Int64(table.tid))
+                let hadEntry = try database.optionalInt64(ScopeSQL.entryLength, tid, key) != nil
+                try database.run(ScopeSQL.deletionAbove, tid, key, .integer(row.above + 1), .integer(Int64(site)))
                 guard database.changes > 0 else { continue }
-                if table.label != nil { try reaches.record(row.reach, tid: table.tid, key: key) }
+                if table.label != nil {
+                    // A deletion below it held the row's reach: it stays, with the life's.
+                    let reach = hadEntry ? try reaches.reach(tid: table.tid, key: key).joined(row.reach) : row.reach
+                    try reaches.record(reach, tid: table.tid, key: key)
+                }
                 try database.run(ScopeSQL.logDeletion(table), row.key)
             }
             try fold()
@@ -535,6 +541,8 @@ enum ScopeSQL {
     /// An entry for key ?2 of table ?1, deleted at causal length ?3 (even), where there is
     /// none or only a deletion below it; the fold then stamps the deletion logged after it as
     /// this replica's (site ?4).
+    static let entryLength = #"SELECT "cl" FROM "_sqsync_rows" WHERE "tid" = ?1 AND "pk" = ?2"#
+
     static let deletionAbove = """
         INSERT INTO "_sqsync_rows" ("tid", "pk", "cl", "hlc", "site", "seq") VALUES (?1, ?2, ?3, 0, ?4, 0)
         ON CONFLICT ("tid", "pk") DO UPDATE SET "cl" = excluded."cl", "cells" = NULL
