@@ -130,8 +130,8 @@ extension ChangeMerger {
         // a replica that holds the row undoes it there with a new life of its own, above the
         // causal length the denied update, delete or life gave it, which wins whatever the
         // clocks say. A denied new row held nowhere here gets a deletion above it, whose
-        // reach is the life's label and reach: it goes to the readers that may hold the row,
-        // and tells its key to no one else.
+        // reach is the life's label: it goes to the readers that may hold the row, and tells
+        // its key to no one else.
         if try holdsRow(target: target, keyValues: change.key) {
             undoneByNewLife.append((table.name, change.key, change.causalLength))
         } else if change.rowStamp != nil, !change.isDelete,

@@ -124,8 +124,9 @@ extension Replica {
     /// a deletion of this replica's own above the life (``ChangeMerger/deniedNewRows``): the
     /// row stays at its writer and wherever it was taken (a replica that lacked the evidence
     /// that denies it), and the deletion wins there whatever the clocks say. Its reach is the
-    /// life's label and reach, so it reaches those readers and tells the key to no other
-    /// scope. A key with an entry here (a ghost, a later life, a deletion above) is left.
+    /// life's label (under this replica's expression and its writer's), so it reaches those
+    /// readers and tells the key to no other scope. A key with a live entry here (a ghost) is
+    /// left; a deletion below keeps its reach, joined with the life's.
     func endDeniedNewRows(_ rows: [DeniedNewRow]) throws {
         guard !rows.isEmpty else { return }
         guard !(try adminRules()).isRestricted(knowledgeID) else { return }
