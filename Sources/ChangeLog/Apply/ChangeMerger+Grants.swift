@@ -63,9 +63,7 @@ extension ChangeMerger {
             }
             verdict = (rules.allows(origin, .delete, on: table.name, label: current.label), "delete", current.label)
         } else if change.rowStamp != nil {
-            var values: [String: SQLValue] = [:]
-            for (position, column) in table.primaryKey.enumerated() { values[column.name] = change.key[position] }
-            for column in change.columns { values[target.columns[column.column].name] = column.value }
+            let values = lifeValues(change, in: target)
             let label = try self.label(of: values, in: target, expression: expression)
             if let replaced = try replacedRow(change, in: target, expression: expression) {
                 // A life over a row held here (or, with a scope, one that left it) replaces it:
@@ -111,14 +109,15 @@ extension ChangeMerger {
         guard !knownHere(local(latest)) else { return false }
         // A denied change the row here is past already (a later life, this replica's undo of
         // it when its set is merged again) would lose anyway: nothing to log or undo.
-        let entry = try rowEntry(tid: table.tid, key: try metadataKey(change.key))
+        let key = try metadataKey(change.key)
+        let entry = try rowEntry(tid: table.tid, key: key)
         if let entry, entry.cl > change.causalLength {
             // But a life its writer made without knowing the later one (a key a scoped replica
             // never held, taken by an insert of its own) stays there unless the later life
             // reached it. When it brings labels the row's reach here lacks, no life of the row
             // was meant for its readers: a new life of this replica's, whose reach then holds
             // them (``widenReach(byDenied:)``), tells them. Met again, it brings nothing new.
-            if change.rowStamp != nil, !change.reach.isWithin(try reaches.reach(tid: table.tid, key: try metadataKey(change.key))),
+            if change.rowStamp != nil, !change.reach.isWithin(try reaches.reach(tid: table.tid, key: key)),
                 try holdsRow(target: target, keyValues: change.key)
             {
                 undoneByNewLife.append((table.name, change.key, entry.cl))
@@ -211,13 +210,19 @@ extension ChangeMerger {
         guard let expression = target.info.label else {
             return DeniedNewRow(table: target.info.name, key: change.key, above: change.causalLength, reach: nil)
         }
-        var values: [String: SQLValue] = [:]
-        for (position, column) in target.info.primaryKey.enumerated() { values[column.name] = change.key[position] }
-        for column in change.columns { values[target.columns[column.column].name] = column.value }
+        let values = lifeValues(change, in: target)
         let labels = try Set([expression, writersExpression ?? expression].map { try self.label(of: values, in: target, expression: $0) })
         let reach = Reach(labels.compactMap { $0 })
         guard reach.fits else { return nil }
         return DeniedNewRow(table: target.info.name, key: change.key, above: change.causalLength, reach: reach)
+    }
+
+    /// A life's row by column name: its key and the columns it carries.
+    private func lifeValues(_ change: RowChange, in target: Target) -> [String: SQLValue] {
+        var values: [String: SQLValue] = [:]
+        for (position, column) in target.info.primaryKey.enumerated() { values[column.name] = change.key[position] }
+        for column in change.columns { values[target.columns[column.column].name] = column.value }
+        return values
     }
 
     /// Whether the row is in the user's table here.

@@ -132,10 +132,11 @@ public final class ChangeMerger {
         statements = try Statements(database)
         reaches = try ReachStatements(database)
         if targets.contains(where: { $0.info.label != nil }) {
-            let rules = try replica.adminRules()
+            let statements = try replica.adminStatements()
+            let rules = AdminRules(acts: statements.map(\.act))
             announcesReach = rules.scope(of: replica.knowledgeID) == nil && !rules.isRestricted(replica.knowledgeID)
             ownScope = rules.scope(of: replica.knowledgeID).map(Set.init)
-            let madeUnder = try replica.adminRules(namedBy: header.adminStatements)
+            let madeUnder = AdminRules(named: header.adminStatements, among: statements)
             for target in targets where target.info.label != nil {
                 target.madeWithoutItsLabel = madeUnder?.labels[target.info.name] != target.info.label
             }

@@ -184,10 +184,7 @@ extension Replica {
     /// The rules only the statements `ids` make (the set another replica's changes were made
     /// under); nil when one of them is not held here.
     public func adminRules(namedBy ids: [[UInt8]]) throws -> AdminRules? {
-        let wanted = Set(ids)
-        let statements = try adminStatements().filter { wanted.contains($0.id) }
-        guard statements.count == wanted.count else { return nil }
-        return AdminRules(acts: statements.map(\.act))
+        AdminRules(named: ids, among: try adminStatements())
     }
 
     /// What `origin` named for its latest changes merged here: through `last`, under the
@@ -572,4 +569,15 @@ enum ScopeSQL {
 
     /// A row back in scope is no ghost.
     static let forgetGhost = #"DELETE FROM "_sqsync_ghosts" WHERE "tid" = ?1 AND "pk" = ?2"#
+}
+
+extension AdminRules {
+    /// The rules only the statements `ids` make, of those held (`statements`); nil when one
+    /// of them is not held.
+    init?(named ids: [[UInt8]], among statements: [StoredAdminStatement]) {
+        let wanted = Set(ids)
+        let named = statements.filter { wanted.contains($0.id) }
+        guard named.count == wanted.count else { return nil }
+        self.init(acts: named.map(\.act))
+    }
 }
