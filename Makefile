@@ -63,8 +63,9 @@ test: test-deps
 test-install: test-deps dist
 	SWIFT=$(SWIFT) SQSYNC_TEST_SUITES=InstallTests scripts/test.sh
 
-# Many seeds of the network fuzz (random topologies, late joiners, lost files); `make test`
-# runs two. FUZZ_SEEDS sets how many.
+# Many seeds of the network fuzz (random topologies, late joiners, lost files), the scope
+# property test and the malicious-replica fuzz (a stolen key's thief included); `make test`
+# runs two or three of each. FUZZ_SEEDS sets how many.
 FUZZ_SEEDS ?= 200
 fuzz: deps
 	$(SWIFT) build --build-tests

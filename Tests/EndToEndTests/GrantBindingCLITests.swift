@@ -176,7 +176,9 @@ final class GrantBindingCLITests: XCTestCase {
     // MARK: evidence travels as changes
 
     /// The thief's edits of case 1 (statements shed before its first change) or case 2 (an
-    /// acknowledged revoke skipped, after f7 used the grant the revoke ends).
+    /// acknowledged revoke skipped, after f7 used the grant the revoke ends). In case 1 it also
+    /// inserts a north order its grant allows: f7, knowing no scope now, cuts its changes for
+    /// none, and north receives the order from a replica without a scope that took it.
     private enum Theft: CaseIterable { case shedBeforeFirstChange, skipRevoke }
 
     private func prepare(_ theft: Theft, order: [String]) throws {
@@ -198,6 +200,7 @@ final class GrantBindingCLITests: XCTestCase {
                 UPDATE "_sqsync_tables" SET "grants" = NULL;
                 INSERT INTO orders VALUES ('s1', 'north', 'FORGED-ITEM', 9);
                 INSERT INTO orders VALUES ('s9', 'south', 'FORGED-NEW-ROW', 9);
+                INSERT INTO orders VALUES ('n7', 'north', 'within-f7s-grant', 7);
                 UPDATE prices SET price = 6666.75 WHERE item = 'bolts';
                 """)
         case .skipRevoke:

@@ -325,7 +325,8 @@ final class BundleAdmission {
             let rules = sharers.isEmpty ? named : named.binding(keySharers: [changes.origin: sharers], held: held)
             let authorization =
                 rules.isRestricted(changes.origin)
-                ? Authorization(rules: rules, origin: changes.origin, receiverHasScope: !ownScope.isEveryRow) : nil
+                ? Authorization(
+                    rules: rules, origin: changes.origin, receiverHasScope: !ownScope.isEveryRow, beyondItsWord: !shed.isEmpty) : nil
             if authorization != nil,
                 let reason = try replica.labelHold(
                     judging: changes.originLabel, by: rules, tables: changes.tables.map(\.name), path: path)

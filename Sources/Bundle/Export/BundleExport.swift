@@ -33,6 +33,8 @@ extension BundleExchange {
         let rules = AdminRules(acts: adminStatements.map(\.act))
         let ownScope = rules.scope(of: me)
         let epochs = try replica.adminEpochs()
+        let lagging = try laggingCuts(of: replica, below: base)
+        let ownLagging = lagging[me] ?? [:]
         let valueCap = BundleLimits.maxValueBytes
         try replica.releaseWithheldValues(cap: valueCap)
         let (result, checkpoint) = try ChangeExporter.snapshot(of: replica, ownChangesAfter: base[me], valueCap: valueCap) {
@@ -52,9 +54,10 @@ extension BundleExchange {
             let progress = replica.progress.map { report in
                 { (written: Int) in report(WorkProgress(step: "exporting", done: written, total: max(written, ownChanges), unit: "rows")) }
             }
-            if header.last > own.base {
+            if header.last > min(own.base, ownLagging.values.min() ?? own.base) {
                 let parts = ownSegments(
-                    after: own.base, through: header.last, epochs: epochs, scope: scope, knownScopes: rules.distinctScopes)
+                    after: own.base, through: header.last, epochs: epochs, scope: scope, knownScopes: rules.distinctScopes,
+                    lagging: ownLagging)
                 if parts.count == 1 && parts[0].scope == nil && own.base == header.base {
                     var whole = header
                     whole.adminStatements = parts[0].statements
@@ -77,7 +80,7 @@ extension BundleExchange {
             let retired = Set(sites.filter(\.retired).map(\.knowledgeID))
             for segment in try relayedSegments(
                 from: store, pins: try KeyPins(replica), since: base, leaving: leaving.union(retired).union([me]), scope: scope,
-                ownScope: ownScope)
+                ownScope: ownScope, lagging: lagging)
             {
                 guard let site = siteIndex[segment.origin] else { continue }
                 try writer.copySegment(
@@ -123,23 +126,23 @@ extension BundleExchange {
     /// own there, and retired replicas), the fewest that carry what the receiver lacks, per
     /// scope, oldest first (a change set comes after those its origin had seen when it wrote
     /// it). A replica relays only to a reader whose scope lies within its own, and only the
-    /// segments cut for that scope (or for one within it, which the reader relays on). A
+    /// segments cut for that scope (or for one within it, which the reader relays on, from
+    /// where the `lagging` peers of that scope stand when they are behind the reader). A
     /// segment signed by a key its origin has since moved away from past it is left out: its
     /// receivers would refuse the whole bundle.
     static func relayedSegments(
         from store: SegmentStore, pins: KeyPins, since base: Knowledge, leaving: Set<String>, scope: [String]?,
-        ownScope: [String]?
+        ownScope: [String]?, lagging: [String: [Scope: Int64]] = [:]
     ) throws -> [SegmentStore.Stored] {
         let readerScope = Scope(scope)
         guard readerScope.isWithin(Scope(ownScope)) else { return [] }
         var relayed: [SegmentStore.Stored] = []
         for (origin, kept) in try store.byOrigin() where !leaving.contains(origin) {
-            let carried = kept.filter {
-                Scope($0.scope) == readerScope || (!readerScope.isEveryRow && Scope($0.scope).isStrictlyWithin(readerScope))
-            }
+            let carried = kept.filter { Scope($0.scope).isWithin(readerScope) }
             let chain = try pins.chain(of: origin)
-            for group in Dictionary(grouping: carried, by: { Scope($0.scope) }).values {
-                for segment in SegmentStore.cover(of: group, after: base[origin]) {
+            for (cut, group) in Dictionary(grouping: carried, by: { Scope($0.scope) }) {
+                let from = cut == readerScope ? base[origin] : min(base[origin], lagging[origin]?[cut] ?? base[origin])
+                for segment in SegmentStore.cover(of: group, after: from) {
                     guard let signer = try store.signer(of: segment), let key = chain.first(where: { $0.key == signer }),
                         key.untilSeq.map({ segment.last <= $0 }) ?? true
                     else { continue }
@@ -164,24 +167,32 @@ extension BundleExchange {
         let ownBase =
             checkpoints ? try Checkpoints.ownBase(forReceiverHolding: min(base[me], last), last: last, of: replica).base : base[me]
         let retired = try replica.retiredPeerIDs()
+        let lagging = try laggingCuts(of: replica, below: base)
         let relayed = try relayedSegments(
             from: try SegmentStore(replica), pins: try KeyPins(replica), since: base, leaving: retired.union([me]),
-            scope: scope.map { Array(Set($0)).sorted() }, ownScope: try replica.ownScope())
-        return "own \(ownBase)-\(last) relays " + relayed.map { "\($0.rowid)@\($0.createdHLC)" }.joined(separator: ",")
+            scope: scope.map { Array(Set($0)).sorted() }, ownScope: try replica.ownScope(), lagging: lagging)
+        let cuts = (lagging[me] ?? [:]).filter { $0.key.isStrictlyWithin(Scope(scope)) }.map { "\($0.key.text)@\($0.value)" }.sorted()
+        return "own \(ownBase)-\(last)" + (cuts.isEmpty ? "" : " cuts " + cuts.joined(separator: ","))
+            + " relays " + relayed.map { "\($0.rowid)@\($0.createdHLC)" }.joined(separator: ",")
     }
 
     /// The segments of this replica's own changes after `base` through `last`: one per admin
     /// epoch (the statements its changes were made under), and per scope: the reader's, and
     /// each known scope within it (every known scope, for a reader without one), which the
-    /// reader keeps to relay (docs/SCOPES.md).
+    /// reader keeps to relay (docs/SCOPES.md). The cut for a scope some live peer lags in
+    /// starts where that peer stands (`lagging`), so that a relay holds it even when this
+    /// replica's earlier bundles carried no such cut (it did not know the scope yet).
     static func ownSegments(
         after base: Int64, through last: Int64, epochs: [(afterSeq: Int64, ids: [[UInt8]])], scope: [String]?,
-        knownScopes: [[String]]
+        knownScopes: [[String]], lagging: [Scope: Int64] = [:]
     ) -> [(after: Int64, through: Int64, statements: [[UInt8]], scope: [String]?)] {
         func statements(from seq: Int64) -> [[UInt8]] { epochs.last { $0.afterSeq < seq }?.ids ?? [] }
-        var bounds = [base]
-        for epoch in epochs where epoch.afterSeq > base && epoch.afterSeq < last { bounds.append(epoch.afterSeq) }
-        bounds.append(last)
+        func ranges(from start: Int64) -> [(Int64, Int64)] {
+            var bounds = [start]
+            for epoch in epochs where epoch.afterSeq > start && epoch.afterSeq < last { bounds.append(epoch.afterSeq) }
+            bounds.append(last)
+            return zip(bounds, bounds.dropFirst()).filter { $0.1 > $0.0 }
+        }
         var scopes: [[String]?] = [scope]
         if let scope {
             scopes += knownScopes.filter { Scope($0).isStrictlyWithin(Scope(scope)) }.map { $0 }
@@ -189,10 +200,32 @@ extension BundleExchange {
             scopes += knownScopes.map { $0 }
         }
         var parts: [(after: Int64, through: Int64, statements: [[UInt8]], scope: [String]?)] = []
-        for (start, end) in zip(bounds, bounds.dropFirst()) where end > start {
-            for cut in scopes { parts.append((start, end, statements(from: start + 1), cut)) }
+        for (index, cut) in scopes.enumerated() {
+            let start = index == 0 ? base : min(base, lagging[Scope(cut)] ?? base)
+            for (from, to) in ranges(from: start) { parts.append((from, to, statements(from: from + 1), cut)) }
         }
-        return parts
+        // Oldest first, each range's cuts in the order above.
+        return parts.enumerated().sorted { ($0.element.after, $0.offset) < ($1.element.after, $1.offset) }.map(\.element)
+    }
+
+    /// For each origin, and each scope a live peer with that scope lags in, the lowest point of
+    /// that origin's changes such a peer acknowledged, below what the reader holds (`base`).
+    /// The cuts for that scope, own or relayed, start there: so a relay comes to hold them
+    /// even when the origin's bundles carried no such cut for those changes (it did not know
+    /// the scope yet) or a relay between passed on only the origin's full segments.
+    static func laggingCuts(of replica: Replica, below base: Knowledge) throws -> [String: [Scope: Int64]] {
+        let rules = try KeyBinding.adminRules(of: replica)
+        guard rules.hasScopes else { return [:] }
+        let origins = try replica.knowledge().seqs.keys
+        var starts: [String: [Scope: Int64]] = [:]
+        for (peer, acknowledged) in try replica.livePeerAcknowledgements() {
+            guard let labels = rules.scope(of: peer) else { continue }
+            let scope = Scope(labels)
+            for origin in origins where origin != peer && acknowledged[origin] < base[origin] {
+                starts[origin, default: [:]][scope] = min(starts[origin]?[scope] ?? .max, acknowledged[origin])
+            }
+        }
+        return starts
     }
 
     /// Bytes of statements and their keys an envelope may carry per replica it lists (and
@@ -233,7 +266,7 @@ extension BundleExchange {
             from: try SegmentStore(replica), pins: try KeyPins(replica), since: base,
             leaving: try replica.retiredPeerIDs().union([me]), scope: nil, ownScope: try replica.ownScope())
         for segment in relayed.sorted(by: { ($0.origin, $0.base) < ($1.origin, $1.base) })
-        where segment.base <= carried[segment.origin] {
+        where segment.scope == nil && segment.base <= carried[segment.origin] {
             carried.seqs[segment.origin] = max(carried[segment.origin], segment.last)
         }
         return carried
@@ -254,10 +287,12 @@ extension BundleExchange {
     public static func hasChanges(of replica: Replica, since base: Knowledge, scope: [String]? = nil) throws -> Bool {
         let knowledge = try replica.knowledge()
         if knowledge[replica.knowledgeID] > base[replica.knowledgeID] { return true }
+        let lagging = try laggingCuts(of: replica, below: base)
+        if (lagging[replica.knowledgeID] ?? [:]).keys.contains(where: { $0.isStrictlyWithin(Scope(scope)) }) { return true }
         let leaving = try replica.retiredPeerIDs().union([replica.knowledgeID])
         return try !relayedSegments(
             from: try SegmentStore(replica), pins: try KeyPins(replica), since: base, leaving: leaving,
-            scope: scope.map { Array(Set($0)).sorted() }, ownScope: try replica.ownScope()
+            scope: scope.map { Array(Set($0)).sorted() }, ownScope: try replica.ownScope(), lagging: lagging
         ).isEmpty
     }
 }

@@ -43,6 +43,12 @@ public final class ChangeMerger {
     /// them and its reach: each gets a deletion of this replica's above it
     /// (``Replica/endDeniedNewRows(_:)``).
     var deniedNewRows: [DeniedNewRow] = []
+    /// Rows (table, key) an origin's changes made beyond its word wrote and this merge took:
+    /// their origin cut them for no scope, so a replica holding every row announces them as
+    /// its own (a new life of a live row, a deletion of a deleted one) for readers with a
+    /// scope (``Authorization/beyondItsWord``).
+    var takenBeyondItsWord: [(table: String, key: [SQLValue])] = []
+    private var takenBeyondItsWordKeys: Set<[SQLValue]> = []
     /// Deleted rows whose deletion this replica announces again as its own, to readers the
     /// deletion's origin did not reach (``settleReach(after:in:before:)``).
     public internal(set) var deletedAgain: [(table: String, key: [SQLValue])] = []
@@ -220,6 +226,9 @@ public final class ChangeMerger {
         let reach = try reachBefore(kept, in: target)
         if target.info.label != nil { reachTouched.append((target, change.key)) }
         try applyKept(kept, to: target)
+        if authorization?.beyondItsWord == true, takenBeyondItsWordKeys.insert([.text(target.info.name)] + change.key).inserted {
+            takenBeyondItsWord.append((target.info.name, change.key))
+        }
         if let reach { try settleReach(after: kept, in: target, before: reach) }
         if !kept.counters.isEmpty, try applyCounters(kept, to: target), target.counts.unchanged > unchangedBefore {
             target.counts.unchanged -= 1
@@ -518,8 +527,9 @@ public final class ChangeMerger {
     public func finish() throws -> ApplySummary {
         let merged = try finishRows()
         try replica.recordNumbering(numbering, site: originSite, origin: header.origin)
-        try replica.startNewLives(of: relabelled)
-        try replica.announceDeletions(of: deletedAgain)
+        try replica.startNewLives(
+            of: relabelled + takenBeyondItsWord.filter { taken in !relabelled.contains { $0.table == taken.table && $0.key == taken.key } })
+        try replica.announceDeletions(of: deletedAgain + takenBeyondItsWord)
         try replica.startNewLives(undoing: undoneByNewLife)
         try replica.endDeniedNewRows(deniedNewRows)
         let claim = try replica.adminClaim(of: header.origin)?.last ?? 0

@@ -143,6 +143,23 @@ extension Replica {
         return peer
     }
 
+    /// What each live peer (not retired, heard from: ``LifecycleSQL/vouched(_:)``) last said
+    /// it holds, empty when it said nothing yet. Cuts of each origin's changes for a scoped
+    /// peer that lags start there, so that relays carry them on (docs/SCOPES.md, "Knowledge
+    /// and relaying under a scope").
+    public func livePeerAcknowledgements() throws -> [String: Knowledge] {
+        var acknowledged: [String: [String: Int64]] = [:]
+        for row in try database.rows(SitesSQL.livePeerAcknowledgements, .integer(Int64(site))) {
+            let peer = try row.string("peer")
+            if let origin = try row.optionalString("site") {
+                acknowledged[peer, default: [:]][origin] = try row.int64("seq")
+            } else {
+                acknowledged[peer, default: [:]] = [:]
+            }
+        }
+        return acknowledged.mapValues { Knowledge($0) }
+    }
+
     /// Knowledge IDs of retired peers, without reading every acknowledgement.
     public func retiredPeerIDs() throws -> Set<String> {
         Set(try database.rows(#"SELECT "knowledge_id" FROM "_sqsync_sites" WHERE "retired" = 1"#).map { try $0.string("knowledge_id") })
@@ -207,6 +224,14 @@ enum SitesSQL {
     static let acknowledgements = """
         SELECT p."knowledge_id" AS "peer", s."knowledge_id" AS "site", a."seq"
         FROM "_sqsync_acks" a JOIN "_sqsync_sites" p ON p."site" = a."peer" JOIN "_sqsync_sites" s ON s."site" = a."site"
+        """
+
+    /// Each live peer other than site ?1 and what it acknowledged of each origin (one row with
+    /// a NULL origin when nothing).
+    static let livePeerAcknowledgements = """
+        SELECT p."knowledge_id" AS "peer", s."knowledge_id" AS "site", a."seq"
+        FROM "_sqsync_sites" p LEFT JOIN "_sqsync_acks" a ON a."peer" = p."site" LEFT JOIN "_sqsync_sites" s ON s."site" = a."site"
+        WHERE p."site" != ?1 AND p."retired" = 0 AND \(LifecycleSQL.vouched("p"))
         """
 
     static let addSite = #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#

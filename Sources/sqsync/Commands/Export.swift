@@ -64,8 +64,9 @@ extension SQSync {
                     if let note = chosen.note { global.say(note) }
                 }
             }
-            // A scoped peer gets only the rows of its labels (docs/SCOPES.md).
-            let scope = try peer.flatMap { try replica.adminRules().scope(of: receiver ?? $0.lowercased()) }
+            // A scoped peer gets only the rows of its labels (docs/SCOPES.md), and so does a
+            // replica made with a scoped replica's key.
+            let scope = try peer.flatMap { try KeyBinding.adminRules(of: replica).scope(of: receiver ?? $0.lowercased()) }
             let result = try global.showingProgress(of: replica, db) {
                 try BundleExchange.export(
                     replica: replica, since: base, key: key, to: to ?? output!, intoDirectory: to != nil, receiver: receiver,
