@@ -22,16 +22,18 @@ extension MaliciousReplicaFuzzTests {
     /// writing and exchanging along f7's edges; some of its bundles are lost.
     ///
     /// Passing means: the honest replicas end with the same rows (each scoped replica exactly
-    /// the rows of its region); when f7's word reached every honest replica before the theft,
-    /// none holds a value the thief wrote and some honest replica logged a denial or refused the
-    /// thief's bundle; when the thief struck at once (every third seed), they agree all the same
-    /// (docs/SCOPES.md, "The window that remains").
+    /// the rows of its region, the thief's writes within f7's grants included); when f7's word
+    /// reached every honest replica before the theft, none holds a value the thief wrote
+    /// outside f7's grants and, if the thief's changes reached any honest replica, one of them
+    /// logged a denial or refused the thief's bundle; when the thief struck at once (three
+    /// seeds in nine), they agree all the same (docs/SCOPES.md, "The window that remains").
     ///
     /// Runs 3 seeds (one of each theft, the second striking at once); `SQSYNC_PROPERTY_SEEDS=N`
     /// runs N, `SQSYNC_PROPERTY_SEED=S` replays one.
     func testAStolenKeyIsDeniedWhateverNetworkAndOrderReplicasMeetIn() throws {
         var denialsChecked = 0
-        for seed in PropertyHistory.seeds(from: 0x57_01E_0000) {
+        let seeds = PropertyHistory.seeds(from: 0x57_01E_0000)
+        for seed in seeds {
             let world = try TheftWorld(seed: seed)
             defer { world.removeFiles() }
             do {
@@ -44,7 +46,7 @@ extension MaliciousReplicaFuzzTests {
                 return
             }
         }
-        XCTAssertGreaterThan(denialsChecked, 0, "no seed checked a denial: the test proves less than it says")
+        if seeds.count >= 3 { XCTAssertGreaterThan(denialsChecked, 0, "no seed checked a denial: the test proves less than it says") }
     }
 }
 

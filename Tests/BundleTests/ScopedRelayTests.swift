@@ -100,4 +100,38 @@ final class ScopedRelayTests: XCTestCase {
         XCTAssertEqual(try ids("south"), ["w1"])
         XCTAssertEqual(try holds("south", of: "w"), try holds("w", of: "w"))
     }
+
+    /// w, scoped to north and granted north orders, is in a thief's hands: with SQL alone its
+    /// statements are deleted and its grant checks emptied, and it inserts a north order its
+    /// grant allows. Knowing no scope, it cuts its changes for none. hq, holding w's word of
+    /// its statements, takes the order and announces it as its own, cut for north: north
+    /// receives it. The same changes merged again at hq (relayed back by hub) announce nothing.
+    func testAThiefsAllowedWriteReachesItsScopeFromAReplicaHoldingEveryRow() throws {
+        try issue(
+            scopes + [
+                .scope(replica: replicas["w"]!.knowledgeID, labels: ["north"]),
+                .grant(replica: replicas["w"]!.knowledgeID, table: "orders", operations: [.insert, .update], labels: ["north"]),
+            ])
+        for (from, to) in [("hq", "w"), ("w", "hq"), ("hq", "hub"), ("hq", "north"), ("north", "hq")] { try send(from, to) }
+        let path = replicas["w"]!.path
+        let triggers = try replicas["w"]!.database.valueRows(
+            #"SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%\_grant\_%' ESCAPE '\'"#
+        ).compactMap { $0[0].stringValue }
+        XCTAssertFalse(triggers.isEmpty, "w has grant checks to take off")
+        try Database(path: path).execute(
+            triggers.map { "DROP TRIGGER \(quoteIdentifier($0)); CREATE TRIGGER \(quoteIdentifier($0)) BEFORE DELETE ON orders WHEN 0 BEGIN SELECT 0; END;" }
+                .joined() + """
+                DELETE FROM "_sqsync_admin"; DELETE FROM "_sqsync_admin_epochs"; DELETE FROM "_sqsync_admin_claims";
+                UPDATE "_sqsync_tables" SET "grants" = NULL;
+                INSERT INTO orders VALUES ('w9', 'north', 'within the grant');
+                """)
+        replicas["w"] = try Replica(path: path)
+        try send("w", "hq")
+        let announced = try holds("hq", of: "hq")
+        try send("hq", "north")
+        XCTAssertEqual(try ids("north"), ["w9"])
+        try send("w", "hub")
+        try send("hub", "hq")
+        XCTAssertEqual(try holds("hq", of: "hq"), announced, "hq announced the same changes again")
+    }
 }

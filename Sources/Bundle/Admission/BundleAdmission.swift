@@ -209,6 +209,19 @@ final class BundleAdmission {
         return Scope(segment.scope) == rules.ownScope
     }
 
+    /// Whether statements an origin left out (``Authorization/beyondItsWord``) include a label
+    /// or a scope: then it cut its changes for scopes as if they did not exist.
+    private func shedsScopes(_ shed: Set<[UInt8]>) throws -> Bool {
+        guard !shed.isEmpty else { return false }
+        return try replica.adminStatements().contains { statement in
+            guard shed.contains(statement.id) else { return false }
+            switch statement.act {
+            case .label, .scope: return true
+            case .grant, .revoke: return false
+            }
+        }
+    }
+
     /// The scope this replica merges, bound to its key as others see it: a replica made with
     /// a scoped replica's key merges that scope's segments (an honest laptop re-made after a
     /// lost disk receives its rows again).
@@ -326,7 +339,8 @@ final class BundleAdmission {
             let authorization =
                 rules.isRestricted(changes.origin)
                 ? Authorization(
-                    rules: rules, origin: changes.origin, receiverHasScope: !ownScope.isEveryRow, beyondItsWord: !shed.isEmpty) : nil
+                    rules: rules, origin: changes.origin, receiverHasScope: !ownScope.isEveryRow,
+                    beyondItsWord: try shedsScopes(shed)) : nil
             if authorization != nil,
                 let reason = try replica.labelHold(
                     judging: changes.originLabel, by: rules, tables: changes.tables.map(\.name), path: path)

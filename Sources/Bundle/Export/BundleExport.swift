@@ -10,7 +10,9 @@ extension BundleExchange {
     /// `intoDirectory` is true; then the file is named after the sender and its sequence
     /// range (docs/BUNDLE_FORMAT.md). `readers`: replicas that read the mailbox the bundle
     /// goes to, which leave their own changes and statements there: they are not relayed.
-    /// A known `receiver` (knowledge ID) is spared its own statement.
+    /// A known `receiver` (knowledge ID) is spared its own statement. `readingHere`: every
+    /// reader of the mailbox the bundle goes to; each gets a bundle cut for its own scope there,
+    /// so no relay needs to carry that scope's cuts for it (``laggingCuts(of:below:except:)``).
     ///
     /// Unless `checkpoints` is false (`export --since`, which sends what it is asked), a
     /// receiver behind this replica's latest checkpoint, or any receiver once a new one is due,
@@ -18,7 +20,7 @@ extension BundleExchange {
     public static func export(
         replica: Replica, since base: Knowledge, key: SigningKey, to destination: String, intoDirectory: Bool,
         nameSuffix: String? = nil, receiver: String? = nil, readers: Set<String> = [], encryptTo recipients: [SSHPublicKey] = [],
-        readersKey: ReadersKey? = nil, scope: [String]? = nil, checkpoints: Bool = true
+        readersKey: ReadersKey? = nil, scope: [String]? = nil, checkpoints: Bool = true, readingHere: Set<String> = []
     ) throws -> ExportResult {
         try BundleTables.ready(replica)
         try replica.refuseWhileMigrating("export")
@@ -33,7 +35,7 @@ extension BundleExchange {
         let rules = AdminRules(acts: adminStatements.map(\.act))
         let ownScope = rules.scope(of: me)
         let epochs = try replica.adminEpochs()
-        let lagging = try laggingCuts(of: replica, below: base)
+        let lagging = try laggingCuts(of: replica, below: base, except: readingHere)
         let ownLagging = lagging[me] ?? [:]
         let valueCap = BundleLimits.maxValueBytes
         try replica.releaseWithheldValues(cap: valueCap)
@@ -158,7 +160,7 @@ extension BundleExchange {
     /// and which kept segments it relays. A mailbox names its bundle after it, so that a
     /// bundle's name changes with what it carries, and an unchanged one is not written again.
     public static func plannedContent(
-        of replica: Replica, since base: Knowledge, scope: [String]?, checkpoints: Bool = true
+        of replica: Replica, since base: Knowledge, scope: [String]?, checkpoints: Bool = true, readingHere: Set<String> = []
     ) throws -> String {
         try BundleTables.ready(replica)
         try replica.fold()
@@ -167,7 +169,7 @@ extension BundleExchange {
         let ownBase =
             checkpoints ? try Checkpoints.ownBase(forReceiverHolding: min(base[me], last), last: last, of: replica).base : base[me]
         let retired = try replica.retiredPeerIDs()
-        let lagging = try laggingCuts(of: replica, below: base)
+        let lagging = try laggingCuts(of: replica, below: base, except: readingHere)
         let relayed = try relayedSegments(
             from: try SegmentStore(replica), pins: try KeyPins(replica), since: base, leaving: retired.union([me]),
             scope: scope.map { Array(Set($0)).sorted() }, ownScope: try replica.ownScope(), lagging: lagging)
@@ -212,17 +214,21 @@ extension BundleExchange {
     /// that origin's changes such a peer acknowledged, below what the reader holds (`base`).
     /// The cuts for that scope, own or relayed, start there: so a relay comes to hold them
     /// even when the origin's bundles carried no such cut for those changes (it did not know
-    /// the scope yet) or a relay between passed on only the origin's full segments.
-    static func laggingCuts(of replica: Replica, below base: Knowledge) throws -> [String: [Scope: Int64]] {
+    /// the scope yet) or a relay between passed on only the origin's full segments. Peers
+    /// `readingHere` (a mailbox's readers, each sent its own scope's bundle) do not count.
+    static func laggingCuts(
+        of replica: Replica, below base: Knowledge, except readingHere: Set<String> = []
+    ) throws -> [String: [Scope: Int64]] {
         let rules = try KeyBinding.adminRules(of: replica)
         guard rules.hasScopes else { return [:] }
-        let origins = try replica.knowledge().seqs.keys
+        var peersByScope: [Scope: [String]] = [:]
+        for peer in try replica.siteIDs().values where peer != replica.knowledgeID && !readingHere.contains(peer) {
+            if let labels = rules.scope(of: peer) { peersByScope[Scope(labels), default: []].append(peer) }
+        }
         var starts: [String: [Scope: Int64]] = [:]
-        for (peer, acknowledged) in try replica.livePeerAcknowledgements() {
-            guard let labels = rules.scope(of: peer) else { continue }
-            let scope = Scope(labels)
-            for origin in origins where origin != peer && acknowledged[origin] < base[origin] {
-                starts[origin, default: [:]][scope] = min(starts[origin]?[scope] ?? .max, acknowledged[origin])
+        for (scope, peers) in peersByScope {
+            for (origin, least) in try replica.leastAcknowledged(by: peers.sorted()) where least < base[origin] {
+                starts[origin, default: [:]][scope] = least
             }
         }
         return starts
@@ -282,12 +288,14 @@ extension BundleExchange {
             .map { "\($0.replica):\($0.counter)" }.joined(separator: ",")
     }
 
-    /// True when an export since `base` would carry changes: this replica's own after it, or
-    /// relayed ones.
-    public static func hasChanges(of replica: Replica, since base: Knowledge, scope: [String]? = nil) throws -> Bool {
+    /// True when an export since `base` would carry changes: this replica's own after it, its
+    /// own cut for a scope whose peers lag (``laggingCuts(of:below:except:)``), or relayed ones.
+    public static func hasChanges(
+        of replica: Replica, since base: Knowledge, scope: [String]? = nil, readingHere: Set<String> = []
+    ) throws -> Bool {
         let knowledge = try replica.knowledge()
         if knowledge[replica.knowledgeID] > base[replica.knowledgeID] { return true }
-        let lagging = try laggingCuts(of: replica, below: base)
+        let lagging = try laggingCuts(of: replica, below: base, except: readingHere)
         if (lagging[replica.knowledgeID] ?? [:]).keys.contains(where: { $0.isStrictlyWithin(Scope(scope)) }) { return true }
         let leaving = try replica.retiredPeerIDs().union([replica.knowledgeID])
         return try !relayedSegments(

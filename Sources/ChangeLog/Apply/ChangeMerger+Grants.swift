@@ -8,10 +8,10 @@ public struct Authorization: Sendable {
     public var origin: String
     /// Whether the receiving replica has a scope (holds only some rows).
     public var receiverHasScope: Bool
-    /// Whether the changes name fewer statements than their origin's own evidence shows it
-    /// held (its key may be in other hands). Such an origin cuts its changes for no scope it
-    /// claims not to know, so a replica holding every row announces what it takes of them as
-    /// its own, cut for every scope (``ChangeMerger/takenBeyondItsWord``).
+    /// Whether the changes leave out a label or scope statement their origin's own evidence
+    /// shows it held (its key may be in other hands). Such an origin cuts its changes for no
+    /// scope it claims not to know, so a replica holding every row announces what it takes of
+    /// them as its own, cut for every scope (``ChangeMerger/takenBeyondItsWord``).
     public var beyondItsWord: Bool
 
     public init(rules: AdminRules, origin: String, receiverHasScope: Bool, beyondItsWord: Bool = false) {

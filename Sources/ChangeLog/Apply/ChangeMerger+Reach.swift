@@ -39,7 +39,7 @@ extension ChangeMerger {
     }
 
     /// Every stamp of the record is one this replica held before the merge.
-    private func isOldNews(_ change: RowChange) -> Bool {
+    func isOldNews(_ change: RowChange) -> Bool {
         (change.rowStamp.map { knownHere(local($0)) } ?? true) && change.columns.allSatisfy { knownHere(local($0.stamp)) }
             && change.counters.allSatisfy { knownHere(local($0.stamp)) }
     }

@@ -43,10 +43,10 @@ public final class ChangeMerger {
     /// them and its reach: each gets a deletion of this replica's above it
     /// (``Replica/endDeniedNewRows(_:)``).
     var deniedNewRows: [DeniedNewRow] = []
-    /// Rows (table, key) an origin's changes made beyond its word wrote and this merge took:
-    /// their origin cut them for no scope, so a replica holding every row announces them as
-    /// its own (a new life of a live row, a deletion of a deleted one) for readers with a
-    /// scope (``Authorization/beyondItsWord``).
+    /// Rows (table, key) that changes new here, made beyond their origin's word, wrote and
+    /// that were allowed: their origin cut them for no scope, so a replica holding every row
+    /// announces them as its own (a new life of a live row, a deletion of a deleted one) for
+    /// readers with a scope (``Authorization/beyondItsWord``).
     var takenBeyondItsWord: [(table: String, key: [SQLValue])] = []
     private var takenBeyondItsWordKeys: Set<[SQLValue]> = []
     /// Deleted rows whose deletion this replica announces again as its own, to readers the
@@ -226,7 +226,10 @@ public final class ChangeMerger {
         let reach = try reachBefore(kept, in: target)
         if target.info.label != nil { reachTouched.append((target, change.key)) }
         try applyKept(kept, to: target)
-        if authorization?.beyondItsWord == true, takenBeyondItsWordKeys.insert([.text(target.info.name)] + change.key).inserted {
+        // Once per change new here: a set merged again (kept, relayed back) announces nothing.
+        if authorization?.beyondItsWord == true, !isOldNews(change),
+            takenBeyondItsWordKeys.insert([.text(target.info.name)] + change.key).inserted
+        {
             takenBeyondItsWord.append((target.info.name, change.key))
         }
         if let reach { try settleReach(after: kept, in: target, before: reach) }
@@ -527,8 +530,9 @@ public final class ChangeMerger {
     public func finish() throws -> ApplySummary {
         let merged = try finishRows()
         try replica.recordNumbering(numbering, site: originSite, origin: header.origin)
+        let relabelledKeys = Set(relabelled.map { [SQLValue.text($0.table)] + $0.key })
         try replica.startNewLives(
-            of: relabelled + takenBeyondItsWord.filter { taken in !relabelled.contains { $0.table == taken.table && $0.key == taken.key } })
+            of: relabelled + takenBeyondItsWord.filter { !relabelledKeys.contains([.text($0.table)] + $0.key) })
         try replica.announceDeletions(of: deletedAgain + takenBeyondItsWord)
         try replica.startNewLives(undoing: undoneByNewLife)
         try replica.endDeniedNewRows(deniedNewRows)

@@ -46,7 +46,7 @@ extension Replica {
     }
 
     /// Local site number → knowledge ID, for every site this replica knows.
-    func siteIDs() throws -> [Int: String] { try sitesRead().ids }
+    public func siteIDs() throws -> [Int: String] { try sitesRead().ids }
 
     /// Knowledge ID → local site number, for every site this replica knows.
     func siteNumbers() throws -> [String: Int] { try sitesRead().numbers }
@@ -143,21 +143,23 @@ extension Replica {
         return peer
     }
 
-    /// What each live peer (not retired, heard from: ``LifecycleSQL/vouched(_:)``) last said
-    /// it holds, empty when it said nothing yet. Cuts of each origin's changes for a scoped
-    /// peer that lags start there, so that relays carry them on (docs/SCOPES.md, "Knowledge
-    /// and relaying under a scope").
-    public func livePeerAcknowledgements() throws -> [String: Knowledge] {
-        var acknowledged: [String: [String: Int64]] = [:]
-        for row in try database.rows(SitesSQL.livePeerAcknowledgements, .integer(Int64(site))) {
-            let peer = try row.string("peer")
-            if let origin = try row.optionalString("site") {
-                acknowledged[peer, default: [:]][origin] = try row.int64("seq")
-            } else {
-                acknowledged[peer, default: [:]] = [:]
-            }
+    /// For each origin, the least that any live one of `peers` (not retired, heard from:
+    /// ``LifecycleSQL/vouched(_:)``) last said it holds of it, 0 for nothing said; an origin
+    /// is absent when no such peer but itself is among them. Cuts of each origin's changes for
+    /// a scope start there when its peers lag, so that relays carry them on (docs/SCOPES.md,
+    /// "Knowledge and relaying under a scope").
+    public func leastAcknowledged(by peers: [String]) throws -> [String: Int64] {
+        let stamp = try database.contentStamp()
+        if let read = leastAcknowledgedRead, read.stamp == stamp, let least = read.byPeers[peers] { return least }
+        let list = String(decoding: try JSONEncoder().encode(peers), as: UTF8.self)
+        var least: [String: Int64] = [:]
+        for row in try database.rows(SitesSQL.leastAcknowledged, .text(list)) {
+            least[try row.string("origin")] = try row.int64("seq")
         }
-        return acknowledged.mapValues { Knowledge($0) }
+        var byPeers = leastAcknowledgedRead?.stamp == stamp ? leastAcknowledgedRead?.byPeers ?? [:] : [:]
+        byPeers[peers] = least
+        leastAcknowledgedRead = (stamp, byPeers)
+        return least
     }
 
     /// Knowledge IDs of retired peers, without reading every acknowledgement.
@@ -226,12 +228,15 @@ enum SitesSQL {
         FROM "_sqsync_acks" a JOIN "_sqsync_sites" p ON p."site" = a."peer" JOIN "_sqsync_sites" s ON s."site" = a."site"
         """
 
-    /// Each live peer other than site ?1 and what it acknowledged of each origin (one row with
-    /// a NULL origin when nothing).
-    static let livePeerAcknowledgements = """
-        SELECT p."knowledge_id" AS "peer", s."knowledge_id" AS "site", a."seq"
-        FROM "_sqsync_sites" p LEFT JOIN "_sqsync_acks" a ON a."peer" = p."site" LEFT JOIN "_sqsync_sites" s ON s."site" = a."site"
-        WHERE p."site" != ?1 AND p."retired" = 0 AND \(LifecycleSQL.vouched("p"))
+    /// For each origin, the least acknowledgement of it among the live peers whose knowledge
+    /// IDs the JSON array ?1 lists, the origin itself left out.
+    static let leastAcknowledged = """
+        SELECT o."knowledge_id" AS "origin", min(coalesce(a."seq", 0)) AS "seq"
+        FROM json_each(?1) j
+        JOIN "_sqsync_sites" p ON p."knowledge_id" = j."value" AND p."retired" = 0 AND \(LifecycleSQL.vouched("p"))
+        JOIN "_sqsync_sites" o ON o."site" != p."site"
+        LEFT JOIN "_sqsync_acks" a ON a."peer" = p."site" AND a."site" = o."site"
+        GROUP BY o."site"
         """
 
     static let addSite = #"INSERT INTO "_sqsync_sites" ("knowledge_id", "name") VALUES (?, ?)"#

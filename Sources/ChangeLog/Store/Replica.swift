@@ -59,6 +59,9 @@ public final class Replica {
     var knowledgeRead: (stamp: Database.ContentStamp, knowledge: Knowledge)?
     /// The sites as ``siteIDs()`` last read them.
     var sitesReadBefore: SitesRead?
+    /// What ``leastAcknowledged(by:)`` last read, by the peers asked of, and the content
+    /// stamp then: a mailbox sync asks for each scope group several times.
+    var leastAcknowledgedRead: (stamp: Database.ContentStamp, byPeers: [[String]: [String: Int64]])?
     public let path: String
     /// This replica's row in `_sqsync_sites`.
     public internal(set) var site: Int

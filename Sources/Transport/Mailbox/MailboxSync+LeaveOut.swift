@@ -81,7 +81,12 @@ extension MailboxSync {
         let words = try BundleExchange.carriedWords(of: replica, except: Set(self.readers.keys).union([me]))
         let lastWords = try state.relayedWords(scope: scope.text)
         let newWords = !words.isEmpty && words != lastWords
-        if !readers.isEmpty, !newWords, try !BundleExchange.hasChanges(of: replica, since: base, scope: scope.sorted) { return }
+        let readingHere = Set(self.readers.keys)
+        if !readers.isEmpty, !newWords,
+            try !BundleExchange.hasChanges(of: replica, since: base, scope: scope.sorted, readingHere: readingHere)
+        {
+            return
+        }
         var recipients = try self.recipients(readers: Set(readers.keys), unscoped: scope.isEveryRow, rules: rules)
         // Past a few dozen readers, once to their shared key and once to this replica's own.
         var readersKey: ReadersKey?
@@ -89,7 +94,7 @@ extension MailboxSync {
             readersKey = try self.readersKey(for: recipients, readers: Set(readers.keys))
             recipients = [key.publicKey]
         }
-        let content = try BundleExchange.plannedContent(of: replica, since: base, scope: scope.sorted)
+        let content = try BundleExchange.plannedContent(of: replica, since: base, scope: scope.sorted, readingHere: readingHere)
         let fingerprint = Mailbox.fingerprint(
             knowledge: knowledge, base: base, recipients: recipients, scope: scope.isEveryRow ? "" : scope.text,
             content: content + (readersKey.map { "|" + $0.name } ?? "") + (words.isEmpty ? "" : "|words " + words))
@@ -104,7 +109,7 @@ extension MailboxSync {
         } else {
             let exported = try BundleExchange.export(
                 replica: replica, since: base, key: key, to: scratch.path, intoDirectory: true, nameSuffix: fingerprint,
-                encryptTo: recipients, readersKey: readersKey, scope: scope.sorted)
+                encryptTo: recipients, readersKey: readersKey, scope: scope.sorted, readingHere: readingHere)
             let exportedName = URL(fileURLWithPath: exported.path).lastPathComponent
             // A folder (or an object store's prefix) put under the name, or a reader that found
             // the bundle there damaged: it goes under another, which readers take as any name.
