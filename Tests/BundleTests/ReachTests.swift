@@ -10,32 +10,20 @@ import XCTest
 /// m (scope a, b) and s (scope b), one table labelled by its `label` column, and `notes`,
 /// unlabelled until a test labels it.
 final class ReachTests: XCTestCase {
-    private var directory = ""
-    private var replicas: [String: Replica] = [:]
-    private var keys: [String: SigningKey] = [:]
-    private var trust: AllowedSigners!
+    private var family: ReplicaFamily!
+    private var replicas: [String: Replica] { family.replicas }
+    private var keys: [String: SigningKey] { family.keys }
+    private var trust: AllowedSigners { family.trust }
+    private var directory: String { family.directory }
 
     override func setUpWithError() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqsync-reach-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: directory + "/bundles", withIntermediateDirectories: true)
-        let hands = ["hq", "m", "s"].map { HandKey($0) }
-        for hand in hands {
-            try hand.write(to: directory + "/\(hand.name).key")
-            keys[hand.name] = try SigningKey.load(path: directory + "/\(hand.name).key")
-        }
-        trust = try AllowedSigners(
-            text: ([hands[0].adminSignersLine] + hands.dropFirst().map(\.allowedSignersLine)).joined(separator: "\n") + "\n")
-        let hq = try Replica.initialize(
-            path: directory + "/hq.db", name: "hq", knowledgeID: ReplicaIdentity.knowledgeID(for: keys["hq"]!.publicKey)
-        ).replica
-        try hq.database.execute("CREATE TABLE items (id TEXT PRIMARY KEY, label TEXT NOT NULL, v INTEGER)")
-        try hq.database.execute("CREATE TABLE notes (id TEXT PRIMARY KEY, label TEXT, v INTEGER)")
-        try hq.track(["items", "notes"], allowIntegerPrimaryKey: false)
-        replicas["hq"] = hq
-        for name in ["m", "s"] {
-            replicas[name] = try hq.clone(
-                to: directory + "/\(name).db", name: name, knowledgeID: ReplicaIdentity.knowledgeID(for: keys[name]!.publicKey))
-        }
+        family = try ReplicaFamily(
+            ["hq", "m", "s"],
+            schema: """
+                CREATE TABLE items (id TEXT PRIMARY KEY, label TEXT NOT NULL, v INTEGER);
+                CREATE TABLE notes (id TEXT PRIMARY KEY, label TEXT, v INTEGER);
+                """, tables: ["items", "notes"], folder: "sqsync-reach")
+        let hq = replicas["hq"]!
         for act in [
             AdminAct.label(table: "items", expression: "label"),
             .scope(replica: replicas["m"]!.knowledgeID, labels: ["a", "b"]),
@@ -46,7 +34,7 @@ final class ReachTests: XCTestCase {
         try everyPair()
     }
 
-    override func tearDown() { try? FileManager.default.removeItem(atPath: directory) }
+    override func tearDown() { family?.removeFiles() }
 
     private func send(_ from: String, _ to: String) throws {
         let sender = replicas[from]!, receiver = replicas[to]!

@@ -10,35 +10,20 @@ import XCTest
 /// and relaying under a scope"), between real bundle files: hq (an admin key) and hub without
 /// a scope, north and south scoped to their region, and w, a writer that meets only hub.
 final class ScopedRelayTests: XCTestCase {
-    private var directory = ""
-    private var replicas: [String: Replica] = [:]
-    private var keys: [String: SigningKey] = [:]
-    private var trust: AllowedSigners!
-    private static let names = ["hq", "hub", "north", "south", "w"]
+    private var family: ReplicaFamily!
+    private var replicas: [String: Replica] {
+        get { family.replicas }
+        set { family.replicas = newValue }
+    }
+    private var keys: [String: SigningKey] { family.keys }
 
     override func setUpWithError() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqsync-relay-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: directory + "/bundles", withIntermediateDirectories: true)
-        let hands = Self.names.map { HandKey($0) }
-        for hand in hands {
-            try hand.write(to: directory + "/\(hand.name).key")
-            keys[hand.name] = try SigningKey.load(path: directory + "/\(hand.name).key")
-        }
-        trust = try AllowedSigners(
-            text: ([hands[0].adminSignersLine] + hands.dropFirst().map(\.allowedSignersLine)).joined(separator: "\n") + "\n")
-        let hq = try Replica.initialize(
-            path: directory + "/hq.db", name: "hq", knowledgeID: ReplicaIdentity.knowledgeID(for: keys["hq"]!.publicKey)
-        ).replica
-        try hq.database.execute("CREATE TABLE orders (id TEXT PRIMARY KEY, region TEXT NOT NULL, item TEXT)")
-        try hq.track(["orders"], allowIntegerPrimaryKey: false)
-        replicas["hq"] = hq
-        for name in Self.names.dropFirst() {
-            replicas[name] = try hq.clone(
-                to: directory + "/\(name).db", name: name, knowledgeID: ReplicaIdentity.knowledgeID(for: keys[name]!.publicKey))
-        }
+        family = try ReplicaFamily(
+            ["hq", "hub", "north", "south", "w"], schema: "CREATE TABLE orders (id TEXT PRIMARY KEY, region TEXT NOT NULL, item TEXT)",
+            tables: ["orders"], folder: "sqsync-relay")
     }
 
-    override func tearDown() { try? FileManager.default.removeItem(atPath: directory) }
+    override func tearDown() { family?.removeFiles() }
 
     private func issue(_ acts: [AdminAct]) throws {
         for act in acts { try replicas["hq"]!.issueAdminStatement(try SignedAdminStatement.sign(act, key: keys["hq"]!).stored) }
@@ -56,9 +41,9 @@ final class ScopedRelayTests: XCTestCase {
     private func send(_ from: String, _ to: String) throws {
         let sender = replicas[from]!, receiver = replicas[to]!
         let exported = try BundleExchange.export(
-            replica: sender, since: try receiver.knowledge(), key: keys[from]!, to: directory + "/bundles", intoDirectory: true,
+            replica: sender, since: try receiver.knowledge(), key: keys[from]!, to: family.directory + "/bundles", intoDirectory: true,
             receiver: receiver.knowledgeID, scope: try KeyBinding.adminRules(of: sender).scope(of: receiver.knowledgeID))
-        _ = try BundleExchange.importBundle(path: exported.path, into: receiver, trust: trust)
+        _ = try BundleExchange.importBundle(path: exported.path, into: receiver, trust: family.trust)
     }
 
     private func ids(_ name: String) throws -> [String] {
