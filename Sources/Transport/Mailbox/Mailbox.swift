@@ -143,7 +143,7 @@ public final class Mailbox {
             error.kind, "\(mailbox): cannot write to the mailbox (\(error.description)); \(taken); what this replica leaves for the others was not written")
     }
 
-    /// Same knowledge, base, recipients and content (``BundleExchange/plannedContent(of:since:scope:checkpoints:)``)
+    /// Same knowledge, base, recipients and content (``BundleExchange/plannedContent(of:since:scope:checkpoints:readingHere:)``)
     /// give the same name, so an unchanged replica does not write the same bundle again, and a
     /// bundle whose content changed (relayed segments included) never takes an old one's name.
     static func fingerprint(
