@@ -23,6 +23,22 @@ public struct Authorization: Sendable {
 }
 
 extension ChangeMerger {
+    /// Notes the row a change wrote, when the change is new here and made beyond its origin's
+    /// word (``takenBeyondItsWord``): a set merged again (kept, relayed back) announces nothing.
+    func noteIfTakenBeyondItsWord(_ change: RowChange, in target: Target) {
+        guard authorization?.beyondItsWord == true, !isOldNews(change),
+            takenBeyondItsWordKeys.insert([.text(target.info.name)] + change.key).inserted
+        else { return }
+        takenBeyondItsWord.append((target.info.name, change.key))
+    }
+
+    /// The rows taken beyond their origin's word that are not among `rows` (a row gets one new
+    /// life per merge).
+    func takenBeyondItsWord(besides rows: [(table: String, key: [SQLValue])]) -> [(table: String, key: [SQLValue])] {
+        let listed = Set(rows.map { [SQLValue.text($0.table)] + $0.key })
+        return takenBeyondItsWord.filter { !listed.contains([.text($0.table)] + $0.key) }
+    }
+
     /// Whether the origin's grants allow the change (docs/SCOPES.md), judged with the labels
     /// of the statements the origin named, by one rule every replica applies alike:
     ///

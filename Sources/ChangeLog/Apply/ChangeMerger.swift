@@ -48,7 +48,8 @@ public final class ChangeMerger {
     /// announces them as its own (a new life of a live row, a deletion of a deleted one) for
     /// readers with a scope (``Authorization/beyondItsWord``).
     var takenBeyondItsWord: [(table: String, key: [SQLValue])] = []
-    private var takenBeyondItsWordKeys: Set<[SQLValue]> = []
+    /// The same rows, each as its table's name followed by its key.
+    var takenBeyondItsWordKeys: Set<[SQLValue]> = []
     /// Deleted rows whose deletion this replica announces again as its own, to readers the
     /// deletion's origin did not reach (``settleReach(after:in:before:)``).
     public internal(set) var deletedAgain: [(table: String, key: [SQLValue])] = []
@@ -226,12 +227,7 @@ public final class ChangeMerger {
         let reach = try reachBefore(kept, in: target)
         if target.info.label != nil { reachTouched.append((target, change.key)) }
         try applyKept(kept, to: target)
-        // Once per change new here: a set merged again (kept, relayed back) announces nothing.
-        if authorization?.beyondItsWord == true, !isOldNews(change),
-            takenBeyondItsWordKeys.insert([.text(target.info.name)] + change.key).inserted
-        {
-            takenBeyondItsWord.append((target.info.name, change.key))
-        }
+        noteIfTakenBeyondItsWord(change, in: target)
         if let reach { try settleReach(after: kept, in: target, before: reach) }
         if !kept.counters.isEmpty, try applyCounters(kept, to: target), target.counts.unchanged > unchangedBefore {
             target.counts.unchanged -= 1
@@ -530,9 +526,7 @@ public final class ChangeMerger {
     public func finish() throws -> ApplySummary {
         let merged = try finishRows()
         try replica.recordNumbering(numbering, site: originSite, origin: header.origin)
-        let relabelledKeys = Set(relabelled.map { [SQLValue.text($0.table)] + $0.key })
-        try replica.startNewLives(
-            of: relabelled + takenBeyondItsWord.filter { !relabelledKeys.contains([.text($0.table)] + $0.key) })
+        try replica.startNewLives(of: relabelled + takenBeyondItsWord(besides: relabelled))
         try replica.announceDeletions(of: deletedAgain + takenBeyondItsWord)
         try replica.startNewLives(undoing: undoneByNewLife)
         try replica.endDeniedNewRows(deniedNewRows)
