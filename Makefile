@@ -64,8 +64,8 @@ test-install: test-deps dist
 	SWIFT=$(SWIFT) SQSYNC_TEST_SUITES=InstallTests scripts/test.sh
 
 # Many seeds of the network fuzz (random topologies, late joiners, lost files), the scope
-# property test and the malicious-replica fuzz (a stolen key's thief included); `make test`
-# runs two or three of each. FUZZ_SEEDS sets how many.
+# property test and the malicious-replica fuzz (a stolen key's thief included, one that sets
+# its file's numbers back too); `make test` runs two to four of each. FUZZ_SEEDS sets how many.
 FUZZ_SEEDS ?= 200
 fuzz: deps
 	$(SWIFT) build --build-tests

@@ -18,21 +18,26 @@ extension MaliciousReplicaFuzzTests {
     /// checks off with SQL alone and (case 1) deletes every statement f7 holds, then writes a
     /// south order over s1, a new south order and a price; or (case 2) deletes the revoke of its
     /// price grant, which f7 had used and then acknowledged, and sets a price; or (case 5)
-    /// makes a new replica with f7's key and writes as case 1 does from there. It keeps
-    /// writing and exchanging along f7's edges; some of its bundles are lost.
+    /// makes a new replica with f7's key and writes as case 1 does from there; or (case 6) once
+    /// f7's word reached one neighbour, sets f7's numbers back to where its word's epoch starts
+    /// and writes as case 1 does, its changes taking numbers honest replicas hold for f7's word
+    /// and honest writes. It keeps writing and exchanging along f7's edges; some of its bundles
+    /// are lost.
     ///
     /// Passing means: the honest replicas end with the same rows (each scoped replica exactly
     /// the rows of its region, the thief's writes within f7's grants included); when f7's word
-    /// reached every honest replica before the theft, none holds a value the thief wrote
-    /// outside f7's grants and, if the thief's changes reached any honest replica, one of them
-    /// logged a denial or refused the thief's bundle; when the thief struck at once (three
-    /// seeds in nine), they agree all the same (docs/SCOPES.md, "The window that remains").
+    /// reached every honest replica before the theft (in case 6, one), none holds a value the
+    /// thief wrote outside f7's grants and, if the thief's changes reached any honest replica,
+    /// one of them logged a denial or refused the thief's bundle; when the thief struck at
+    /// once (one seed in three of cases 1, 2 and 5), they agree all the same (docs/SCOPES.md,
+    /// "The window that remains").
     ///
-    /// Runs 3 seeds (one of each theft, the second striking at once); `SQSYNC_PROPERTY_SEEDS=N`
-    /// runs N, `SQSYNC_PROPERTY_SEED=S` replays one.
+    /// Runs 4 seeds (one of each theft, the first striking at once); `SQSYNC_PROPERTY_SEEDS=N`
+    /// runs N, `SQSYNC_PROPERTY_SEED=S` replays one (`SQSYNC_PROPERTY_STEPS=all` prints every
+    /// step of a failing one).
     func testAStolenKeyIsDeniedWhateverNetworkAndOrderReplicasMeetIn() throws {
         var denialsChecked = 0
-        let seeds = PropertyHistory.seeds(from: 0x57_01E_0000)
+        let seeds = PropertyHistory.seeds(from: 0x57_01E_0004, default: 4)
         for seed in seeds {
             let world = try TheftWorld(seed: seed)
             defer { world.removeFiles() }
@@ -58,6 +63,7 @@ private final class TheftWorld {
         case shedStatements = "case 1: every statement shed"
         case skipRevoke = "case 2: an acknowledged revoke skipped"
         case newReplica = "case 5: a new replica made with f7's key"
+        case rewind = "case 6: numbers rewound to before its word, which one replica holds"
     }
 
     static let names = ["hq", "north", "south", "f7", "hub", "y"]
@@ -90,6 +96,8 @@ private final class TheftWorld {
     var thief: Int?
     /// f7's own sequence number when the thief struck.
     var struckAt: Int64 = 0
+    /// Where the rewinding thief sets f7's numbers back to, until it has.
+    var rewoundTo: Int64?
     /// Honest replicas that refused a bundle of the thief's.
     var refusedAt: Set<Int> = []
     private(set) var denialsChecked = 0
@@ -97,10 +105,10 @@ private final class TheftWorld {
 
     init(seed: UInt64) throws {
         history = PropertyHistory(seed: seed)
-        theft = Theft.allCases[Int(seed % 3)]
-        // Across every three seeds in a row, each theft once; across nine, each theft striking
-        // at once once.
-        early = (seed % 3 + seed / 3 % 3) % 3 == 1
+        theft = Theft.allCases[Int(seed % 4)]
+        // Across every four seeds in a row, each theft once; across twelve, each theft but the
+        // rewind (which strikes once its word reached one replica) striking at once once.
+        early = theft != .rewind && (seed % 4 + seed / 4 % 3) % 3 == 1
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqsync-thief-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: directory + "/bundles", withIntermediateDirectories: true)
         let hands = Self.names.prefix(5).map(HandKey.init)
@@ -175,7 +183,11 @@ private final class TheftWorld {
             try randomStep(step)
             step += 1
         }
-        if !early { try roundsUntilF7sWordIsEverywhere() }
+        if theft == .rewind {
+            try wordToOneNeighbour(step: step)
+        } else if !early {
+            try roundsUntilF7sWordIsEverywhere()
+        }
         try strike(step: step)
         for thiefStep in (step + 1)...(step + 80) {
             if history.chance(10) { try forge(step: thiefStep) } else { try randomStep(thiefStep) }
@@ -273,6 +285,18 @@ private final class TheftWorld {
         throw fail("f7's changes through \(made) did not reach every honest replica in ten rounds: \(held)")
     }
 
+    /// f7 meets one honest neighbour, which then holds f7's word of every statement and all
+    /// f7 wrote since (and its signed knowledge); honest replicas that f7's word has not
+    /// reached yet are noted.
+    private func wordToOneNeighbour(step: Int) throws {
+        let f7 = replicas[Self.f7]
+        let neighbours = edges.compactMap { $0.0 == Self.f7 ? $0.1 : $0.1 == Self.f7 ? $0.0 : nil }
+        try meet(from: Self.f7, to: history.pick(neighbours), step: step, certain: true)
+        let word = try f7.database.int64(#"SELECT max("after_seq") + 1 FROM "_sqsync_admin_epochs""#)
+        let without = try Self.honest.filter { try replicas[$0].knowledge()[f7.knowledgeID] < word }
+        history.note("step \(step): f7's word (its change \(word)) has not reached \(without.map { Self.names[$0] })")
+    }
+
     /// Every pair of honest replicas meets, and f7's file (and the thief's new replica) along
     /// its edges, as their `sync` runs on, until a round changes no honest replica's rows.
     /// (A scoped replica's own writes outside its scope leave once every live peer, the
@@ -350,6 +374,11 @@ private final class TheftWorld {
         let f7 = replicas[Self.f7]
         struckAt = try f7.knowledge()[f7.knowledgeID]
         history.note("step \(step): the thief strikes (\(theft.rawValue)), f7 at \(struckAt)")
+        if theft == .rewind {
+            // Back to where the epoch of f7's word starts: the thief's changes take the numbers
+            // of the word and of what f7 wrote since.
+            rewoundTo = try f7.database.int64(#"SELECT max("after_seq") FROM "_sqsync_admin_epochs""#)
+        }
         if theft == .newReplica {
             // What `sqsync clone f7.db y.db --key f7.key` makes: an ID of f7's key and a birth
             // of its own, named by no statement.
@@ -367,9 +396,16 @@ private final class TheftWorld {
 
     /// The thief's edits before each forged write, with SQL alone (its file may have learned
     /// the statements again from a bundle it took since).
-    private func edits(of replica: Replica) throws -> String {
-        switch theft {
-        case .shedStatements:
+    private func edits(of replica: Replica, as theft: Theft? = nil) throws -> String {
+        switch theft ?? self.theft {
+        case .rewind where rewoundTo != nil:
+            let to = rewoundTo!
+            rewoundTo = nil
+            return try edits(of: replica, as: .shedStatements) + """
+                UPDATE "_sqsync_replica" SET "seq" = \(to), "checkpoint_seq" = min("checkpoint_seq", \(to));
+                DELETE FROM "_sqsync_changes" WHERE "site" = (SELECT "site" FROM "_sqsync_replica") AND "seq" > \(to);
+                """
+        case .shedStatements, .rewind:
             return try checksTakenOff(replica) + """
                 DELETE FROM "_sqsync_admin"; DELETE FROM "_sqsync_admin_epochs"; DELETE FROM "_sqsync_admin_claims";
                 UPDATE "_sqsync_tables" SET "grants" = NULL;

@@ -37,11 +37,12 @@ final class ScopedRelayTests: XCTestCase {
         ]
     }
 
-    /// What `sync` gives `to` from `from`: a bundle cut for its scope, from what it holds.
-    private func send(_ from: String, _ to: String) throws {
+    /// What `sync` gives `to` from `from`: a bundle cut for its scope, from what it holds (or
+    /// from `since`, as a thief may choose).
+    private func send(_ from: String, _ to: String, since: Knowledge? = nil) throws {
         let sender = replicas[from]!, receiver = replicas[to]!
         let exported = try BundleExchange.export(
-            replica: sender, since: try receiver.knowledge(), key: keys[from]!, to: family.directory + "/bundles", intoDirectory: true,
+            replica: sender, since: try since ?? receiver.knowledge(), key: keys[from]!, to: family.directory + "/bundles", intoDirectory: true,
             receiver: receiver.knowledgeID, scope: try KeyBinding.adminRules(of: sender).scope(of: receiver.knowledgeID))
         _ = try BundleExchange.importBundle(path: exported.path, into: receiver, trust: family.trust)
     }
@@ -84,6 +85,96 @@ final class ScopedRelayTests: XCTestCase {
         for (from, to) in [("w", "hub"), ("hub", "hq"), ("hq", "south")] { try send(from, to) }
         XCTAssertEqual(try ids("south"), ["w1"])
         XCTAssertEqual(try holds("south", of: "w"), try holds("w", of: "w"))
+    }
+
+    /// w's statements and grants: w is scoped to north and granted north orders.
+    private func grantNorthToW() throws {
+        try issue(
+            scopes + [
+                .scope(replica: replicas["w"]!.knowledgeID, labels: ["north"]),
+                .grant(replica: replicas["w"]!.knowledgeID, table: "orders", operations: [.insert, .update], labels: ["north"]),
+            ])
+    }
+
+    /// The thief's SQL on w's file, as the `sqlite3` shell runs it: grant checks emptied,
+    /// statements deleted (and with `rewinding`, w's numbers set back to where the epoch of
+    /// its word starts, so that its next change takes the word's number), then `writes`.
+    private func thiefAtW(rewinding: Bool, _ writes: String) throws {
+        let path = replicas["w"]!.path
+        let triggers = try replicas["w"]!.database.valueRows(
+            #"SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%\_grant\_%' ESCAPE '\'"#
+        ).compactMap { $0[0].stringValue }
+        XCTAssertFalse(triggers.isEmpty, "w has grant checks to take off")
+        let checksTakenOff = triggers.map {
+            "DROP TRIGGER \(quoteIdentifier($0)); CREATE TRIGGER \(quoteIdentifier($0)) BEFORE DELETE ON orders WHEN 0 BEGIN SELECT 0; END;\n"
+        }.joined()
+        let rewind = """
+            UPDATE "_sqsync_replica" SET "seq" = (SELECT max("after_seq") FROM "_sqsync_admin_epochs");
+            DELETE FROM "_sqsync_changes" WHERE "site" = (SELECT "site" FROM "_sqsync_replica")
+                AND "seq" > (SELECT "seq" FROM "_sqsync_replica");
+
+            """
+        let shed = """
+            DELETE FROM "_sqsync_admin"; DELETE FROM "_sqsync_admin_epochs"; DELETE FROM "_sqsync_admin_claims";
+            UPDATE "_sqsync_tables" SET "grants" = NULL;
+
+            """
+        try Database(path: path).execute(checksTakenOff + (rewinding ? rewind : "") + shed + writes)
+        replicas["w"] = try Replica(path: path)
+        try replicas["w"]!.fold()
+    }
+
+    /// The thief sets w's numbers back to before its word and inserts a south order under the
+    /// word's own number, then sends hq everything w holds: hq, holding w's word under that
+    /// number, does not take the order.
+    func testAForgedChangeUnderTheNumberOfAWordIsNotTaken() throws {
+        try grantNorthToW()
+        for (from, to) in [("hq", "w"), ("w", "hq")] { try send(from, to) }
+        let word = try holds("hq", of: "w")
+        try thiefAtW(rewinding: true, "INSERT INTO orders VALUES ('forged', 'south', 'not granted');")
+        XCTAssertEqual(try holds("w", of: "w"), word, "the thief's change took the word's number")
+        try send("w", "hq", since: Knowledge())
+        XCTAssertEqual(try ids("hq"), [])
+    }
+
+    /// w writes north order w1 after its word; hq holds it (and w's cut for north), north has
+    /// none of w's changes. The thief sets w's numbers back to before the word, writes w2 (its
+    /// grant allows it) under the word's number, learns the statements back from hq and sends
+    /// hq everything it holds, cut for north too: w2's cut takes the place of the word's at
+    /// hq, which merges both files' versions and announces w's writes from where they part.
+    /// north, which never held w1 under w's name, receives w1 and w2, as hq holds them.
+    func testBothVersionsOfARewoundFilesNumbersReachAScopedReader() throws {
+        try grantNorthToW()
+        for (from, to) in [("hq", "w"), ("w", "hq")] { try send(from, to) }
+        try replicas["w"]!.database.execute("INSERT INTO orders VALUES ('w1', 'north', 'honest')")
+        try send("w", "hq")
+        try thiefAtW(rewinding: true, "INSERT INTO orders VALUES ('w2', 'north', 'under a used number');")
+        try send("w", "hq")
+        try send("hq", "w")
+        try send("w", "hq", since: Knowledge())
+        try send("hq", "north")
+        XCTAssertEqual(try ids("hq"), ["w1", "w2"])
+        XCTAssertEqual(try ids("north"), ["w1", "w2"])
+    }
+
+    /// hub has none of w's changes; hq holds w's word and north order w1. The thief sets w's
+    /// numbers back to before the word, writes w2 under the word's number, learns the
+    /// statements back from hub and sends hub what it holds: hub takes w2, knowing nothing of
+    /// w1. hub passes w's cuts for north on to hq, and hq, whose knowledge of w covers those
+    /// numbers, keeps w2's cut in place of the word's. Finding the two files' segments at odds,
+    /// hq merges the cut and announces both orders as its own: hub, hq and north all hold w1 and
+    /// w2. Before, hq kept the cut only to relay: hq never held w2 nor hub w1.
+    func testARelayHoldingEveryRowMergesAnotherFilesCutAndAnnouncesWhatBothWrote() throws {
+        try grantNorthToW()
+        for (from, to) in [("hq", "hub"), ("hq", "north"), ("north", "hub"), ("hq", "w"), ("w", "hq")] { try send(from, to) }
+        try replicas["w"]!.database.execute("INSERT INTO orders VALUES ('w1', 'north', 'honest')")
+        try send("w", "hq")
+        XCTAssertEqual(try holds("hub", of: "w"), 0)
+        try thiefAtW(rewinding: true, "INSERT INTO orders VALUES ('w2', 'north', 'under a used number');")
+        for (from, to) in [("hub", "w"), ("w", "hub"), ("hub", "hq"), ("hq", "hub"), ("hq", "north")] { try send(from, to) }
+        XCTAssertEqual(try ids("hub"), ["w1", "w2"])
+        XCTAssertEqual(try ids("hq"), ["w1", "w2"])
+        XCTAssertEqual(try ids("north"), ["w1", "w2"])
     }
 
     /// w, scoped to north and granted north orders, is in a thief's hands: with SQL alone its

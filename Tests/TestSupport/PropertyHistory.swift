@@ -22,7 +22,11 @@ public struct PropertyHistory {
     }
 
     public mutating func note(_ step: String) { steps.append(step) }
-    public var tail: String { steps.suffix(40).joined(separator: "\n") }
+    /// The last 40 steps, or every step with `SQSYNC_PROPERTY_STEPS=all` (replaying one seed).
+    public var tail: String {
+        let all = ProcessInfo.processInfo.environment["SQSYNC_PROPERTY_STEPS"] == "all"
+        return steps.suffix(all ? steps.count : 40).joined(separator: "\n")
+    }
 
     public mutating func below(_ bound: Int) -> Int { random.int(bound) }
     public mutating func chance(_ percent: Int) -> Bool { random.chance(percent) }

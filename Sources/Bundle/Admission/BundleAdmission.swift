@@ -271,7 +271,9 @@ final class BundleAdmission {
     /// clock; the scope it was cut for; the admin statements it names (no fewer than the
     /// origin's earlier changes named, all held here); then the tables, columns and policies
     /// it needs (``Replica/planMerge(of:authorization:)``).
-    func admitSegment(_ changes: ChangeSetHeader, kept: Bool = false) throws -> SegmentVerdict {
+    /// `anotherFilesCut`: a kept cut of an origin found writing from two files, which a
+    /// replica holding every row merges rather than only relays (``BundleImport``).
+    func admitSegment(_ changes: ChangeSetHeader, kept: Bool = false, anotherFilesCut: Bool = false) throws -> SegmentVerdict {
         do {
             if changes.origin == replica.knowledgeID {
                 let made = try replica.knowledge()[replica.knowledgeID]
@@ -302,7 +304,7 @@ final class BundleAdmission {
             // within its own is kept to relay (docs/SCOPES.md).
             let ownScope = try boundOwnScope()
             let cut = Scope(changes.scope)
-            if cut != ownScope {
+            if cut != ownScope && !(anotherFilesCut && cut.isStrictlyWithin(ownScope)) {
                 return !cut.isEveryRow && cut.isStrictlyWithin(ownScope) ? .relayOnly : .passOver
             }
             // Statements only accumulate: an origin's later changes name every statement its
@@ -319,7 +321,7 @@ final class BundleAdmission {
             // only the judging takes the statements the evidence adds.
             let claim = try replica.adminClaim(of: changes.origin)
             var shed = Set(claim.map { changes.last > $0.last ? $0.ids : [] } ?? [])
-            shed.formUnion(try replica.adminStatementsProvablyHeld(by: changes.origin, before: changes.last))
+            shed.formUnion(try replica.adminStatementsBinding(changesOf: changes.origin, through: changes.last))
             shed.subtract(changes.adminStatements)
             if !shed.isEmpty {
                 let warning =

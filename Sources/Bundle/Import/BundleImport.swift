@@ -72,14 +72,17 @@ extension BundleExchange {
                     // Admit and merge each segment.
                     let knownBefore = try replica.knowledge()
                     try replica.mergingWithTriggersOff {
+                        var keptCuts: [KeptCut] = []
                         result.summary = try mergeSegments(
-                            admittedBy: admission, learning: learning, warnings: &result.warnings)
+                            admittedBy: admission, learning: learning, warnings: &result.warnings, keptCuts: &keptCuts)
                         // What this replica kept before and could not count may count now that it
                         // holds more.
                         if try replica.knowledge() != knownBefore {
                             result.summary.add(
                                 try mergeKeptSegments(admittedBy: admission, learning: learning, warnings: &result.warnings))
                         }
+                        try announceWhereFilesPart(
+                            keptCuts, admittedBy: admission, learning: learning, warnings: &result.warnings)
                         result.warnings += admission.evidenceWarnings
                     }
                     try replica.checkNotOlder(thanPurgedBy: envelope.senderReport, path: path)
@@ -106,8 +109,11 @@ extension BundleExchange {
     /// this replica holds already is merged all the same, as a state-based import would: it
     /// changes nothing, unless it holds a change that differs from the one held here under
     /// the same number, which only a copied database makes (refused).
+    ///
+    /// `keptCuts`: the cuts for a scope it kept to relay.
     private static func mergeSegments(
-        admittedBy admission: BundleAdmission, learning: LearningEvent.ByWriter, warnings: inout [String]
+        admittedBy admission: BundleAdmission, learning: LearningEvent.ByWriter, warnings: inout [String],
+        keptCuts: inout [KeptCut]
     ) throws -> ApplySummary {
         let reader = admission.reader, replica = admission.replica
         let envelope = reader.envelope
@@ -195,10 +201,14 @@ extension BundleExchange {
         let knowledge = try replica.knowledge()
         let store = try SegmentStore(replica)
         for kept in relayOnly where knowledge[kept.changes.origin] >= kept.changes.last {
-            try store.keep(
+            let replacedOtherRecords = try store.keep(
                 origin: kept.changes.origin, base: kept.changes.base, last: kept.changes.last,
                 createdHLC: kept.changes.createdHLC, records: kept.records, length: kept.entry.length, scope: kept.changes.scope
             ) { consumer in try reader.copySegment(kept.entry, to: consumer) }
+            keptCuts.append(
+                KeptCut(
+                    origin: kept.changes.origin, base: kept.changes.base, last: kept.changes.last,
+                    scope: Scope(kept.changes.scope), replacedOtherRecords: replacedOtherRecords))
         }
         return summary
     }
@@ -208,7 +218,7 @@ extension BundleExchange {
     /// nil for one kept already).
     private static func merge(
         _ segment: BundleReader.Segment, by plan: MergePlan, reader: BundleReader?, replica: Replica,
-        learning: LearningEvent.ByWriter, applied: (Int) -> Void
+        learning: LearningEvent.ByWriter, wholeLivesOnly: Bool = false, applied: (Int) -> Void
     ) throws -> ApplySummary {
         let changes = segment.header.changes
         let merger = try ChangeMerger(
@@ -216,6 +226,7 @@ extension BundleExchange {
             learning: learning.merging(changes.learningByOrigin) { mailbox, signed in
                 mailbox.merging(signed) { _, signedByOrigin in signedByOrigin }
             })
+        merger.wholeLivesOnly = wholeLivesOnly
         try segment.forEachChange { change in
             try merger.apply(change)
             applied(1)
@@ -273,8 +284,29 @@ extension BundleExchange {
     }
 
     private static func mergeKept(
-        _ kept: SegmentStore.Stored, admittedBy admission: BundleAdmission, learning: LearningEvent.ByWriter
+        _ kept: SegmentStore.Stored, admittedBy admission: BundleAdmission, learning: LearningEvent.ByWriter,
+        anotherFilesCut: Bool = false
     ) throws -> ApplySummary {
+        try readKept(kept, admittedBy: admission) { segment in
+            switch try admission.admitSegment(segment.header.changes, kept: true, anotherFilesCut: anotherFilesCut) {
+            case .merge(let plan):
+                return try merge(
+                    segment, by: plan, reader: nil, replica: admission.replica, learning: learning, wholeLivesOnly: anotherFilesCut
+                ) { _ in }
+            case .hold(let reason):
+                throw MergeHeld(reason)
+            case .refuse(let error):
+                throw error
+            case .passOver, .ownCheck, .relayOnly, .signedAsThisReplica:
+                return ApplySummary()
+            }
+        }
+    }
+
+    /// A kept segment, its origin's signature checked again, for `body` to read.
+    private static func readKept<Result>(
+        _ kept: SegmentStore.Stored, admittedBy admission: BundleAdmission, _ body: (BundleReader.Segment) throws -> Result
+    ) throws -> Result {
         let replica = admission.replica
         // A scratch file that has no name: nothing is left behind however the process ends.
         let output = try HashingFileOutput(
@@ -288,16 +320,96 @@ extension BundleExchange {
                 in: output, origin: (kept.origin, name), base: kept.base, last: kept.last, length: kept.length,
                 checkOrigin: { entry, signer in try admission.admitKeptSigner(origin: kept.origin, entry: entry, signer: signer) })
         else { throw BundleError(.untrusted, "its signer does not sign that range here any more") }
-        switch try admission.admitSegment(segment.header.changes, kept: true) {
-        case .merge(let plan):
-            return try merge(segment, by: plan, reader: nil, replica: replica, learning: learning) { _ in }
-        case .hold(let reason):
-            throw MergeHeld(reason)
-        case .refuse(let error):
-            throw error
-        case .passOver, .ownCheck, .relayOnly, .signedAsThisReplica:
-            return ApplySummary()
+        return try body(segment)
+    }
+
+    /// A cut for a scope an import kept to relay.
+    struct KeptCut {
+        var origin: String
+        var base: Int64
+        var last: Int64
+        var scope: Scope
+        /// It took the place of a kept cut of the same range and scope with other records.
+        var replacedOtherRecords: Bool
+    }
+
+    /// An origin whose two files' versions of a range are both kept here: one merged, one only
+    /// relayed (a scoped reader's cut, kept in place of the other file's cut of the same range,
+    /// which this replica's knowledge of the origin hides from any merge). Looked for when an
+    /// import keeps a cut of an origin already found here to number two changes alike, or a
+    /// cut that took the place of one with other records whose stamps are at odds with what
+    /// was merged here (``Replica/firstStampAtOdds(with:among:)``): only at a replica that
+    /// holds every row. It reads every segment of the origin it keeps; from the lowest number
+    /// they put in question (``OriginNumbering/firstNumberInQuestion(_:)``), which may lie
+    /// below where a merge first met the two, it announces the origin's writes again
+    /// (``Replica/announceWritesAgain(of:from:)``), and merges the cuts it kept as any state
+    /// (what they carry is judged as when it comes) and announces what they wrote: what either
+    /// file wrote reaches every reader, under this replica's name.
+    private static func announceWhereFilesPart(
+        _ keptCuts: [KeptCut], admittedBy admission: BundleAdmission, learning: LearningEvent.ByWriter,
+        warnings: inout [String]
+    ) throws {
+        let replica = admission.replica
+        guard !keptCuts.isEmpty, try replica.holdsEveryRow() else { return }
+        let forked = Set(try replica.originsNumberedTwice())
+        let store = try SegmentStore(replica)
+        for origin in Set(keptCuts.map(\.origin)).sorted() {
+            let kept = try store.segments(of: origin)
+            if !forked.contains(origin) {
+                let suspects = keptCuts.filter { $0.origin == origin && $0.replacedOtherRecords }
+                let read = kept.filter { segment in
+                    suspects.contains { $0.base == segment.base && $0.last == segment.last && $0.scope == Scope(segment.scope) }
+                }
+                guard !read.isEmpty,
+                    let odds = try replica.firstStampAtOdds(with: origin, among: try stamps(of: read, admittedBy: admission))
+                else { continue }
+                try replica.noteNumberedTwice(origin, at: odds)
+            }
+            guard let first = OriginNumbering.firstNumberInQuestion(try stamps(of: kept, admittedBy: admission)) else { continue }
+            try replica.announceWritesAgain(of: origin, from: first)
+            var wroteThrough: Int64?
+            for cut in kept where cut.scope != nil && cut.last >= first {
+                do {
+                    try replica.database.inTransaction {
+                        let merged = try mergeKept(cut, admittedBy: admission, learning: learning, anotherFilesCut: true)
+                        if merged.changes > 0 { wroteThrough = max(wroteThrough ?? 0, cut.last) }
+                    }
+                } catch is MergeHeld {
+                    // It stays kept, to merge once what it waits for comes.
+                } catch let error as SQLiteError {
+                    throw error
+                } catch {
+                    warnings.append("\(replica.path): a kept segment of \(origin) (\(cut.base)-\(cut.last)) could not be merged: \(error)")
+                }
+            }
+            if let wroteThrough { try replica.announceWritesAgain(of: origin, from: first, through: wroteThrough) }
         }
+    }
+
+    /// The stamps of the kept segments that still check (one that does not is
+    /// ``mergeKeptSegments``'s to drop), each segment's read whole or not at all.
+    private static func stamps(
+        of segments: [SegmentStore.Stored], admittedBy admission: BundleAdmission
+    ) throws -> [(seq: Int64, hlc: Int64)] {
+        var stamps: [(seq: Int64, hlc: Int64)] = []
+        for segment in segments {
+            var read: [(seq: Int64, hlc: Int64)] = []
+            do {
+                try readKept(segment, admittedBy: admission) { kept in
+                    try kept.forEachChange { change in
+                        if let stamp = change.rowStamp { read.append((stamp.seq, stamp.hlc)) }
+                        read += change.columns.map { ($0.stamp.seq, $0.stamp.hlc) }
+                        read += change.counters.map { ($0.stamp.seq, $0.stamp.hlc) }
+                    }
+                }
+            } catch let error as SQLiteError {
+                throw error
+            } catch {
+                continue
+            }
+            stamps += read
+        }
+        return stamps
     }
 
     /// Passes over one bundle's segments; a bundle needs more only when a chain of rows, each

@@ -37,19 +37,26 @@ struct SegmentStore {
     static func scope(ofText text: String) throws -> [String]? { try Scope(text: text).sorted }
 
     /// Keeps a segment, streamed by `bytes` (called with a consumer), unless one of the same
-    /// range and scope is kept that is as new; then drops what it makes redundant.
+    /// range and scope is kept that is as new; then drops what it makes redundant. True when
+    /// it took the place of one of the same range and scope that carried another number of
+    /// records: the origin may have written that range twice, from two files (one origin's
+    /// cut of a range carries fewer records only where its own later writes superseded some).
+    @discardableResult
     func keep(
         origin: String, base: Int64, last: Int64, createdHLC: Int64, records: Int, length: Int, scope: [String]? = nil,
         bytes: (([UInt8]) throws -> Void) throws -> Void
-    ) throws {
+    ) throws -> Bool {
         let site = try replica.siteNumber(for: origin, name: nil)
         let scopeText = Self.scopeText(scope)
+        let replaced = try database.rows(
+            StoreSQL.olderOfTheSameRange, .integer(Int64(site)), .integer(base), .integer(last), .text(scopeText), .integer(createdHLC)
+        ).map { try $0.int64("records") }
         try database.run(
             StoreSQL.replaceOlder, .integer(Int64(site)), .integer(base), .integer(last), .text(scopeText), .integer(createdHLC))
         try database.run(
             StoreSQL.insert, .integer(Int64(site)), .integer(base), .integer(last), .integer(createdHLC),
             .integer(Int64(records)), .text(scopeText), .integer(Int64(length)))
-        guard database.changes == 1 else { return }
+        guard database.changes == 1 else { return false }
         let blob = try database.openBlob(table: "_sqsync_segments", column: "bytes", rowid: database.lastInsertRowID, writable: true)
         var offset = 0
         try bytes { part in
@@ -57,6 +64,7 @@ struct SegmentStore {
             offset += part.count
         }
         try dropRedundant(site: site, scopeText: scopeText)
+        return replaced.contains { $0 != Int64(records) }
     }
 
     /// Drops every segment of one origin and scope that the fewest covering the same ranges
@@ -190,6 +198,9 @@ struct SegmentStore {
 
 enum StoreSQL {
     /// A kept segment of the same range and scope that is older than ?5 goes.
+    static let olderOfTheSameRange = """
+        SELECT "records" FROM "_sqsync_segments" WHERE "site" = ?1 AND "first" = ?2 AND "last" = ?3 AND "scope" = ?4 AND "created_hlc" < ?5
+        """
     static let replaceOlder = """
         DELETE FROM "_sqsync_segments" WHERE "site" = ?1 AND "first" = ?2 AND "last" = ?3 AND "scope" = ?4 AND "created_hlc" < ?5
         """

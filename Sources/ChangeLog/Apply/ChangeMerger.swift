@@ -107,6 +107,12 @@ public final class ChangeMerger {
         }
     }
 
+    /// Merging, at a replica that holds every row, a cut for a scope that another file of the
+    /// origin's signed (``Replica/announceWritesAgain(of:from:through:)``): a life that comes
+    /// with its label's columns only (its row left the cut's scope) is passed over, as its
+    /// other values are not in the cut.
+    public var wholeLivesOnly = false
+
     /// Prepares to merge a change set ``Replica/planMerge(of:authorization:)`` admitted.
     /// `learning`: when peers learned of this replica's changes (``LearningEvent``), if known.
     public init(replica: Replica, plan: MergePlan, learning: LearningEvent.ByWriter = [:]) throws {
@@ -214,6 +220,12 @@ public final class ChangeMerger {
         for column in change.columns { numbering.see(column.stamp) }
         for counter in change.counters { numbering.see(counter.stamp) }
         let target = targets[change.table]
+        if wholeLivesOnly && change.causalLength % 2 == 1 && change.rowStamp != nil && target.info.label != nil
+            && !target.carriesEveryColumn(change)
+        {
+            target.counts.unchanged += 1
+            return
+        }
         if let authorization, try !isAllowed(change, in: target, by: authorization) {
             try widenReach(byDenied: change, in: target)
             return

@@ -65,17 +65,17 @@ extension Replica {
         }
     }
 
-    /// Logs, as the triggers would, every write of `site` after `seq` to `table`'s rows:
-    /// inserts of the lives it began, deletions it made, updates of the columns it wrote.
-    /// (Also how a replica announces again what an origin wrote under numbers it used twice:
-    /// ``Replica/recordNumbering(_:site:origin:)``.)
-    func logWritesAgain(of table: TableInfo, by site: Int, after seq: Int64) throws -> Int {
+    /// Logs, as the triggers would, every write of `site` after `seq` (through `last`) to
+    /// `table`'s rows: inserts of the lives it began, deletions it made, updates of the
+    /// columns it wrote. (Also how a replica announces again what an origin wrote under
+    /// numbers it used twice: ``Replica/announceWritesAgain(of:from:)``.)
+    func logWritesAgain(of table: TableInfo, by site: Int, after seq: Int64, through last: Int64 = .max) throws -> Int {
         var logged = 0
         for row in try database.rows(ReidentifySQL.entries, .integer(Int64(table.tid))) {
             let key = try row.value("pk")
             guard let stored = MetadataKey.stored(key) else { continue }
             let cl = try row.int64("cl"), rowSite = try row.int("site"), rowSeq = try row.int64("seq")
-            if rowSite == site && rowSeq > seq {
+            if rowSite == site && rowSeq > seq && rowSeq <= last {
                 let operation = cl % 2 == 1 ? TriggerSQL.Operation.insert : TriggerSQL.Operation.delete
                 try database.run(ReidentifySQL.log, .integer(Int64(table.tid)), .integer(Int64(operation)), stored, .integer(0))
                 logged += 1
@@ -83,7 +83,7 @@ extension Replica {
             }
             guard cl % 2 == 1, try row.value("cells") != .null else { continue }
             let clock = RowClock(hlc: try row.int64("hlc"), site: rowSite)
-            let written = try cellClocks(try row.value("cells"), of: clock).filter { $0.site == site && $0.seq > seq }
+            let written = try cellClocks(try row.value("cells"), of: clock).filter { $0.site == site && $0.seq > seq && $0.seq <= last }
             for (word, clocks) in Dictionary(grouping: written, by: { TriggerSQL.Operation.word(of: $0.cid) }) {
                 let mask = clocks.reduce(Int64(0)) { $0 | (1 << Int64(TriggerSQL.Operation.bit(of: $1.cid))) }
                 try database.run(

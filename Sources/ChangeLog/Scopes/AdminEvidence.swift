@@ -48,9 +48,9 @@ extension Replica {
         try database.run(AdminEvidenceSQL.keepLatest, .integer(site), .integer(ownSeq), .text(json))
     }
 
-    /// The statements `origin` provably held before some change up to `last`: those its
-    /// segment reaching to `last` must name.
-    public func adminStatementsProvablyHeld(by origin: String, before last: Int64) throws -> Set<[UInt8]> {
+    /// The statements `origin` provably held before some change up to `last`, or named in a
+    /// change of its own numbered up to `last`: those its segment reaching to `last` must name.
+    public func adminStatementsBinding(changesOf origin: String, through last: Int64) throws -> Set<[UInt8]> {
         Set(try database.rows(AdminEvidenceSQL.held, .text(origin), .integer(last)).map { try $0.blob("statement") })
     }
 }
@@ -96,8 +96,14 @@ enum AdminEvidenceSQL {
         WHERE excluded."own_seq" < "own_seq"
         """
 
+    /// What the origin's signed knowledge shows it held before a change up to ?2, and what its
+    /// own changes named from a number up to ?2 on: a second change under one of those numbers
+    /// (a second file, a rewound one) must name it too.
     static let held = """
         SELECT k."statement" FROM "_sqsync_admin_known" k JOIN "_sqsync_sites" s ON s."site" = k."site"
         WHERE s."knowledge_id" = ?1 AND k."own_seq" < ?2
+        UNION
+        SELECT n."statement" FROM "_sqsync_admin_named" n JOIN "_sqsync_sites" s ON s."site" = n."site"
+        WHERE s."knowledge_id" = ?1 AND n."first_seq" <= ?2
         """
 }

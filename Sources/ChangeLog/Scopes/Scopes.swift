@@ -159,13 +159,18 @@ extension Replica {
         try announce(rows, ScopeSQL.logDeletion)
     }
 
-    /// Logs, as this replica's own changes, what `logging` writes for each row, and folds.
-    /// Only a replica that holds every row knows a merged row's state for certain; one whose
-    /// grants restrict it leaves it to others, whose announcements no grant can deny.
-    private func announce(_ rows: [(table: String, key: [SQLValue])], _ logging: (TableInfo) -> String) throws {
-        guard !rows.isEmpty else { return }
+    /// Whether this replica may announce rows as its own writes: only one that holds every row
+    /// (no scope) knows a merged row's state for certain, and one whose grants restrict it
+    /// leaves that to others, whose announcements no grant can deny.
+    public func holdsEveryRow() throws -> Bool {
         let rules = try adminRules()
-        guard rules.scope(of: knowledgeID) == nil, !rules.isRestricted(knowledgeID) else { return }
+        return rules.scope(of: knowledgeID) == nil && !rules.isRestricted(knowledgeID)
+    }
+
+    /// Logs, as this replica's own changes, what `logging` writes for each row, and folds
+    /// (``holdsEveryRow()``).
+    private func announce(_ rows: [(table: String, key: [SQLValue])], _ logging: (TableInfo) -> String) throws {
+        guard !rows.isEmpty, try holdsEveryRow() else { return }
         let tables = Dictionary(try trackedTables(skippingMissing: true).map { ($0.name, $0) }) { first, _ in first }
         try database.inTransaction {
             for (name, key) in rows {

@@ -543,6 +543,14 @@ enum MetadataSQL {
                 WHERE "kind" = 'numbered twice';
             """
         ),
+        (
+            24,
+            """
+            -- Each segment admitted reads what its origin's own changes named, up to its last
+            -- number (AdminEvidenceSQL.held).
+            CREATE INDEX "_sqsync_admin_named_by_site" ON "_sqsync_admin_named" ("site", "first_seq");
+            """
+        ),
     ]
 
 

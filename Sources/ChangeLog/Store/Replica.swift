@@ -42,7 +42,7 @@ import SQLiteDatabase
 /// - New lives and deletions announced again: ``startNewLives(of:)``, ``announceDeletions(of:)``
 /// - What an origin signed it held: ``adminClaim(of:)``, ``recordAdminClaim(of:last:ids:)``,
 ///   ``recordStatementsNamed(_:by:from:)``, ``recordAdminEvidence(of:knowledge:ownSeq:)``,
-///   ``adminStatementsProvablyHeld(by:before:)`` (AdminEvidence.swift)
+///   ``adminStatementsBinding(changesOf:through:)`` (AdminEvidence.swift)
 /// - Whether a label applies here, before anything is written: ``labelHold(judging:by:tables:path:)``,
 ///   ``labelHold(adding:path:)`` (LabelCheck.swift)
 ///
