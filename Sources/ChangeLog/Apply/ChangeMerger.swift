@@ -20,15 +20,15 @@ public final class ChangeMerger {
     let database: Database
     private let header: ChangeSetHeader
     /// The origin's local site number: every stamp of the set is its.
-    private let originSite: Int
+    let originSite: Int
     var siteIDs: [Int: String]
     /// What this replica held of the origin's changes when the merge began: every stamp a
     /// change set carries is its origin's, so no other site's is asked about.
-    private let originKnownBefore: Int64
+    let originKnownBefore: Int64
     /// This replica's own sequence number when the merge began.
     private let ownSeqBefore: Int64
     /// What the origin held when it wrote the set, by local site.
-    private let senderKnows: [Int: Int64]
+    let senderKnows: [Int: Int64]
     private let targets: [Target]
     let learning: LearningEvent.ByWriter
     var highestClock: Int64
@@ -188,26 +188,6 @@ public final class ChangeMerger {
     deinit {
         if turnedTriggersOff { try? database.setTriggersEnabled(true) }
     }
-
-    // MARK: Stamps
-
-    func local(_ stamp: Stamp) -> LocalStamp {
-        LocalStamp(hlc: stamp.hlc, site: originSite, seq: stamp.seq)
-    }
-
-    /// Later wins: greater clock, ties broken by knowledge ID.
-    func isLater(_ a: LocalStamp, than b: LocalStamp) -> Bool {
-        if a.hlc != b.hlc { return a.hlc > b.hlc }
-        let idA = siteIDs[a.site] ?? "", idB = siteIDs[b.site] ?? ""
-        if idA != idB { return idA > idB }
-        return a.seq > b.seq
-    }
-
-    func knownHere(_ stamp: LocalStamp) -> Bool {
-        assert(stamp.site == originSite, "a change set carries its origin's stamps only")
-        return originKnownBefore >= stamp.seq
-    }
-    func knownToSender(_ stamp: LocalStamp) -> Bool { (senderKnows[stamp.site] ?? 0) >= stamp.seq }
 
     // MARK: Applying
 
