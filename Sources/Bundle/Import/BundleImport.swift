@@ -110,7 +110,7 @@ extension BundleExchange {
     /// changes nothing, unless it holds a change that differs from the one held here under
     /// the same number, which only a copied database makes (refused).
     ///
-    /// `keptCuts`: the cuts for a scope it kept to relay.
+    /// `keptCuts`: the cuts for a scope it newly kept to relay.
     private static func mergeSegments(
         admittedBy admission: BundleAdmission, learning: LearningEvent.ByWriter, warnings: inout [String],
         keptCuts: inout [KeptCut]
@@ -201,14 +201,16 @@ extension BundleExchange {
         let knowledge = try replica.knowledge()
         let store = try SegmentStore(replica)
         for kept in relayOnly where knowledge[kept.changes.origin] >= kept.changes.last {
-            let replacedOtherRecords = try store.keep(
+            let outcome = try store.keep(
                 origin: kept.changes.origin, base: kept.changes.base, last: kept.changes.last,
                 createdHLC: kept.changes.createdHLC, records: kept.records, length: kept.entry.length, scope: kept.changes.scope
             ) { consumer in try reader.copySegment(kept.entry, to: consumer) }
-            keptCuts.append(
-                KeptCut(
-                    origin: kept.changes.origin, base: kept.changes.base, last: kept.changes.last,
-                    scope: Scope(kept.changes.scope), replacedOtherRecords: replacedOtherRecords))
+            if outcome != .already {
+                keptCuts.append(
+                    KeptCut(
+                        origin: kept.changes.origin, base: kept.changes.base, last: kept.changes.last,
+                        scope: Scope(kept.changes.scope), replacingSameRange: outcome == .replacingSameRange))
+            }
         }
         return summary
     }
@@ -323,28 +325,30 @@ extension BundleExchange {
         return try body(segment)
     }
 
-    /// A cut for a scope an import kept to relay.
+    /// A cut for a scope an import newly kept to relay.
     struct KeptCut {
         var origin: String
         var base: Int64
         var last: Int64
         var scope: Scope
-        /// It took the place of a kept cut of the same range and scope with other records.
-        var replacedOtherRecords: Bool
+        /// It took the place of an older kept cut of the same range and scope.
+        var replacingSameRange: Bool
     }
 
     /// An origin whose two files' versions of a range are both kept here: one merged, one only
     /// relayed (a scoped reader's cut, kept in place of the other file's cut of the same range,
     /// which this replica's knowledge of the origin hides from any merge). Looked for when an
-    /// import keeps a cut of an origin already found here to number two changes alike, or a
-    /// cut that took the place of one with other records whose stamps are at odds with what
-    /// was merged here (``Replica/firstStampAtOdds(with:among:)``): only at a replica that
+    /// import newly keeps a cut of an origin already found here to number two changes alike,
+    /// or a cut that took the place of one of the same range whose stamps are at odds with
+    /// what was merged here (``Replica/firstStampAtOdds(with:among:)``): only at a replica that
     /// holds every row. It reads every segment of the origin it keeps; from the lowest number
-    /// they put in question (``OriginNumbering/firstNumberInQuestion(_:)``), which may lie
-    /// below where a merge first met the two, it announces the origin's writes again
-    /// (``Replica/announceWritesAgain(of:from:)``), and merges the cuts it kept as any state
-    /// (what they carry is judged as when it comes) and announces what they wrote: what either
-    /// file wrote reaches every reader, under this replica's name.
+    /// in question (that one, or the lowest they put in question:
+    /// ``OriginNumbering/firstNumberInQuestion(_:)``), which may lie below where a merge first
+    /// met the two, it announces the origin's writes again
+    /// (``Replica/announceWritesAgain(of:from:)``), and merges the cuts it kept within its
+    /// knowledge as any state (what they carry is judged as when it comes) and announces what
+    /// they wrote: what either file wrote reaches every reader, under this replica's name. A
+    /// cut that fails to merge there for good is dropped, as ``mergeKeptSegments`` drops one.
     private static func announceWhereFilesPart(
         _ keptCuts: [KeptCut], admittedBy admission: BundleAdmission, learning: LearningEvent.ByWriter,
         warnings: inout [String]
@@ -353,22 +357,26 @@ extension BundleExchange {
         guard !keptCuts.isEmpty, try replica.holdsEveryRow() else { return }
         let forked = Set(try replica.originsNumberedTwice())
         let store = try SegmentStore(replica)
+        let knowledge = try replica.knowledge()
         for origin in Set(keptCuts.map(\.origin)).sorted() {
             let kept = try store.segments(of: origin)
+            var odds: Int64?
             if !forked.contains(origin) {
-                let suspects = keptCuts.filter { $0.origin == origin && $0.replacedOtherRecords }
+                let suspects = keptCuts.filter { $0.origin == origin && $0.replacingSameRange }
                 let read = kept.filter { segment in
                     suspects.contains { $0.base == segment.base && $0.last == segment.last && $0.scope == Scope(segment.scope) }
                 }
                 guard !read.isEmpty,
-                    let odds = try replica.firstStampAtOdds(with: origin, among: try stamps(of: read, admittedBy: admission))
+                    let found = try replica.firstStampAtOdds(with: origin, among: try stamps(of: read, admittedBy: admission))
                 else { continue }
-                try replica.noteNumberedTwice(origin, at: odds)
+                try replica.noteNumberedTwice(origin, at: found)
+                odds = found
             }
-            guard let first = OriginNumbering.firstNumberInQuestion(try stamps(of: kept, admittedBy: admission)) else { continue }
+            let inQuestion = OriginNumbering.firstNumberInQuestion(try stamps(of: kept, admittedBy: admission))
+            guard let first = [odds, inQuestion].compactMap({ $0 }).min() else { continue }
             try replica.announceWritesAgain(of: origin, from: first)
             var wroteThrough: Int64?
-            for cut in kept where cut.scope != nil && cut.last >= first {
+            for cut in kept where cut.scope != nil && cut.last >= first && cut.last <= knowledge[origin] {
                 do {
                     try replica.database.inTransaction {
                         let merged = try mergeKept(cut, admittedBy: admission, learning: learning, anotherFilesCut: true)
@@ -376,10 +384,12 @@ extension BundleExchange {
                     }
                 } catch is MergeHeld {
                     // It stays kept, to merge once what it waits for comes.
-                } catch let error as SQLiteError {
+                } catch let error as SQLiteError where !error.isConstraint {
                     throw error
                 } catch {
-                    warnings.append("\(replica.path): a kept segment of \(origin) (\(cut.base)-\(cut.last)) could not be merged: \(error)")
+                    try store.drop(cut)
+                    warnings.append(
+                        "\(replica.path): a kept segment of \(origin) (\(cut.base)-\(cut.last)) could not be merged and was dropped: \(error)")
                 }
             }
             if let wroteThrough { try replica.announceWritesAgain(of: origin, from: first, through: wroteThrough) }

@@ -36,27 +36,34 @@ struct SegmentStore {
 
     static func scope(ofText text: String) throws -> [String]? { try Scope(text: text).sorted }
 
+    /// What ``keep(origin:base:last:createdHLC:records:length:scope:bytes:)`` did.
+    enum Kept {
+        /// One of the same range and scope as new was kept already.
+        case already
+        case kept
+        /// It took the place of an older one of the same range and scope: the origin cut that
+        /// range again, or another file under its identity cut it otherwise.
+        case replacingSameRange
+    }
+
     /// Keeps a segment, streamed by `bytes` (called with a consumer), unless one of the same
-    /// range and scope is kept that is as new; then drops what it makes redundant. True when
-    /// it took the place of one of the same range and scope that carried another number of
-    /// records: the origin may have written that range twice, from two files (one origin's
-    /// cut of a range carries fewer records only where its own later writes superseded some).
+    /// range and scope is kept that is as new; then drops what it makes redundant.
     @discardableResult
     func keep(
         origin: String, base: Int64, last: Int64, createdHLC: Int64, records: Int, length: Int, scope: [String]? = nil,
         bytes: (([UInt8]) throws -> Void) throws -> Void
-    ) throws -> Bool {
+    ) throws -> Kept {
         let site = try replica.siteNumber(for: origin, name: nil)
         let scopeText = Self.scopeText(scope)
-        let replaced = try database.rows(
+        let replacing = try database.int64(
             StoreSQL.olderOfTheSameRange, .integer(Int64(site)), .integer(base), .integer(last), .text(scopeText), .integer(createdHLC)
-        ).map { try $0.int64("records") }
+        ) == 1
         try database.run(
             StoreSQL.replaceOlder, .integer(Int64(site)), .integer(base), .integer(last), .text(scopeText), .integer(createdHLC))
         try database.run(
             StoreSQL.insert, .integer(Int64(site)), .integer(base), .integer(last), .integer(createdHLC),
             .integer(Int64(records)), .text(scopeText), .integer(Int64(length)))
-        guard database.changes == 1 else { return false }
+        guard database.changes == 1 else { return .already }
         let blob = try database.openBlob(table: "_sqsync_segments", column: "bytes", rowid: database.lastInsertRowID, writable: true)
         var offset = 0
         try bytes { part in
@@ -64,7 +71,7 @@ struct SegmentStore {
             offset += part.count
         }
         try dropRedundant(site: site, scopeText: scopeText)
-        return replaced.contains { $0 != Int64(records) }
+        return replacing ? .replacingSameRange : .kept
     }
 
     /// Drops every segment of one origin and scope that the fewest covering the same ranges
@@ -197,10 +204,11 @@ struct SegmentStore {
 }
 
 enum StoreSQL {
-    /// A kept segment of the same range and scope that is older than ?5 goes.
     static let olderOfTheSameRange = """
-        SELECT "records" FROM "_sqsync_segments" WHERE "site" = ?1 AND "first" = ?2 AND "last" = ?3 AND "scope" = ?4 AND "created_hlc" < ?5
+        SELECT EXISTS (SELECT 1 FROM "_sqsync_segments"
+            WHERE "site" = ?1 AND "first" = ?2 AND "last" = ?3 AND "scope" = ?4 AND "created_hlc" < ?5)
         """
+    /// A kept segment of the same range and scope that is older than ?5 goes.
     static let replaceOlder = """
         DELETE FROM "_sqsync_segments" WHERE "site" = ?1 AND "first" = ?2 AND "last" = ?3 AND "scope" = ?4 AND "created_hlc" < ?5
         """
