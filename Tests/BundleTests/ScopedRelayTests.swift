@@ -183,25 +183,9 @@ final class ScopedRelayTests: XCTestCase {
     /// its statements, takes the order and announces it as its own, cut for north: north
     /// receives it. The same changes merged again at hq (relayed back by hub) announce nothing.
     func testAThiefsAllowedWriteReachesItsScopeFromAReplicaHoldingEveryRow() throws {
-        try issue(
-            scopes + [
-                .scope(replica: replicas["w"]!.knowledgeID, labels: ["north"]),
-                .grant(replica: replicas["w"]!.knowledgeID, table: "orders", operations: [.insert, .update], labels: ["north"]),
-            ])
+        try grantNorthToW()
         for (from, to) in [("hq", "w"), ("w", "hq"), ("hq", "hub"), ("hq", "north"), ("north", "hq")] { try send(from, to) }
-        let path = replicas["w"]!.path
-        let triggers = try replicas["w"]!.database.valueRows(
-            #"SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%\_grant\_%' ESCAPE '\'"#
-        ).compactMap { $0[0].stringValue }
-        XCTAssertFalse(triggers.isEmpty, "w has grant checks to take off")
-        try Database(path: path).execute(
-            triggers.map { "DROP TRIGGER \(quoteIdentifier($0)); CREATE TRIGGER \(quoteIdentifier($0)) BEFORE DELETE ON orders WHEN 0 BEGIN SELECT 0; END;" }
-                .joined() + """
-                DELETE FROM "_sqsync_admin"; DELETE FROM "_sqsync_admin_epochs"; DELETE FROM "_sqsync_admin_claims";
-                UPDATE "_sqsync_tables" SET "grants" = NULL;
-                INSERT INTO orders VALUES ('w9', 'north', 'within the grant');
-                """)
-        replicas["w"] = try Replica(path: path)
+        try thiefAtW(rewinding: false, "INSERT INTO orders VALUES ('w9', 'north', 'within the grant');")
         try send("w", "hq")
         let announced = try holds("hq", of: "hq")
         try send("hq", "north")
