@@ -12,7 +12,7 @@ struct Bench {
     static let rows = Int(ProcessInfo.processInfo.environment["SQSYNC_BENCH_ROWS"] ?? "") ?? 100_000
     static let largeRows = Int(ProcessInfo.processInfo.environment["SQSYNC_BENCH_LARGE"] ?? "") ?? 1_000_000
     /// `SQSYNC_BENCH_ONLY=capture,bundles`: run only those sections (capture, bundles, metadata,
-    /// ssh, rclone, quiet, readers, scale, relay, large, scopes), for profiling one of them.
+    /// migration, ssh, rclone, quiet, readers, scale, relay, large, scopes), for profiling one of them.
     static let sections = ProcessInfo.processInfo.environment["SQSYNC_BENCH_ONLY"].map { Set($0.split(separator: ",").map(String.init)) }
     static func runs(_ section: String) -> Bool { sections?.contains(section) ?? true }
     static let schema = """
@@ -31,6 +31,7 @@ struct Bench {
         if runs("capture") { try capture(folder: folder, keys: keys) }
         if runs("bundles") { try bundles(folder: folder, keys: keys, session: try sessionExtension(folder: folder, keys: keys)) }
         if runs("metadata") { try metadata(folder: folder, keys: keys) }
+        if runs("migration") { try MigrationBench.run(folder: folder, keys: keys) }
         if runs("ssh") { try SSHRound.run(folder: folder, changes: 10_000) }
         if runs("rclone") { try RcloneRound.run(folder: folder, changes: 10_000) }
         if runs("quiet") { try QuietSync.run(folder: folder) }
@@ -67,7 +68,7 @@ struct Bench {
         String(format: "%9.0f/s", Double(count) / seconds)
     }
 
-    static func openDatabase(_ path: String) throws -> Database {
+    static func openDatabase(_ path: String, schema: String = schema) throws -> Database {
         try? FileManager.default.removeItem(atPath: path)
         let database = try Database(path: path)
         try database.useWriteAheadLog()
@@ -76,11 +77,15 @@ struct Bench {
     }
 
     static func insertAll(_ database: Database, keys: [String]) throws {
+        try insertAll(database, keys: keys.map(SQLValue.text))
+    }
+
+    static func insertAll(_ database: Database, keys: [SQLValue]) throws {
         try database.inTransaction {
             let insert = try database.statement("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?)")
             for (index, key) in keys.enumerated() {
                 try insert.bind([
-                    .text(key), .text("item \(index)"), .integer(Int64(index % 100)), .real(Double(index) * 0.25),
+                    key, .text("item \(index)"), .integer(Int64(index % 100)), .real(Double(index) * 0.25),
                     .text("note for \(index)"), .integer(1_700_000_000 + Int64(index)),
                 ])
                 try insert.run()

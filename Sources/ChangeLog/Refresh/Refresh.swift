@@ -327,7 +327,7 @@ extension Replica {
             if rows == 0 { return index }
             let matched = try database.int64(
                 """
-                SELECT count(*) FROM \(table) AS \(alias) JOIN "_sqsync_rows" AS r ON r."tid" = ?1 AND r."pk" = \(key) AND r."cl" % 2 = 1
+                SELECT count(*) FROM \(table) AS \(alias) CROSS JOIN "_sqsync_rows" AS r ON r."tid" = ?1 AND r."pk" = \(key) AND r."cl" % 2 = 1
                 """, .integer(Int64(tid)))
             return matched == rows ? index : nil
         }
@@ -339,8 +339,7 @@ extension Replica {
             let counts = try database.row(
                 """
                 SELECT count(*) AS "joined", \(differing.enumerated().map { "\($0.element) AS \"d\($0.offset)\"" }.joined(separator: ", "))
-                FROM "_sqsync_snapshot" AS s JOIN \(table) AS \(alias) ON \(key) = s."pk"
-                WHERE s."tid" = ?1 AND s."cid" = ?2
+                FROM \(table) AS \(alias) CROSS JOIN "_sqsync_snapshot" AS s ON s."tid" = ?1 AND s."cid" = ?2 AND s."pk" = \(key)
                 """, .integer(Int64(tid)), .integer(Int64(cid)))
         else { return nil }
         if try counts.int64("joined") == 0 { return candidates.first(where: atOldPlace) }
@@ -494,7 +493,7 @@ struct ReconcileSQL {
                 INSERT INTO "_sqsync_log" ("tid", "op", "pk", "mask", "stamp")
                   SELECT \(table.tid), \(TriggerSQL.Operation.updateBase + word), sqsync_stored_key(r."pk"), \(mask), \(stamp)
                   FROM \(quoteIdentifier(table.name)) AS \(alias)
-                  JOIN "_sqsync_rows" r ON r."tid" = \(table.tid) AND r."pk" = \(metadataKey) AND r."cl" % 2 = 1
+                  CROSS JOIN "_sqsync_rows" r ON r."tid" = \(table.tid) AND r."pk" = \(metadataKey) AND r."cl" % 2 = 1
                   WHERE r."sum" IS NOT NULL AND r."sum" != \(RowChecksum.of(table, alias: alias))
                 """
         }
@@ -509,7 +508,7 @@ struct ReconcileSQL {
               SELECT \(table.tid), \(TriggerSQL.Operation.updateBase + TriggerSQL.Operation.word(of: column.cid)), \(storedKey),
                      \(Int64(1) << Int64(TriggerSQL.Operation.bit(of: column.cid))), \(stamp)
               FROM \(quoteIdentifier(table.name)) AS \(alias)
-              JOIN "_sqsync_snapshot" s ON s."tid" = \(table.tid) AND s."cid" = \(column.cid) AND s."pk" = \(metadataKey)
+              CROSS JOIN "_sqsync_snapshot" s ON s."tid" = \(table.tid) AND s."cid" = \(column.cid) AND s."pk" = \(metadataKey)
               WHERE s."value" IS NOT \(value) OR typeof(s."value") != typeof(\(value))
             """
     }
