@@ -29,12 +29,12 @@ final class ModuleMigrationTests: XCTestCase {
         try BundleTables.ready(replica)
         XCTAssertEqual(
             try columns("_sqsync_segments", in: replica.database),
-            ["id", "site", "first", "last", "created_hlc", "records", "scope", "bytes"])
+            ["id", "site", "first", "last", "created_hlc", "records", "scope", "bytes", "words"])
         XCTAssertEqual(try replica.database.int64("SELECT count(*) FROM sqlite_schema WHERE name = '_sqsync_key_moves'"), 0)
         XCTAssertEqual(
             try replica.database.valueRows(#"SELECT "version" FROM "_sqsync_migrations" WHERE "version" > 1000 ORDER BY 1"#)
                 .compactMap { $0[0].int64Value },
-            [1001, 1002, 1003, 1004, 1005, 1006])
+            [1001, 1002, 1003, 1004, 1005, 1006, 1007])
         // Key moves are read through their own index, not a row per replica, for every segment admitted.
         let plan = try replica.database.valueRows("EXPLAIN QUERY PLAN " + KeyPinSQL.moves).compactMap { $0[3].stringValue }
         XCTAssertTrue(plan.contains { $0.contains("_sqsync_keys_moves") }, "\(plan)")

@@ -137,6 +137,32 @@ final class ScopedRelayTests: XCTestCase {
         XCTAssertEqual(try ids("hq"), [])
     }
 
+    /// hq holds a south order s1, w's word and w's north order w1 after it. The thief sets w's
+    /// numbers back to before the word and moves s1 to north under the word's number, which
+    /// hq holds: sent everything w holds, hq meets that change for the first time, though its
+    /// number is not new here. It denies it, logs the denial and gives s1 a new life, which
+    /// brings s1 back to south wherever the move was taken. Before, hq counted the change as
+    /// one it had judged already and passed over it in silence.
+    func testAForgedChangeUnderANumberHeldIsDeniedAndUndone() throws {
+        try grantNorthToW()
+        try replicas["hq"]!.database.execute("INSERT INTO orders VALUES ('s1', 'south', 'secret')")
+        for (from, to) in [("hq", "w"), ("w", "hq"), ("hq", "south")] { try send(from, to) }
+        try replicas["w"]!.database.execute("INSERT INTO orders VALUES ('w1', 'north', 'honest')")
+        try send("w", "hq")
+        try thiefAtW(rewinding: true, "INSERT INTO orders VALUES ('s1', 'north', 'moved by the thief');")
+        XCTAssertLessThan(try holds("w", of: "w"), try holds("hq", of: "w"), "the thief wrote under a number hq holds")
+        try send("w", "hq", since: Knowledge())
+        let denials = try replicas["hq"]!.database.valueRows(
+            #"SELECT "pk" FROM "_sqsync_conflicts" WHERE "kind" LIKE 'denied%'"#
+        ).compactMap { $0[0].stringValue }
+        XCTAssertEqual(denials, ["'s1'"])
+        try send("hq", "south")
+        XCTAssertEqual(
+            try replicas["south"]!.database.valueRows("SELECT id, region, item FROM orders").map { $0.compactMap(\.stringValue) },
+            [["s1", "south", "secret"]])
+        XCTAssertEqual(try ids("hq"), ["s1", "w1"])
+    }
+
     /// w writes north order w1 after its word; hq holds it (and w's cut for north), north has
     /// none of w's changes. The thief sets w's numbers back to before the word, writes w2 (its
     /// grant allows it) under the word's number, learns the statements back from hq and sends

@@ -33,6 +33,7 @@ final class GrantBindingCLITests: XCTestCase {
         "testAThiefIsDeniedInTheOrderSitesHappenToMeetIn", "testAForgedNewRowTakenWithoutTheEvidenceIsDeletedByTheDenier",
         "testAThiefIsDeniedWhenItsOwnBundleIsGone", "testAThiefIsDeniedWhateverOrderSitesMeetIn",
         "testAPurgeOfARowFromBeforeTheLabelWaitsOnlyForScopesThatHeldIt", "testAReplicaMadeWithARestrictedKeyIsRestrictedAsItsKeyIs",
+        "testAThiefThatSetsItsNumbersBackHidesNoHonestWrite",
     ]
 
     override func setUpWithError() throws {
@@ -392,6 +393,82 @@ final class GrantBindingCLITests: XCTestCase {
             try assertThiefDenied(
                 theft, order: thiefRounds, thiefsBundleGone: gone, rounds: topologyPlan.count == 1 ? 3 : 5, windowOpen: early,
                 "seed \(seed) \(topologyPlan) \(theft) \(order) \(thiefRounds) gone \(gone) early \(early)")
+        }
+    }
+
+    // MARK: a thief that sets its file's numbers back
+
+    /// The thief's edits of the malicious-replica fuzz's case 6 with the `sqlite3` shell: f7's
+    /// numbers set back to where the epoch of its last word starts, its own change notes above
+    /// that deleted, its statements shed, then case 1's forged writes. Its next changes take
+    /// the numbers of f7's word and of the honest order f7 wrote after it.
+    private func stealRewinding() throws {
+        try strip(
+            """
+            UPDATE "_sqsync_replica" SET
+                "seq" = (SELECT max("after_seq") FROM "_sqsync_admin_epochs"),
+                "checkpoint_seq" = min("checkpoint_seq", (SELECT max("after_seq") FROM "_sqsync_admin_epochs"));
+            DELETE FROM "_sqsync_changes" WHERE "site" = (SELECT "site" FROM "_sqsync_replica")
+                AND "seq" > (SELECT "seq" FROM "_sqsync_replica");
+            DELETE FROM "_sqsync_admin"; DELETE FROM "_sqsync_admin_epochs"; DELETE FROM "_sqsync_admin_claims";
+            UPDATE "_sqsync_tables" SET "grants" = NULL;
+            INSERT INTO orders VALUES ('s1', 'north', 'FORGED-ITEM', 9);
+            INSERT INTO orders VALUES ('s9', 'south', 'FORGED-NEW-ROW', 9);
+            UPDATE prices SET price = 6666.75 WHERE item = 'bolts';
+            """)
+    }
+
+    /// f7 writes an honest north order after its word, and both reach hq alone (f7 then hq
+    /// sync, and f7's own bundle leaves the stick, as a tidy-up would leave it). The thief then
+    /// sets f7's numbers back and writes under them; every site syncs in `order`, the thief
+    /// first, four rounds. The thief's writes outside its grant are denied and held nowhere,
+    /// and the honest order f7 wrote under a number the thief took reaches every replica of
+    /// its scope. The thief's move of south's s1 into north, under the number of f7's word,
+    /// went only to north and south (hq and hub hold that number): before, north kept it for
+    /// good and south lost s1. Now north and south find f7's word and the thief's change, in
+    /// segments of f7 covering one number, naming different statements; north gives hq the
+    /// thief's cut, and hq denies the move and gives s1 a new life.
+    func testAThiefThatSetsItsNumbersBackHidesNoHonestWrite() throws {
+        for order in [["hq", "hub", "north", "south"], ["south", "north", "hub", "hq"]] {
+            try makeNetwork(order: ["hq", "north", "south", "f7", "hub"])
+            try h.sqlite(dbs["f7"]!, "INSERT INTO orders VALUES ('n5', 'north', 'honest-after-word', 5);")
+            XCTAssertEqual(try visit("f7")?.status, 0)
+            XCTAssertEqual(try visit("hq")?.status, 0)
+            try removeF7sOwnBundles()
+            let f7 = try h.knowledgeID(dbs["f7"]!)
+            for name in ["north", "south", "hub"] {
+                XCTAssertFalse(try rows(name, "orders").contains("honest-after-word"), "\(order) \(name) before the theft")
+            }
+            try stealRewinding()
+            let number = { (name: String, sql: String) in Int(try self.h.sqlite(self.dbs[name]!, sql).trimmingCharacters(in: .whitespacesAndNewlines)) }
+            XCTAssertLessThan(
+                try number("f7", #"SELECT "seq" FROM "_sqsync_replica";"#) ?? .max,
+                try number("hq", #"SELECT "known_seq" FROM "_sqsync_sites" WHERE "knowledge_id" = '\#(f7)';"#) ?? 0,
+                "the thief's next changes take numbers hq holds")
+            for _ in 0..<4 {
+                for name in ["f7"] + order {
+                    let result = try visit(name)
+                    if name != "f7" { XCTAssertEqual(result?.status, 0, "\(order) \(name): \(result?.stderr ?? "")") }
+                }
+            }
+            try assertNoneHold("FORGED-ITEM", "\(order)")
+            try assertNoneHold("FORGED-NEW-ROW", "\(order)")
+            try assertNoneHold("6666.75", "\(order)")
+            XCTAssertTrue(try Self.honest.contains { try logsDenial($0) }, "\(order): no denial logged")
+            for name in Self.honest {
+                let noted = try h.sqlite(dbs[name]!, #"SELECT DISTINCT "lost_site" FROM "_sqsync_conflicts" WHERE "kind" = 'numbered twice';"#)
+                XCTAssertTrue(["", f7 + "\n"].contains(noted), "\(order) \(name) noted only f7 numbering twice: \(noted)")
+            }
+            for name in ["hq", "north", "hub"] {
+                XCTAssertTrue(try rows(name, "orders").contains("n5|north|honest-after-word|5"), "\(order) \(name) lacks f7's honest order")
+            }
+            XCTAssertEqual(try rows("hq", "orders"), try rows("hub", "orders"), "\(order)")
+            XCTAssertEqual(try rows("hq", "prices"), try rows("hub", "prices"), "\(order)")
+            for name in ["north", "south"] {
+                XCTAssertEqual(
+                    try rows(name, "orders"),
+                    try h.sqlite(dbs["hq"]!, "SELECT * FROM orders WHERE region = '\(name)' ORDER BY 1;"), "\(order) \(name)")
+            }
         }
     }
 

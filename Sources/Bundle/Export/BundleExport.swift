@@ -31,16 +31,19 @@ extension BundleExchange {
         var leaving = readers.subtracting([me])
         if let receiver { leaving.insert(receiver) }
         let scope = scope.map { Array(Set($0)).sorted() }
-        let adminStatements = try replica.adminStatements()
-        let rules = AdminRules(acts: adminStatements.map(\.act))
-        let ownScope = rules.scope(of: me)
-        let epochs = try replica.adminEpochs()
         let lagging = try laggingCuts(of: replica, below: base, except: readingHere)
         let ownLagging = lagging[me] ?? [:]
         let valueCap = BundleLimits.maxValueBytes
         try replica.releaseWithheldValues(cap: valueCap)
         let (result, checkpoint) = try ChangeExporter.snapshot(of: replica, ownChangesAfter: base[me], valueCap: valueCap) {
             exporter in
+            // Read within the snapshot, as the changes are: a statement that arrives meanwhile
+            // begins an epoch after the last change read, so no segment names statements its
+            // changes were not made under (two segments covering one number name the same).
+            let adminStatements = try replica.adminStatements()
+            let rules = AdminRules(acts: adminStatements.map(\.act))
+            let ownScope = rules.scope(of: me)
+            let epochs = try replica.adminEpochs()
             let header = exporter.header
             let sites = exporter.sites
             let own =
@@ -82,7 +85,7 @@ extension BundleExchange {
             let retired = Set(sites.filter(\.retired).map(\.knowledgeID))
             for segment in try relayedSegments(
                 from: store, pins: try KeyPins(replica), since: base, leaving: leaving.union(retired).union([me]), scope: scope,
-                ownScope: ownScope, lagging: lagging)
+                ownScope: ownScope, lagging: lagging, forked: try replica.originsNumberedTwiceFrom())
             {
                 guard let site = siteIndex[segment.origin] else { continue }
                 try writer.copySegment(
@@ -132,24 +135,36 @@ extension BundleExchange {
     /// where the `lagging` peers of that scope stand when they are behind the reader). A
     /// segment signed by a key its origin has since moved away from past it is left out: its
     /// receivers would refuse the whole bundle.
+    ///
+    /// `forked`: origins found here to have numbered two changes alike (a restored backup, a
+    /// copy, a thief that set the file's numbers back), with the number where that was found.
+    /// A replica with a scope also gives a reader holding every row each segment it keeps of
+    /// those that reaches that number, whatever the reader holds: the reader holds that
+    /// origin's numbers from the other file, so it would never be sent this file's version,
+    /// and only a replica holding every row can judge it against the rows it replaced and
+    /// undo what it denies (docs/KEYS.md).
     static func relayedSegments(
         from store: SegmentStore, pins: KeyPins, since base: Knowledge, leaving: Set<String>, scope: [String]?,
-        ownScope: [String]?, lagging: [String: [Scope: Int64]] = [:]
+        ownScope: [String]?, lagging: [String: [Scope: Int64]] = [:], forked: [String: Int64] = [:]
     ) throws -> [SegmentStore.Stored] {
         let readerScope = Scope(scope)
-        guard readerScope.isWithin(Scope(ownScope)) else { return [] }
+        let withinOwn = readerScope.isWithin(Scope(ownScope))
+        guard withinOwn || (readerScope.isEveryRow && !forked.isEmpty) else { return [] }
         var relayed: [SegmentStore.Stored] = []
         for (origin, kept) in try store.byOrigin() where !leaving.contains(origin) {
-            let carried = kept.filter { Scope($0.scope).isWithin(readerScope) }
             let chain = try pins.chain(of: origin)
+            let checked = { (segment: SegmentStore.Stored) in
+                guard let signer = try store.signer(of: segment), let key = chain.first(where: { $0.key == signer }) else { return false }
+                return key.untilSeq.map { segment.last <= $0 } ?? true
+            }
+            guard withinOwn else {
+                if let from = forked[origin] { relayed += try kept.filter { try $0.last >= from && checked($0) } }
+                continue
+            }
+            let carried = kept.filter { Scope($0.scope).isWithin(readerScope) }
             for (cut, group) in Dictionary(grouping: carried, by: { Scope($0.scope) }) {
                 let from = cut == readerScope ? base[origin] : min(base[origin], lagging[origin]?[cut] ?? base[origin])
-                for segment in SegmentStore.cover(of: group, after: from) {
-                    guard let signer = try store.signer(of: segment), let key = chain.first(where: { $0.key == signer }),
-                        key.untilSeq.map({ segment.last <= $0 }) ?? true
-                    else { continue }
-                    relayed.append(segment)
-                }
+                relayed += try SegmentStore.cover(of: group, after: from).filter(checked)
             }
         }
         return relayed.sorted { ($0.createdHLC, $0.rowid) < ($1.createdHLC, $1.rowid) }
@@ -172,7 +187,8 @@ extension BundleExchange {
         let lagging = try laggingCuts(of: replica, below: base, except: readingHere)
         let relayed = try relayedSegments(
             from: try SegmentStore(replica), pins: try KeyPins(replica), since: base, leaving: retired.union([me]),
-            scope: scope.map { Array(Set($0)).sorted() }, ownScope: try replica.ownScope(), lagging: lagging)
+            scope: scope.map { Array(Set($0)).sorted() }, ownScope: try replica.ownScope(), lagging: lagging,
+            forked: try replica.originsNumberedTwiceFrom())
         let cuts = (lagging[me] ?? [:]).filter { $0.key.isStrictlyWithin(Scope(scope)) }.map { "\($0.key.text)@\($0.value)" }.sorted()
         return "own \(ownBase)-\(last)" + (cuts.isEmpty ? "" : " cuts " + cuts.joined(separator: ","))
             + " relays " + relayed.map { "\($0.rowid)@\($0.createdHLC)" }.joined(separator: ",")
@@ -300,7 +316,8 @@ extension BundleExchange {
         let leaving = try replica.retiredPeerIDs().union([replica.knowledgeID])
         return try !relayedSegments(
             from: try SegmentStore(replica), pins: try KeyPins(replica), since: base, leaving: leaving,
-            scope: scope.map { Array(Set($0)).sorted() }, ownScope: try replica.ownScope(), lagging: lagging
+            scope: scope.map { Array(Set($0)).sorted() }, ownScope: try replica.ownScope(), lagging: lagging,
+            forked: try replica.originsNumberedTwiceFrom()
         ).isEmpty
     }
 }

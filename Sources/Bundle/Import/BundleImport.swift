@@ -203,7 +203,8 @@ extension BundleExchange {
         for kept in relayOnly where knowledge[kept.changes.origin] >= kept.changes.last {
             let outcome = try store.keep(
                 origin: kept.changes.origin, base: kept.changes.base, last: kept.changes.last,
-                createdHLC: kept.changes.createdHLC, records: kept.records, length: kept.entry.length, scope: kept.changes.scope
+                createdHLC: kept.changes.createdHLC, records: kept.records, length: kept.entry.length, scope: kept.changes.scope,
+                statements: kept.changes.adminStatements, namedOtherwise: numberedTwice(kept.changes.origin, replica: replica)
             ) { consumer in try reader.copySegment(kept.entry, to: consumer) }
             if outcome != .already {
                 keptCuts.append(
@@ -220,7 +221,7 @@ extension BundleExchange {
     /// nil for one kept already).
     private static func merge(
         _ segment: BundleReader.Segment, by plan: MergePlan, reader: BundleReader?, replica: Replica,
-        learning: LearningEvent.ByWriter, wholeLivesOnly: Bool = false, applied: (Int) -> Void
+        learning: LearningEvent.ByWriter, anotherFileFrom: Int64? = nil, applied: (Int) -> Void
     ) throws -> ApplySummary {
         let changes = segment.header.changes
         let merger = try ChangeMerger(
@@ -228,7 +229,8 @@ extension BundleExchange {
             learning: learning.merging(changes.learningByOrigin) { mailbox, signed in
                 mailbox.merging(signed) { _, signedByOrigin in signedByOrigin }
             })
-        merger.wholeLivesOnly = wholeLivesOnly
+        merger.wholeLivesOnly = anotherFileFrom != nil
+        merger.anotherFileFrom = anotherFileFrom
         try segment.forEachChange { change in
             try merger.apply(change)
             applied(1)
@@ -238,10 +240,26 @@ extension BundleExchange {
         if let reader {
             try SegmentStore(replica).keep(
                 origin: changes.origin, base: changes.base, last: changes.last, createdHLC: changes.createdHLC,
-                records: segment.header.recordCount, length: segment.entry.length, scope: changes.scope
+                records: segment.header.recordCount, length: segment.entry.length, scope: changes.scope,
+                statements: changes.adminStatements, namedOtherwise: numberedTwice(changes.origin, replica: replica)
             ) { consumer in try reader.copySegment(segment.entry, to: consumer) }
         }
         return merged
+    }
+
+    /// What a replica does on keeping a segment of `origin` that names other admin statements
+    /// than a kept one covering a number in common (``SegmentStore/keep``): two files write
+    /// under its identity, as when a thief sets a stolen file's numbers back. No change of
+    /// either need carry a stamp that shows it (the origin's word has no rows, a scoped reader
+    /// holds few of its rows), so this is where a replica that holds one file's numbers meets
+    /// the other's. Noted, a replica with a scope gives that origin's kept segments to readers
+    /// holding every row (``BundleExport/relayedSegments``), which judge them against the rows
+    /// they replaced; one that holds every row announces the origin's writes again.
+    private static func numberedTwice(_ origin: String, replica: Replica) -> (Int64) throws -> Void {
+        { first in
+            try replica.noteNumberedTwice(origin, at: first)
+            try replica.announceWritesAgain(of: origin, from: first)
+        }
     }
 
     /// Merges again the kept segments this replica could not count when they came (it lacked
@@ -285,15 +303,17 @@ extension BundleExchange {
         return summary
     }
 
+    /// `anotherFileFrom`: the segment is a cut another file of its origin's signed, whose
+    /// changes from that number on may differ from those held here (``announceWhereFilesPart``).
     private static func mergeKept(
         _ kept: SegmentStore.Stored, admittedBy admission: BundleAdmission, learning: LearningEvent.ByWriter,
-        anotherFilesCut: Bool = false
+        anotherFileFrom: Int64? = nil
     ) throws -> ApplySummary {
         try readKept(kept, admittedBy: admission) { segment in
-            switch try admission.admitSegment(segment.header.changes, kept: true, anotherFilesCut: anotherFilesCut) {
+            switch try admission.admitSegment(segment.header.changes, kept: true, anotherFilesCut: anotherFileFrom != nil) {
             case .merge(let plan):
                 return try merge(
-                    segment, by: plan, reader: nil, replica: admission.replica, learning: learning, wholeLivesOnly: anotherFilesCut
+                    segment, by: plan, reader: nil, replica: admission.replica, learning: learning, anotherFileFrom: anotherFileFrom
                 ) { _ in }
             case .hold(let reason):
                 throw MergeHeld(reason)
@@ -379,7 +399,7 @@ extension BundleExchange {
             for cut in kept where cut.scope != nil && cut.last >= first && cut.last <= knowledge[origin] {
                 do {
                     try replica.database.inTransaction {
-                        let merged = try mergeKept(cut, admittedBy: admission, learning: learning, anotherFilesCut: true)
+                        let merged = try mergeKept(cut, admittedBy: admission, learning: learning, anotherFileFrom: first)
                         if merged.changes > 0 { wroteThrough = max(wroteThrough ?? 0, cut.last) }
                     }
                 } catch is MergeHeld {

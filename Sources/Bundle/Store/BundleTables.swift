@@ -134,6 +134,15 @@ enum BundleTables {
                 -- without reading a row per replica (a thousand-replica catch-up read a million).
                 CREATE INDEX "_sqsync_keys_moves" ON "_sqsync_keys" ("site", "after_seq") WHERE "move" IS NOT NULL;
                 """),
+            .init(
+                7,
+                """
+                -- The admin statements each kept segment names, as its origin signed them (sorted
+                -- hex IDs, comma-separated; NULL for segments kept before): two segments of one
+                -- origin covering a number in common name the same ones, unless two files write
+                -- under its identity (SegmentStore.keep).
+                ALTER TABLE "_sqsync_segments" ADD COLUMN "words" TEXT;
+                """),
         ])
 
     /// What a copy made by `clone` must not inherit: bundles held beside the original's file.

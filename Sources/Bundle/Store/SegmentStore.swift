@@ -46,15 +46,30 @@ struct SegmentStore {
         case replacingSameRange
     }
 
+    /// The admin statements a segment names, in the form the `words` column keeps them.
+    static func wordsText(_ statements: [[UInt8]]) -> String { statements.map { hexString($0) }.sorted().joined(separator: ",") }
+
     /// Keeps a segment, streamed by `bytes` (called with a consumer), unless one of the same
     /// range and scope is kept that is as new; then drops what it makes redundant.
+    ///
+    /// `statements`: the admin statements its header names (nil: not known). One origin's
+    /// segments covering a number in common name the same ones (each lies in one epoch of its
+    /// origin, cuts included), so when a kept one names others, two files signed them under
+    /// its identity, one of them perhaps with its numbers set back: `namedOtherwise` is called
+    /// with the first number they share, once, when this segment is newly kept (segments kept
+    /// before this was recorded say nothing).
     @discardableResult
     func keep(
         origin: String, base: Int64, last: Int64, createdHLC: Int64, records: Int, length: Int, scope: [String]? = nil,
+        statements: [[UInt8]]? = nil, namedOtherwise: ((Int64) throws -> Void)? = nil,
         bytes: (([UInt8]) throws -> Void) throws -> Void
     ) throws -> Kept {
         let site = try replica.siteNumber(for: origin, name: nil)
         let scopeText = Self.scopeText(scope)
+        let words = statements.map(Self.wordsText)
+        let firstNamedOtherwise = try words.flatMap {
+            try database.optionalInt64(StoreSQL.namedOtherwise, .integer(Int64(site)), .integer(base), .integer(last), .text($0))
+        }
         let replacing = try database.int64(
             StoreSQL.olderOfTheSameRange, .integer(Int64(site)), .integer(base), .integer(last), .text(scopeText), .integer(createdHLC)
         ) == 1
@@ -62,15 +77,19 @@ struct SegmentStore {
             StoreSQL.replaceOlder, .integer(Int64(site)), .integer(base), .integer(last), .text(scopeText), .integer(createdHLC))
         try database.run(
             StoreSQL.insert, .integer(Int64(site)), .integer(base), .integer(last), .integer(createdHLC),
-            .integer(Int64(records)), .text(scopeText), .integer(Int64(length)))
+            .integer(Int64(records)), .text(scopeText), .integer(Int64(length)), words.map(SQLValue.text) ?? .null)
         guard database.changes == 1 else { return .already }
-        let blob = try database.openBlob(table: "_sqsync_segments", column: "bytes", rowid: database.lastInsertRowID, writable: true)
-        var offset = 0
-        try bytes { part in
-            try blob.write(part, at: offset)
-            offset += part.count
+        do {
+            // Closed before anything else runs on the connection (a savepoint waits for it).
+            let blob = try database.openBlob(table: "_sqsync_segments", column: "bytes", rowid: database.lastInsertRowID, writable: true)
+            var offset = 0
+            try bytes { part in
+                try blob.write(part, at: offset)
+                offset += part.count
+            }
         }
         try dropRedundant(site: site, scopeText: scopeText)
+        if let firstNamedOtherwise, let namedOtherwise { try namedOtherwise(firstNamedOtherwise) }
         return replacing ? .replacingSameRange : .kept
     }
 
@@ -213,8 +232,14 @@ enum StoreSQL {
         DELETE FROM "_sqsync_segments" WHERE "site" = ?1 AND "first" = ?2 AND "last" = ?3 AND "scope" = ?4 AND "created_hlc" < ?5
         """
     static let insert = """
-        INSERT OR IGNORE INTO "_sqsync_segments" ("site", "first", "last", "created_hlc", "records", "scope", "bytes")
-        VALUES (?, ?, ?, ?, ?, ?, zeroblob(?))
+        INSERT OR IGNORE INTO "_sqsync_segments" ("site", "first", "last", "created_hlc", "records", "scope", "bytes", "words")
+        VALUES (?, ?, ?, ?, ?, ?, zeroblob(?), ?)
+        """
+    /// The first number (after ?2, through ?3) a kept segment of site ?1 covers that names
+    /// other statements than ?4.
+    static let namedOtherwise = """
+        SELECT min(max("first", ?2) + 1) FROM "_sqsync_segments"
+        WHERE "site" = ?1 AND "words" IS NOT NULL AND "words" != ?4 AND "first" < ?3 AND "last" > ?2
         """
     static let drop = #"DELETE FROM "_sqsync_segments" WHERE "id" = ?"#
     static let keptBytes = #"SELECT coalesce(sum(length("bytes")), 0) FROM "_sqsync_segments""#

@@ -128,7 +128,18 @@ extension ChangeMerger {
         }
         guard !verdict.allowed else { return true }
         // A set merged again (a relay, a replay) meets its denied changes again: logged once.
-        guard !knownHere(local(latest)) else { return false }
+        // Unless the set is a second file's under the origin's identity: it shows the clash
+        // (``OriginNumbering``), or it is another file's cut (``anotherFileFrom``). Then a
+        // change under a number held here, from where the files may part, is that file's, met
+        // for the first time, unless this replica holds this very change (a thief that set the
+        // file's numbers back writes under numbers honest replicas hold). It is logged and
+        // undone as any denied change, so the new life reaches the replicas that took it
+        // before they held the origin's own change under that number. One taken here is left:
+        // a new life of it would carry the denied values.
+        if knownHere(local(latest)) {
+            let parting = [numbering.clash.map { min($0.seq, $0.other) }, anotherFileFrom].compactMap { $0 }.min()
+            guard let parting, latest.seq >= parting, try !holdsThisChange(change, in: target) else { return false }
+        }
         // A denied change the row here is past already (a later life, this replica's undo of
         // it when its set is merged again) would lose anyway: nothing to log or undo.
         let key = try metadataKey(change.key)
@@ -173,6 +184,17 @@ extension ChangeMerger {
     }
 
     private static let replacingLife = "new life over a row"
+
+    /// Whether the row here carries `change`'s own stamp: its life's, or a column's.
+    private func holdsThisChange(_ change: RowChange, in target: Target) throws -> Bool {
+        guard let entry = try rowEntry(tid: target.info.tid, key: try metadataKey(change.key)) else { return false }
+        if let rowStamp = change.rowStamp { return entry.stamp == local(rowStamp) }
+        let clocks = try replica.cellClocks(entry.cells, of: entry.stamp.rowClock)
+        return change.columns.contains { column in
+            let stamp = local(column.stamp)
+            return entry.stamp == stamp || clocks.contains { $0.stamp == stamp }
+        }
+    }
 
     /// The row a new life would replace: the one held here, with its label. (A key a replica
     /// with a scope holds only as a ghost is judged as a new row there: the ghost's label is

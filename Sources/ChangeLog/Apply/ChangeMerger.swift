@@ -113,6 +113,11 @@ public final class ChangeMerger {
     /// other values are not in the cut.
     public var wholeLivesOnly = false
 
+    /// Merging a cut another file of the origin's signed, whose changes from this number on
+    /// may differ from those held here under the same numbers: one of them that is denied is
+    /// logged and undone though its number is not new here (``ChangeMerger/isAllowed(_:in:by:)``).
+    public var anotherFileFrom: Int64?
+
     /// Prepares to merge a change set ``Replica/planMerge(of:authorization:)`` admitted.
     /// `learning`: when peers learned of this replica's changes (``LearningEvent``), if known.
     public init(replica: Replica, plan: MergePlan, learning: LearningEvent.ByWriter = [:]) throws {

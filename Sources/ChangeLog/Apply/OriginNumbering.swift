@@ -150,6 +150,13 @@ extension Replica {
         try database.rows(NumberingSQL.standingOrigins).map { try $0.string("lost_site") }
     }
 
+    /// The same, each with the number at which it was found.
+    public func originsNumberedTwiceFrom() throws -> [String: Int64] {
+        Dictionary(
+            try database.rows(NumberingSQL.standingOriginsFrom).map { (try $0.string("lost_site"), try $0.int64("found_at")) }
+        ) { first, _ in first }
+    }
+
     /// Notes, once per origin, that `origin` signed two different changes under its number
     /// `seq` or about it.
     public func noteNumberedTwice(_ origin: String, at seq: Int64) throws {
@@ -194,6 +201,13 @@ enum NumberingSQL {
         SELECT DISTINCT c."lost_site" FROM "_sqsync_conflicts" c
         WHERE c."kind" = '\(kind)'
           AND NOT EXISTS (SELECT 1 FROM "_sqsync_sites" s WHERE s."knowledge_id" = c."lost_site" AND s."retired" != 0)
+        """
+
+    static let standingOriginsFrom = """
+        SELECT c."lost_site", min(c."lost_hlc") AS "found_at" FROM "_sqsync_conflicts" c
+        WHERE c."kind" = '\(kind)'
+          AND NOT EXISTS (SELECT 1 FROM "_sqsync_sites" s WHERE s."knowledge_id" = c."lost_site" AND s."retired" != 0)
+        GROUP BY c."lost_site"
         """
 
     static let standing = """
