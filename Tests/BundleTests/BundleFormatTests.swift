@@ -823,19 +823,19 @@ final class BundleFormatTests: XCTestCase {
     /// Trust follows chains of key moves in whatever order they come, in one pass.
     func testTrustFollowsALongChainOfMovesGivenBackwards() throws {
         var random = SplitMix64(seed: 0x00C4_A125)
-        let keys = try (0...3000).map { _ in
+        let keys = try (0...600).map { _ in
             try SSHPublicKey(rawRepresentation: (0..<32).map { _ in UInt8(truncatingIfNeeded: random.next()) })
         }
         let start = try AllowedSigners(text: AllowedSigners.line(principal: "first", key: keys[0]) + "\n")
-        let moves = (0..<3000).reversed().map { (from: keys[$0], to: keys[$0 + 1]) }
+        let moves = (0..<600).reversed().map { (from: keys[$0], to: keys[$0 + 1]) }
         let followed = start.following(moves)
-        XCTAssertEqual(followed.principal(for: keys[3000], namespace: "sqsync"), "first")
-        XCTAssertNil(start.following(Array(moves.dropLast())).principal(for: keys[3000], namespace: "sqsync"))
+        XCTAssertEqual(followed.principal(for: keys[600], namespace: "sqsync"), "first")
+        XCTAssertNil(start.following(Array(moves.dropLast())).principal(for: keys[600], namespace: "sqsync"))
     }
 
     // MARK: Streaming
 
-    /// 200,000 rows go out in chunks of at most 1 MiB and come back one at a time, every one.
+    /// 100,000 rows go out in chunks of at most 1 MiB and come back one at a time, every one.
     func testLargeBundleStreams() throws {
         let source = try Replica.initialize(
             path: path("large.db"), name: "large", knowledgeID: ReplicaIdentity.knowledgeID(for: key.publicKey)
@@ -843,13 +843,13 @@ final class BundleFormatTests: XCTestCase {
         try source.database.execute(
             """
             CREATE TABLE big (id TEXT PRIMARY KEY, n INTEGER, t TEXT);
-            WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 200000)
+            WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 100000)
             INSERT INTO big SELECT printf('row-%06d', i), i, 'text ' || i FROM c;
             """)
-        XCTAssertEqual(try source.track(["big"], allowIntegerPrimaryKey: false).map(\.rows), [200_000])
+        XCTAssertEqual(try source.track(["big"], allowIntegerPrimaryKey: false).map(\.rows), [100_000])
         let result = try BundleExchange.export(
             replica: source, since: Knowledge(), key: key, to: path("large.sqsb"), intoDirectory: false)
-        XCTAssertEqual(result.rows, 200_000)
+        XCTAssertEqual(result.rows, 100_000)
 
         let reader = try BundleReader(path: result.path, trust: trust)
         var count = 0, sum: Int64 = 0, chunks = 0
@@ -864,8 +864,8 @@ final class BundleFormatTests: XCTestCase {
             }
         }
         XCTAssertGreaterThan(chunks, 1, "the records are cut into chunks")
-        XCTAssertEqual(count, 200_000)
-        XCTAssertEqual(keys.count, 200_000)
-        XCTAssertEqual(sum, 200_000 * 200_001 / 2, "every row's value arrived")
+        XCTAssertEqual(count, 100_000)
+        XCTAssertEqual(keys.count, 100_000)
+        XCTAssertEqual(sum, 100_000 * 100_001 / 2, "every row's value arrived")
     }
 }
