@@ -152,13 +152,15 @@ extension BundleExchange {
         guard withinOwn || (readerScope.isEveryRow && !forked.isEmpty) else { return [] }
         var relayed: [SegmentStore.Stored] = []
         for (origin, kept) in try store.byOrigin() where !leaving.contains(origin) {
+            let forkedFrom = withinOwn ? nil : forked[origin]
+            if !withinOwn && forkedFrom == nil { continue }
             let chain = try pins.chain(of: origin)
             let checked = { (segment: SegmentStore.Stored) in
                 guard let signer = try store.signer(of: segment), let key = chain.first(where: { $0.key == signer }) else { return false }
                 return key.untilSeq.map { segment.last <= $0 } ?? true
             }
-            guard withinOwn else {
-                if let from = forked[origin] { relayed += try kept.filter { try $0.last >= from && checked($0) } }
+            if let forkedFrom {
+                relayed += try kept.filter { try $0.last >= forkedFrom && checked($0) }
                 continue
             }
             let carried = kept.filter { Scope($0.scope).isWithin(readerScope) }
