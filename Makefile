@@ -46,8 +46,14 @@ test-deps: deps
 		fi; \
 	fi
 
+# The debug build carries no debug information: the tests need none, and without it a clean
+# build takes a tenth less time on 2 cores. `make build` and `make test` share the flags, so
+# one builds on the other's work (scripts/test.sh reads them as SQSYNC_BUILD_FLAGS).
+DEBUG_BUILD_FLAGS ?= -debug-info-format none
+export SQSYNC_BUILD_FLAGS := $(DEBUG_BUILD_FLAGS)
+
 build: deps
-	$(SWIFT) build
+	$(SWIFT) build $(DEBUG_BUILD_FLAGS)
 
 demo: build
 	scripts/demo.sh
@@ -68,7 +74,7 @@ test-install: test-deps dist
 # its file's numbers back too); `make test` runs two to four of each. FUZZ_SEEDS sets how many.
 FUZZ_SEEDS ?= 200
 fuzz: deps
-	$(SWIFT) build --build-tests
+	$(SWIFT) build --build-tests $(DEBUG_BUILD_FLAGS)
 	SQSYNC_PROPERTY_SEEDS=$(FUZZ_SEEDS) $(SWIFT) test --skip-build --disable-swift-testing --filter 'NetworkFuzzTests|ScopePropertyTests|MaliciousReplicaFuzzTests'
 
 bench: test-deps

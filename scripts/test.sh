@@ -10,13 +10,15 @@
 #
 # SQSYNC_TEST_SUITES names the suites to run (space-separated); by default every suite but
 # InstallTests, which packages the static release build (`make test-install`).
+# SQSYNC_BUILD_FLAGS are the flags of the debug build (the Makefile's DEBUG_BUILD_FLAGS).
 set -uo pipefail
 SWIFT=${SWIFT:-swift}
 workers=${SQSYNC_TEST_WORKERS:-3}
 here=$(dirname "$0")
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-if ! "$SWIFT" build --build-tests; then
+read -ra build_flags <<<"${SQSYNC_BUILD_FLAGS-"-debug-info-format none"}"
+if ! "$SWIFT" build --build-tests "${build_flags[@]}"; then
     echo "the test build failed"
     : >"$logs/all.log"
     "$here/test-summary.sh" "$logs/all.log" 1

@@ -41,10 +41,33 @@ final class GrantBindingCLITests: XCTestCase {
         try makeNetwork()
     }
 
+    /// Each network made in this run of the class, by order and topology: the folder it was
+    /// made in and a copy of it. A test wanting the same network gets the copy back in that
+    /// folder, as the earlier test's harness left it (sqsync's mailbox state names the
+    /// mailbox's path), which saves its ten syncs.
+    nonisolated(unsafe) private static var networksMade: [String: (folder: URL, copy: URL)] = [:]
+
+    override class func tearDown() {
+        for made in networksMade.values { try? FileManager.default.removeItem(at: made.copy) }
+        networksMade = [:]
+        super.tearDown()
+    }
+
     /// The five replicas, the statements, and two rounds in `order`.
     private func makeNetwork(order: [String] = ["hq", "f7", "north", "south", "hub"]) throws {
-        h = try Harness()
+        h = nil
         dbs = [:]
+        let network = "\(order) \(topologyPlan.map { $0.sorted() })"
+        if let made = Self.networksMade[network] {
+            try? FileManager.default.removeItem(at: made.folder)
+            try FileManager.default.copyItem(at: made.copy, to: made.folder)
+            h = Harness(adopting: made.folder)
+            for name in ["hq", "north", "south", "f7", "hub"] { dbs[name] = h.path("\(name).db") }
+            stick = h.path("stick")
+            topology = topologyPlan.enumerated().map { index, members in (index == 0 ? stick : h.path("box\(index)"), members) }
+            return
+        }
+        h = try Harness()
         try h.trust(try h.handKey("hq", trusted: false).adminSignersLine)
         let hq = h.path("hq.db")
         try h.sqlite(hq, Self.schema)
@@ -64,6 +87,9 @@ final class GrantBindingCLITests: XCTestCase {
         stick = try h.folder("stick")
         topology = try topologyPlan.enumerated().map { index, members in (index == 0 ? stick : try h.folder("box\(index)"), members) }
         try rounds(setUpRounds, names: order)
+        let copy = h.directory.appendingPathExtension("network")
+        try FileManager.default.copyItem(at: h.directory, to: copy)
+        Self.networksMade[network] = (h.directory, copy)
     }
 
     /// Rounds after each set-up step: what hq issues crosses up to three mailboxes to f7.

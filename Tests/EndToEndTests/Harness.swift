@@ -24,6 +24,13 @@ final class Harness {
         _ = FileManager.default.createFile(atPath: trustFile, contents: Data())
     }
 
+    /// A harness over a folder made by an earlier one (restored from a copy in its place):
+    /// its keys, `allowed_signers`, replicas and mailboxes as they were.
+    init(adopting directory: URL) {
+        self.directory = directory
+        trustFile = directory.appendingPathComponent("allowed_signers").path
+    }
+
     deinit { try? FileManager.default.removeItem(at: directory) }
 
     func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
