@@ -36,12 +36,28 @@ public struct Reach: Sendable, Equatable {
     func union(_ other: Reach) -> Reach { Reach(labels.union(other.labels)) }
     func isWithin(_ other: Reach) -> Bool { labels.isSubset(of: other.labels) }
 
-    /// As `_sqsync_reach` stores it (a JSON list); nil if it cannot be written, which
-    /// records it as unknown.
-    var stored: String? { (try? JSONEncoder().encode(sorted)).map { String(decoding: $0, as: UTF8.self) } }
+    /// As `_sqsync_reach` stores it: a JSON list, as SQLite's `json_array` writes one (its
+    /// SQL reads it with `json_each`). Written by hand: a fold records the reach of every row
+    /// it extends, and a JSON encoder per row was a large share of a fold of labelled rows.
+    var stored: String { "[" + sorted.map(Self.jsonString).joined(separator: ",") + "]" }
 
     static func read(stored: String) -> Reach? {
         (try? JSONDecoder().decode([String].self, from: Data(stored.utf8))).map(Reach.init)
+    }
+
+    /// A JSON string: quotes, backslashes and control characters escaped, the rest as it is.
+    private static func jsonString(_ text: String) -> String {
+        let hex = Array("0123456789abcdef")
+        var json = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": json += "\\\""
+            case "\\": json += "\\\\"
+            case _ where scalar.value < 0x20: json += "\\u00" + String(hex[Int(scalar.value >> 4)]) + String(hex[Int(scalar.value & 0xF)])
+            default: json.unicodeScalars.append(scalar)
+            }
+        }
+        return json + "\""
     }
 }
 
@@ -77,6 +93,9 @@ final class ReachStatements {
     private let database: Database
     /// Per labelled table, the query of one row's label (``ReachSQL/labelOfRow(_:expression:)``).
     private var labelQueries: [Int: Statement] = [:]
+    /// The reaches read, by their stored text: rows share a few (most hold one label), and
+    /// decoding each row's JSON was half of an export's time for a scoped reader.
+    private var readReaches: [String: Reach?] = [:]
 
     init(_ database: Database) throws {
         self.database = database
@@ -88,8 +107,15 @@ final class ReachStatements {
     /// The reach of an entry that exists (nil: unknown).
     func reach(tid: Int, key: SQLValue) throws -> Reach? {
         try lookup.bind([.integer(Int64(tid)), key])
-        return try lookup.fetchOne { row in row.value(at: 0).stringValue.flatMap(Reach.read(stored:)) } ?? nil
+        guard let stored = try lookup.fetchOne({ row in row.value(at: 0).stringValue }) ?? nil else { return nil }
+        if let known = readReaches[stored] { return known }
+        let reach = Reach.read(stored: stored)
+        if readReaches.count >= Self.readReachesKept { readReaches.removeAll(keepingCapacity: true) }
+        readReaches[stored] = reach
+        return reach
     }
+
+    private static let readReachesKept = 4096
 
     /// The label of the row of `table` whose key values are `keyValues`, as a reach: empty
     /// when the row is not in the table (deleted, or a ghost) or its label is NULL.
@@ -107,8 +133,8 @@ final class ReachStatements {
     }
 
     func record(_ reach: Reach?, tid: Int, key: SQLValue) throws {
-        if let reach, reach.fits, let stored = reach.stored {
-            try write.bind([.integer(Int64(tid)), key, .text(stored)])
+        if let reach, reach.fits {
+            try write.bind([.integer(Int64(tid)), key, .text(reach.stored)])
             try write.run()
         } else {
             try forget.bind([.integer(Int64(tid)), key])
