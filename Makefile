@@ -88,10 +88,11 @@ $(RELEASE_BIN): deps FORCE
 	$(SWIFT) build --scratch-path $(DIST) -c release --static-swift-stdlib --product sqsync
 
 # The man page comes from the command definitions (argument-parser's manual generator). The
-# plugin builds the package itself: a debug build in `.build`, the one the tests use anyway,
-# so it leaves the static release link alone. It runs before the tests, never during them.
+# plugin builds the package itself: a debug build in `.build` with the tests' flags, the one
+# the tests use anyway, so it leaves the static release link alone and the test build then has
+# nothing to do again. It runs before the tests, never during them.
 $(MANPAGE): $(RELEASE_BIN) packaging/man-tail.mdoc
-	$(SWIFT) package plugin generate-manual --configuration debug
+	$(SWIFT) package $(DEBUG_BUILD_FLAGS) plugin generate-manual --configuration debug
 	mkdir -p $(@D)
 	sed '/^\.Sh "EXIT STATUS"/,$$d' .build/plugins/GenerateManual/outputs/sqsync/sqsync.1 > $@.tmp
 	cat packaging/man-tail.mdoc >> $@.tmp

@@ -137,27 +137,6 @@ final class ScopedRelayTests: XCTestCase {
         XCTAssertEqual(try ids("hq"), [])
     }
 
-    /// w signs that it holds the statements once its number is its word's (hub records that
-    /// knowledge, as from an acknowledgement relayed to it) while hub holds none of w's
-    /// changes. The thief sets w's numbers back to before the word and inserts a south order
-    /// under the word's number: the acknowledgement binds that very number, so hub denies the
-    /// order and logs it. Before, it bound only w's changes after it, and hub took the order.
-    func testAnAcknowledgementBindsTheChangeUnderItsOwnNumber() throws {
-        try grantNorthToW()
-        for (from, to) in [("hq", "w"), ("hq", "hub")] { try send(from, to) }
-        let acknowledged = try replicas["w"]!.knowledge()
-        let word = acknowledged[replicas["w"]!.knowledgeID]
-        XCTAssertGreaterThan(word, 0, "w numbered its word")
-        try replicas["hub"]!.recordAdminEvidence(of: replicas["w"]!.knowledgeID, knowledge: acknowledged, ownSeq: word)
-        try thiefAtW(rewinding: true, "INSERT INTO orders VALUES ('forged', 'south', 'not granted');")
-        XCTAssertEqual(try holds("w", of: "w"), word, "the thief's change took the word's number")
-        try send("w", "hub")
-        XCTAssertEqual(try ids("hub"), [])
-        XCTAssertEqual(
-            try replicas["hub"]!.database.valueRows(#"SELECT "pk" FROM "_sqsync_conflicts" WHERE "kind" LIKE 'denied%'"#)
-                .compactMap { $0[0].stringValue }, ["'forged'"])
-    }
-
     /// hq holds a south order s1, w's word and w's north order w1 after it. The thief sets w's
     /// numbers back to before the word and moves s1 to north under the word's number, which
     /// hq holds: sent everything w holds, hq meets that change for the first time, though its

@@ -14,12 +14,8 @@ import SQLiteDatabase
 ///   the one before the import, and an import that teaches a label makes changes of its own
 ///   under the statements it held before.)
 ///
-/// Together they prove "its changes from `own_seq` on were made knowing S", and a segment of
-/// the origin reaching `own_seq` must name S. Change `own_seq` itself is bound too: a replica
-/// that learns a statement numbers a change of its own for it at once (its word, Scopes.swift),
-/// so when it signs that it holds S, its number is already the word's or past it, and no honest
-/// segment spans two epochs. A thief that sets the file's numbers back cannot put a change
-/// without S under the number it acknowledged at.
+/// Together they prove "its changes after `own_seq` were made knowing S", and a segment of
+/// the origin reaching past that must name S.
 extension Replica {
     /// Records that `origin`'s changes from `firstSeq` on were made under `ids`, and reads the
     /// latest knowledge each replica signed again for the statements met here first now.
@@ -52,8 +48,8 @@ extension Replica {
         try database.run(AdminEvidenceSQL.keepLatest, .integer(site), .integer(ownSeq), .text(json))
     }
 
-    /// The statements `origin` provably held at some change up to `last`, or named in a change
-    /// of its own numbered up to `last`: those its segment reaching to `last` must name.
+    /// The statements `origin` provably held before some change up to `last`, or named in a
+    /// change of its own numbered up to `last`: those its segment reaching to `last` must name.
     public func adminStatementsBinding(changesOf origin: String, through last: Int64) throws -> Set<[UInt8]> {
         Set(try database.rows(AdminEvidenceSQL.held, .text(origin), .integer(last)).map { try $0.blob("statement") })
     }
@@ -100,12 +96,12 @@ enum AdminEvidenceSQL {
         WHERE excluded."own_seq" < "own_seq"
         """
 
-    /// What the origin's signed knowledge shows it held at a change up to ?2, and what its
+    /// What the origin's signed knowledge shows it held before a change up to ?2, and what its
     /// own changes named from a number up to ?2 on: a second change under one of those numbers
     /// (a second file, a rewound one) must name it too.
     static let held = """
         SELECT k."statement" FROM "_sqsync_admin_known" k JOIN "_sqsync_sites" s ON s."site" = k."site"
-        WHERE s."knowledge_id" = ?1 AND k."own_seq" <= ?2
+        WHERE s."knowledge_id" = ?1 AND k."own_seq" < ?2
         UNION
         SELECT n."statement" FROM "_sqsync_admin_named" n JOIN "_sqsync_sites" s ON s."site" = n."site"
         WHERE s."knowledge_id" = ?1 AND n."first_seq" <= ?2

@@ -115,7 +115,7 @@ final class ReachStatements {
         return reach
     }
 
-    private static let readReachesKept = 4096
+    private static let readReachesKept = 256
 
     /// The label of the row of `table` whose key values are `keyValues`, as a reach: empty
     /// when the row is not in the table (deleted, or a ghost) or its label is NULL.
