@@ -48,7 +48,9 @@ test-deps: deps
 
 # The debug build carries no debug information: the tests need none, and without it a clean
 # build takes a tenth less time on 2 cores. `make build` and `make test` share the flags, so
-# one builds on the other's work (scripts/test.sh reads them as SQSYNC_BUILD_FLAGS).
+# one builds on the other's work (scripts/test.sh reads them as SQSYNC_BUILD_FLAGS). To run a
+# few tests on that build: `swift build --build-tests -debug-info-format none`, then
+# `swift test --skip-build --filter NAME`.
 DEBUG_BUILD_FLAGS ?= -debug-info-format none
 export SQSYNC_BUILD_FLAGS := $(DEBUG_BUILD_FLAGS)
 
