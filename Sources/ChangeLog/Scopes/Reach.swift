@@ -47,18 +47,19 @@ public struct Reach: Sendable, Equatable {
 
     /// A JSON string: quotes, backslashes and control characters escaped, the rest as it is.
     private static func jsonString(_ text: String) -> String {
-        let hex = Array("0123456789abcdef")
         var json = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
             case "\"": json += "\\\""
             case "\\": json += "\\\\"
-            case _ where scalar.value < 0x20: json += "\\u00" + String(hex[Int(scalar.value >> 4)]) + String(hex[Int(scalar.value & 0xF)])
+            case _ where scalar.value < 0x20: json += "\\u00" + String(hexDigits[Int(scalar.value >> 4)]) + String(hexDigits[Int(scalar.value & 0xF)])
             default: json.unicodeScalars.append(scalar)
             }
         }
         return json + "\""
     }
+
+    private static let hexDigits = Array("0123456789abcdef")
 }
 
 extension Optional where Wrapped == Reach {
